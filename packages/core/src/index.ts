@@ -1,0 +1,45 @@
+/**
+ * @module @sluice/core: exact, fast rate limiting for Node.js. Re-exports only.
+ */
+export {
+  describe as describeValue,
+  ErrorCode,
+  InvalidCostError,
+  InvalidOptionError,
+  RateLimitedError,
+  SluiceError,
+  StoreError,
+} from './errors.ts'
+export {
+  type AcquireOptions,
+  type CallOptions,
+  createLimiter,
+  type Limiter,
+  type LimiterOptions,
+  MAX_KEY_LENGTH,
+  type RulesOption,
+  STORE_ERROR_RETRY_MS,
+  type StoreErrorPolicy,
+  UNLIMITED_DECISION,
+} from './limiter.ts'
+export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
+export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'
+export { type SlidingLogOptions, slidingLog } from './rules/sliding-log.ts'
+export { MAX_BUCKETS, type SlidingWindowOptions, slidingWindow } from './rules/sliding-window.ts'
+export { type TokenBucketOptions, tokenBucket } from './rules/token-bucket.ts'
+export { isUnlimited, type RuleInput, UNLIMITED } from './rules/unlimited.ts'
+export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.ts'
+export type {
+  Decision,
+  FixedWindowRule,
+  LeakyBucketRule,
+  Rule,
+  RuleDecision,
+  RuleKind,
+  SlidingLogRule,
+  SlidingWindowRule,
+  Store,
+  StoreMode,
+  TokenBucketRule,
+  UnlimitedRule,
+} from './types.ts'

@@ -1,0 +1,342 @@
+/**
+ * @module createLimiter: resolves a call's rules, asks the store, and composes the store's per-rule
+ * answers into one Decision. It knows nothing of HTTP and nothing of Redis.
+ */
+import { createHash } from 'node:crypto'
+import {
+  describe,
+  ErrorCode,
+  InvalidCostError,
+  InvalidOptionError,
+  RateLimitedError,
+  SluiceError,
+  StoreError,
+} from './errors.ts'
+import { definedOnly, knownKeys, labelOption } from './options.ts'
+import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
+import { MemoryStore } from './stores/memory-store.ts'
+import type { Decision, Rule, RuleDecision, Store, StoreMode } from './types.ts'
+
+/** Rules for a call: a fixed list, or a function of the key (and the caller's context) resolved per call. */
+export type RulesOption<C> = readonly RuleInput[] | ((key: string, context: C) => readonly RuleInput[] | null)
+
+/** What the limiter does when its store fails or times out. */
+export type StoreErrorPolicy<C = unknown> = 'allow' | 'deny' | 'throw' | Limiter<C>
+
+export interface LimiterOptions<C = unknown> {
+  /**
+   * The rules every call must pass, all or nothing; or a function `(key, context) => rules | null`
+   * resolved per call (a table of limits per key: `null`, or a rule with `limit: -1`, means not limited).
+   */
+  rules: RulesOption<C>
+  /** Where state lives. Default: a new `MemoryStore()`. */
+  store?: Store
+  /**
+   * Namespace of this limiter's keys in its store: two limiters with different prefixes never share
+   * counts, and two live limiters on one store may not share a prefix. Default `"sluice"`.
+   */
+  prefix?: string
+  /**
+   * When the store fails: `'allow'` admits the call (default: a rate limiter should not take the
+   * service down with it), `'deny'` denies it for `1000` ms, `'throw'` rejects with a `StoreError`,
+   * and another limiter (say, on a `MemoryStore`) is asked instead, as insurance.
+   */
+  onStoreError?: StoreErrorPolicy<C>
+}
+
+export interface CallOptions<C = unknown> {
+  /** Units this call takes, an integer >= 1 no greater than any rule's limit. Default 1. */
+  cost?: number
+  /** Passed to a rules function. */
+  context?: C
+}
+
+export interface AcquireOptions<C = unknown> extends CallOptions<C> {
+  /** Stops waiting when aborted; the call's place in the queue is not given back. */
+  signal?: AbortSignal
+}
+
+export interface Limiter<C = unknown> {
+  readonly prefix: string
+  readonly store: Store
+  /** Decides a call and, when it is admitted, counts it. */
+  consume(key: string, options?: CallOptions<C>): Promise<Decision>
+  /** The decision `consume` would give now, counting nothing. */
+  peek(key: string, options?: CallOptions<C>): Promise<Decision>
+  /** Forgets the key's state under every rule that applies to it. */
+  reset(key: string, options?: { context?: C }): Promise<void>
+  /**
+   * Consumes and then waits out `waitMs` (leaky-bucket queues). Resolves with the decision when the
+   * caller may proceed; rejects with `RateLimitedError` when denied, or an abort error from `signal`.
+   */
+  acquire(key: string, options?: AcquireOptions<C>): Promise<Decision>
+}
+
+/** How long a call denied by `onStoreError: 'deny'` is told to wait. */
+export const STORE_ERROR_RETRY_MS = 1000
+
+/** Keys longer than this are stored as a digest, so hostile keys cannot grow memory or Redis keys. */
+export const MAX_KEY_LENGTH = 200
+
+/** The decision for a key no rule limits. */
+export const UNLIMITED_DECISION: Decision = Object.freeze({
+  allowed: true,
+  limit: Number.POSITIVE_INFINITY,
+  remaining: Number.POSITIVE_INFINITY,
+  resetMs: 0,
+  retryAfterMs: 0,
+  waitMs: 0,
+  rule: 'unlimited',
+  rules: Object.freeze([]) as readonly RuleDecision[],
+})
+
+const prefixesInUse = new WeakMap<Store, Set<string>>()
+
+/** Builds a limiter. Every option is checked here; a bad one throws `InvalidOptionError`. */
+export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<C> {
+  const o = definedOnly(options)
+  knownKeys('createLimiter', o, ['rules', 'store', 'prefix', 'onStoreError'])
+  const resolveRules = rulesResolver(o.rules)
+  const store = o.store ?? new MemoryStore()
+  if (typeof store !== 'object' || typeof store.apply !== 'function' || typeof store.reset !== 'function') {
+    throw new InvalidOptionError('createLimiter.store', store, 'a store (an object with apply and reset)')
+  }
+  const prefix = labelOption('createLimiter.prefix', o.prefix ?? 'sluice', '{}')
+  const onStoreError = storeErrorPolicy<C>(o.onStoreError)
+  claimPrefix(store, prefix)
+
+  function decide(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Promise<Decision> {
+    let rules: readonly Rule[]
+    let cost: number
+    let storageKey: string
+    try {
+      storageKey = keyOf(key)
+      cost = costOf(options?.cost)
+      rules = resolveRules(key, options?.context as C)
+      checkCost(cost, rules)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    if (rules.length === 0) return Promise.resolve(UNLIMITED_DECISION)
+    try {
+      const answer = store.apply(prefix, storageKey, rules, cost, mode)
+      if (isPromise(answer)) return answer.then(compose, (error) => fallback(error, key, options, mode))
+      return Promise.resolve(compose(answer))
+    } catch (error) {
+      return fallback(error, key, options, mode)
+    }
+  }
+
+  function fallback(
+    error: unknown,
+    key: string,
+    options: CallOptions<C> | undefined,
+    mode: StoreMode,
+  ): Promise<Decision> {
+    if (onStoreError === 'allow') return Promise.resolve(STORE_ALLOW_DECISION)
+    if (onStoreError === 'deny') return Promise.resolve(STORE_DENY_DECISION)
+    if (onStoreError === 'throw') return Promise.reject(asStoreError(error))
+    return mode === 'consume' ? onStoreError.consume(key, options) : onStoreError.peek(key, options)
+  }
+
+  const limiter: Limiter<C> = {
+    prefix,
+    store,
+    consume: (key, options) => decide(key, options, 'consume'),
+    peek: (key, options) => decide(key, options, 'peek'),
+
+    async reset(key, options) {
+      const rules = resolveRules(key, options?.context as C)
+      if (rules.length === 0) return
+      try {
+        await store.reset(prefix, keyOf(key), rules)
+      } catch (error) {
+        if (onStoreError === 'throw') throw asStoreError(error)
+        if (typeof onStoreError === 'object') await onStoreError.reset(key, options)
+      }
+    },
+
+    async acquire(key, options) {
+      const signal = options?.signal
+      signal?.throwIfAborted()
+      const decision = await decide(key, options, 'consume')
+      if (!decision.allowed) throw new RateLimitedError(decision)
+      if (decision.waitMs > 0) await wait(decision.waitMs, signal)
+      return decision
+    },
+  }
+  return limiter
+}
+
+/** Turns the `rules` option into a per-call resolver that returns only limiting rules. */
+function rulesResolver<C>(option: unknown): (key: string, context: C) => readonly Rule[] {
+  if (typeof option === 'function') {
+    const fn = option as (key: string, context: C) => readonly RuleInput[] | null
+    return (key, context) => {
+      const rules = fn(key, context)
+      return rules === null || rules === undefined
+        ? []
+        : checkRules(rules, 'the rules function', ErrorCode.INVALID_RULES)
+    }
+  }
+  if (!Array.isArray(option) || option.length === 0) {
+    throw new InvalidOptionError('createLimiter.rules', option, 'a non-empty list of rules, or a function')
+  }
+  const rules = checkRules(option as readonly RuleInput[], 'createLimiter.rules', ErrorCode.INVALID_OPTION)
+  return () => rules
+}
+
+const RULE_KINDS = new Set(['fixedWindow', 'slidingLog', 'slidingWindow', 'tokenBucket', 'leakyBucket'])
+
+/** Drops unlimited markers; rejects anything not built by a rule factory, and duplicate rules. */
+function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode): readonly Rule[] {
+  if (!Array.isArray(list)) throw rulesError(code, where, list, 'a list of rules or null')
+  const rules: Rule[] = []
+  for (const rule of list) {
+    if (rule === null || typeof rule !== 'object' || !(RULE_KINDS.has(rule.kind) || isUnlimited(rule))) {
+      throw rulesError(
+        code,
+        where,
+        rule,
+        'rules built by fixedWindow, slidingLog, slidingWindow, tokenBucket or leakyBucket',
+      )
+    }
+    if (isUnlimited(rule)) continue
+    if (rules.some((r) => r.id === rule.id)) {
+      throw rulesError(code, where, rule.name, 'no two rules with the same algorithm and numbers')
+    }
+    rules.push(rule)
+  }
+  return rules.length === list.length ? (list as readonly Rule[]) : rules
+}
+
+function rulesError(code: ErrorCode, where: string, value: unknown, expected: string): SluiceError {
+  if (code === ErrorCode.INVALID_OPTION) return new InvalidOptionError(where, value, expected)
+  return new SluiceError(code, `Invalid rules from ${where}: ${describe(value)}; expected ${expected}.`)
+}
+
+function storeErrorPolicy<C>(value: unknown): StoreErrorPolicy<C> {
+  if (value === undefined) return 'allow'
+  if (value === 'allow' || value === 'deny' || value === 'throw') return value
+  if (value !== null && typeof value === 'object' && typeof (value as Limiter<C>).consume === 'function') {
+    return value as Limiter<C>
+  }
+  throw new InvalidOptionError('createLimiter.onStoreError', value, "'allow', 'deny', 'throw' or a limiter")
+}
+
+function claimPrefix(store: Store, prefix: string): void {
+  let inUse = prefixesInUse.get(store)
+  if (inUse === undefined) {
+    inUse = new Set()
+    prefixesInUse.set(store, inUse)
+  }
+  if (inUse.has(prefix)) {
+    throw new SluiceError(
+      ErrorCode.PREFIX_COLLISION,
+      `Another limiter on this store already uses prefix "${prefix}": give each limiter its own prefix, or share one limiter.`,
+    )
+  }
+  inUse.add(prefix)
+}
+
+function keyOf(key: unknown): string {
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new SluiceError(ErrorCode.INVALID_KEY, `Invalid key ${describe(key)}: expected a non-empty string.`)
+  }
+  // A digest keeps stored keys short; the NUL mark keeps digests apart from every key stored as is.
+  if (key.length > MAX_KEY_LENGTH || key.charCodeAt(0) === 0) {
+    return `\u0000${createHash('sha256').update(key).digest('base64url')}`
+  }
+  return key
+}
+
+function costOf(cost: unknown): number {
+  if (cost === undefined) return 1
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) {
+    throw new InvalidCostError(cost, 'expected an integer >= 1')
+  }
+  return cost
+}
+
+function checkCost(cost: number, rules: readonly Rule[]): void {
+  if (cost === 1) return
+  for (const rule of rules) {
+    const limit = 'limit' in rule ? rule.limit : rule.capacity
+    if (cost > limit) throw new InvalidCostError(cost, `rule ${rule.name} can never admit more than ${limit}`)
+  }
+}
+
+/** One Decision from the store's per-rule answers. */
+function compose(rules: readonly RuleDecision[]): Decision {
+  if (rules.length === 1) {
+    const d = rules[0]!
+    return {
+      allowed: d.allowed,
+      limit: d.limit,
+      remaining: d.remaining,
+      resetMs: d.resetMs,
+      retryAfterMs: d.retryAfterMs,
+      waitMs: d.waitMs,
+      rule: d.rule,
+      rules,
+    }
+  }
+  let deciding = rules[0]!
+  let allowed = true
+  let waitMs = 0
+  for (const d of rules) {
+    if (d.waitMs > waitMs) waitMs = d.waitMs
+    if (!d.allowed) {
+      if (allowed || d.retryAfterMs > deciding.retryAfterMs) deciding = d
+      allowed = false
+    } else if (allowed && d.remaining < deciding.remaining) deciding = d
+  }
+  return {
+    allowed,
+    limit: deciding.limit,
+    remaining: deciding.remaining,
+    resetMs: deciding.resetMs,
+    retryAfterMs: allowed ? 0 : deciding.retryAfterMs,
+    waitMs: allowed ? waitMs : 0,
+    rule: deciding.rule,
+    rules,
+  }
+}
+
+const STORE_ALLOW_DECISION: Decision = Object.freeze({ ...UNLIMITED_DECISION, rule: 'store-unavailable' })
+const STORE_DENY_DECISION: Decision = Object.freeze({
+  ...UNLIMITED_DECISION,
+  allowed: false,
+  limit: 0,
+  remaining: 0,
+  resetMs: STORE_ERROR_RETRY_MS,
+  retryAfterMs: STORE_ERROR_RETRY_MS,
+  rule: 'store-unavailable',
+})
+
+function asStoreError(error: unknown): SluiceError {
+  if (error instanceof SluiceError) return error
+  return new StoreError(ErrorCode.STORE_ERROR, `The rate-limit store failed: ${String(error)}`, {
+    cause: error,
+  })
+}
+
+function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as Promise<T>)?.then === 'function'
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason when aborted; leaves no timer behind. */
+function wait(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason)
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal!.reason)
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    signal?.addEventListener('abort', onAbort, { once: true })
+  })
+}

@@ -1,0 +1,109 @@
+/**
+ * @module Validation helpers: public options become resolved config once, at construction.
+ * Each check throws `InvalidOptionError` naming the option and the value; nothing falls back silently.
+ */
+import { InvalidOptionError } from './errors.ts'
+
+/** Copies `options` without its `undefined` properties, so an explicit `undefined` never wipes a default. */
+export function definedOnly<T extends object>(options: T | undefined): Partial<T> {
+  const out: Partial<T> = {}
+  if (options === undefined) return out
+  if (options === null || typeof options !== 'object')
+    throw new InvalidOptionError('options', options, 'an object')
+  for (const key of Object.keys(options) as (keyof T)[]) {
+    if (options[key] !== undefined) out[key] = options[key]
+  }
+  return out
+}
+
+/** A safe integer `>= min`. */
+export function integerOption(option: string, value: unknown, min: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw new InvalidOptionError(option, value, `an integer >= ${min}`)
+  }
+  return value
+}
+
+/** A finite number `> 0`. */
+export function positiveOption(option: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidOptionError(option, value, 'a finite number > 0')
+  }
+  return value
+}
+
+/** A limit: a safe integer >= 1, or -1 for "not limited". */
+export function limitOption(option: string, value: unknown): number {
+  if (value === -1) return -1
+  return integerOption(option, value, 1)
+}
+
+/** One of `choices`. */
+export function oneOfOption<T extends string>(option: string, value: unknown, choices: readonly T[]): T {
+  if (typeof value !== 'string' || !(choices as readonly string[]).includes(value)) {
+    throw new InvalidOptionError(option, value, `one of ${choices.map((c) => `'${c}'`).join(', ')}`)
+  }
+  return value as T
+}
+
+/** A function. */
+export function functionOption<F>(option: string, value: unknown): F {
+  if (typeof value !== 'function') throw new InvalidOptionError(option, value, 'a function')
+  return value as F
+}
+
+/** A boolean. */
+export function booleanOption(option: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new InvalidOptionError(option, value, 'true or false')
+  return value
+}
+
+const PRINTABLE = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/
+
+/**
+ * A short printable ASCII string (no quotes or backslashes), safe inside header values and Redis keys.
+ * Used for rule names and limiter prefixes.
+ */
+export function labelOption(option: string, value: unknown, extraForbidden = ''): string {
+  if (
+    typeof value !== 'string' ||
+    value.length > 128 ||
+    !PRINTABLE.test(value) ||
+    /["\\]/.test(value) ||
+    [...extraForbidden].some((c) => value.includes(c))
+  ) {
+    const banned = `" \\${extraForbidden ? ` ${[...extraForbidden].join(' ')}` : ''}`
+    throw new InvalidOptionError(option, value, `1 to 128 printable ASCII characters without ${banned}`)
+  }
+  return value
+}
+
+/** `ms` as a compact label: `60s`, `1500ms`. */
+export function durationLabel(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
+}
+
+/** Rejects options this call does not know (a typo such as `windowMS` must not pass as a default). */
+export function knownKeys(where: string, options: object, known: readonly string[]): void {
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) {
+      throw new InvalidOptionError(
+        `${where}.${key}`,
+        (options as Record<string, unknown>)[key],
+        `one of the known options: ${known.join(', ')}`,
+      )
+    }
+  }
+}
+
+/** Reads a rule factory's options object: present, an object, only known keys, `undefined`s dropped. */
+export function ruleOptions<T extends object>(
+  where: string,
+  options: T | undefined,
+  known: readonly string[],
+): Partial<T> {
+  if (options === null || typeof options !== 'object')
+    throw new InvalidOptionError(where, options, 'an options object')
+  knownKeys(where, options, known)
+  return definedOnly(options)
+}

@@ -1,0 +1,44 @@
+/**
+ * @module The seam between a rule and the memory store.
+ *
+ * Each algorithm is split in two so a store can apply several rules all or nothing:
+ * `decide` answers a call without changing what the state counts, and `admit` records the call
+ * once every rule of it has said yes. Time is always an argument; no algorithm reads a clock.
+ * State is mutable on purpose: copying a sliding log on every call would cost more than the decision.
+ */
+import type { Rule, RuleDecision } from '../types.ts'
+
+export interface Algorithm<R extends Rule, S> {
+  /** State for a key this rule has never seen (or has forgotten). */
+  create(rule: R, now: number): S
+  /**
+   * The rule's answer to a call of `cost` at `now`. May drop entries that no longer count,
+   * but never changes the answer to any later call.
+   */
+  decide(state: S, rule: R, now: number, cost: number): RuleDecision
+  /** Records an admitted call. Called only after `decide` admitted the same call at the same `now`. */
+  admit(state: S, rule: R, now: number, cost: number): void
+  /** From this time on the state answers exactly as a fresh one would, so it may be forgotten. */
+  expiresAt(state: S, rule: R): number
+}
+
+/** Builds a RuleDecision; every ms figure it receives is already a rounded-up integer. */
+export function ruleDecision(
+  rule: Rule,
+  allowed: boolean,
+  remaining: number,
+  resetMs: number,
+  retryAfterMs: number,
+  waitMs: number,
+): RuleDecision {
+  return {
+    rule: rule.name,
+    allowed,
+    limit: 'limit' in rule ? rule.limit : rule.capacity,
+    remaining,
+    resetMs,
+    retryAfterMs,
+    waitMs,
+    windowSeconds: rule.policyWindowSeconds,
+  }
+}

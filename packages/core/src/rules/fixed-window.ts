@@ -1,0 +1,67 @@
+/**
+ * @module fixedWindow: a count per window, windows aligned to multiples of `windowMs` since the epoch.
+ * Cheapest rule there is. Its known weakness is kept on purpose: a burst across a window edge can
+ * admit up to twice the limit within `windowMs`.
+ */
+import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
+import type { FixedWindowRule, UnlimitedRule } from '../types.ts'
+import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { UNLIMITED } from './unlimited.ts'
+
+export interface FixedWindowOptions {
+  /** Units admitted per window: an integer >= 1, or -1 for not limited. */
+  limit: number
+  /** Window length in ms, an integer >= 1. Windows start at multiples of it since the epoch. */
+  windowMs: number
+  /** Shown in headers and decisions. Default: `"<limit>-per-<window>"`, e.g. `"100-per-60s"`. */
+  name?: string
+}
+
+/** A rule admitting `limit` units per aligned window of `windowMs`. */
+export function fixedWindow(options: FixedWindowOptions): FixedWindowRule | UnlimitedRule {
+  const o = ruleOptions('fixedWindow', options, ['limit', 'windowMs', 'name'])
+  const limit = limitOption('fixedWindow.limit', o.limit)
+  const windowMs = integerOption('fixedWindow.windowMs', o.windowMs, 1)
+  if (limit === -1) return UNLIMITED
+  return Object.freeze({
+    kind: 'fixedWindow',
+    id: `fixedWindow:${limit}:${windowMs}`,
+    name:
+      o.name === undefined
+        ? `${limit}-per-${durationLabel(windowMs)}`
+        : labelOption('fixedWindow.name', o.name),
+    policyWindowSeconds: Math.ceil(windowMs / 1000),
+    limit,
+    windowMs,
+  })
+}
+
+export interface FixedWindowState {
+  /** Start of the window `count` belongs to. */
+  start: number
+  count: number
+}
+
+export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> = {
+  create: (rule, now) => ({ start: now - (now % rule.windowMs), count: 0 }),
+
+  decide(state, rule, now, cost) {
+    const start = now - (now % rule.windowMs)
+    const count = state.start === start ? state.count : 0
+    const allowed = count + cost <= rule.limit
+    const after = allowed ? count + cost : count
+    const resetMs = start + rule.windowMs - now
+    return ruleDecision(rule, allowed, rule.limit - after, resetMs, allowed ? 0 : resetMs, 0)
+  },
+
+  admit(state, rule, now, cost) {
+    const start = now - (now % rule.windowMs)
+    if (state.start !== start) {
+      state.start = start
+      state.count = 0
+    }
+    state.count += cost
+  },
+
+  expiresAt: (state, rule) => state.start + rule.windowMs,
+}

@@ -1,0 +1,127 @@
+/**
+ * @module slidingWindow: `buckets` counters of `windowMs / buckets` ms each, aligned to multiples of
+ * the bucket size. A bucket starting at `s` counts while `now < s + windowMs`: the current bucket and
+ * the `buckets - 1` before it. Memory is fixed per key; accuracy is one bucket.
+ * Stale buckets are recognised by their start, so a jump of any length costs O(buckets), never a loop
+ * over the time that passed.
+ */
+import { InvalidOptionError } from '../errors.ts'
+import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
+import type { SlidingWindowRule, UnlimitedRule } from '../types.ts'
+import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { UNLIMITED } from './unlimited.ts'
+
+export interface SlidingWindowOptions {
+  /** Units admitted across the live buckets: an integer >= 1, or -1 for not limited. */
+  limit: number
+  /** Window length in ms, an integer >= 1, divisible by `buckets`. */
+  windowMs: number
+  /** Counters per window, an integer from 1 to 1000 dividing `windowMs`. Default 10. */
+  buckets?: number
+  /** Shown in headers and decisions. Default: `"<limit>-per-<window>"`. */
+  name?: string
+}
+
+/** Every call visits each bucket, so their number is bounded. */
+export const MAX_BUCKETS = 1000
+
+/** A rule admitting at most `limit` units across the last `buckets` buckets. */
+export function slidingWindow(options: SlidingWindowOptions): SlidingWindowRule | UnlimitedRule {
+  const o = ruleOptions('slidingWindow', options, ['limit', 'windowMs', 'buckets', 'name'])
+  const limit = limitOption('slidingWindow.limit', o.limit)
+  const windowMs = integerOption('slidingWindow.windowMs', o.windowMs, 1)
+  const buckets = integerOption('slidingWindow.buckets', o.buckets ?? 10, 1)
+  if (buckets > MAX_BUCKETS) {
+    throw new InvalidOptionError(
+      'slidingWindow.buckets',
+      buckets,
+      `at most ${MAX_BUCKETS} (each call visits every bucket)`,
+    )
+  }
+  if (windowMs % buckets !== 0) {
+    throw new InvalidOptionError('slidingWindow.buckets', buckets, `a divisor of windowMs (${windowMs})`)
+  }
+  if (limit === -1) return UNLIMITED
+  return Object.freeze({
+    kind: 'slidingWindow',
+    id: `slidingWindow:${limit}:${windowMs}:${buckets}`,
+    name:
+      o.name === undefined
+        ? `${limit}-per-${durationLabel(windowMs)}`
+        : labelOption('slidingWindow.name', o.name),
+    policyWindowSeconds: Math.ceil(windowMs / 1000),
+    limit,
+    windowMs,
+    buckets,
+    bucketMs: windowMs / buckets,
+  })
+}
+
+/** A ring of buckets: slot `i` holds the bucket whose start `s` has `(s / bucketMs) % buckets === i`. */
+export interface SlidingWindowState {
+  /** Start of the bucket in each slot; -Infinity for a slot never used. */
+  starts: Float64Array
+  counts: Float64Array
+}
+
+function slotOf(rule: SlidingWindowRule, start: number): number {
+  return (start / rule.bucketMs) % rule.buckets
+}
+
+export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowState> = {
+  create: (rule) => ({
+    starts: new Float64Array(rule.buckets).fill(Number.NEGATIVE_INFINITY),
+    counts: new Float64Array(rule.buckets),
+  }),
+
+  decide(state, rule, now, cost) {
+    const { starts, counts } = state
+    const current = now - (now % rule.bucketMs)
+    const oldest = current - rule.windowMs + rule.bucketMs
+    let total = 0
+    let newest = Number.NEGATIVE_INFINITY
+    for (let i = 0; i < rule.buckets; i++) {
+      const s = starts[i]!
+      if (s >= oldest && s <= current && counts[i]! > 0) {
+        total += counts[i]!
+        if (s > newest) newest = s
+      }
+    }
+    const allowed = total + cost <= rule.limit
+    if (allowed)
+      return ruleDecision(rule, true, rule.limit - total - cost, current + rule.windowMs - now, 0, 0)
+    // Denied: walk the live buckets oldest first until enough units have expired for the call to fit.
+    const mustExpire = total + cost - rule.limit
+    let expired = 0
+    let s = oldest
+    for (; s <= current; s += rule.bucketMs) {
+      const i = slotOf(rule, s)
+      if (starts[i] === s) expired += counts[i]!
+      if (expired >= mustExpire) break
+    }
+    return ruleDecision(
+      rule,
+      false,
+      rule.limit - total,
+      newest + rule.windowMs - now,
+      s + rule.windowMs - now,
+      0,
+    )
+  },
+
+  admit(state, rule, now, cost) {
+    const current = now - (now % rule.bucketMs)
+    const i = slotOf(rule, current)
+    if (state.starts[i] !== current) {
+      state.starts[i] = current
+      state.counts[i] = 0
+    }
+    state.counts[i]! += cost
+  },
+
+  expiresAt(state, rule) {
+    let newest = Number.NEGATIVE_INFINITY
+    for (let i = 0; i < rule.buckets; i++) if (state.starts[i]! > newest) newest = state.starts[i]!
+    return newest + rule.windowMs
+  },
+}

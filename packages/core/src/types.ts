@@ -1,0 +1,134 @@
+/**
+ * @module The shapes every sluice package agrees on: rules, decisions and the store seam.
+ * Rules are plain, frozen data; stores apply them; the limiter composes what stores answer.
+ */
+
+/** The five algorithms sluice implements. A rule's `kind` names one of them. */
+export type RuleKind = 'fixedWindow' | 'slidingLog' | 'slidingWindow' | 'tokenBucket' | 'leakyBucket'
+
+interface RuleBase {
+  /**
+   * Canonical identity of the rule's algorithm and numbers, e.g. `"fixedWindow:100:60000"`.
+   * Stores key a rule's state by it, so equal rules built twice share state and different ones never do.
+   */
+  readonly id: string
+  /** Shown in headers and decisions; default derived from the numbers, e.g. `"100-per-60s"`. */
+  readonly name: string
+  /**
+   * The window the `RateLimit-Policy` header reports for this rule, in whole seconds
+   * (for buckets: the time a drained bucket takes to refill).
+   */
+  readonly policyWindowSeconds: number
+}
+
+/** Counts per window aligned to multiples of `windowMs` since the epoch. */
+export interface FixedWindowRule extends RuleBase {
+  readonly kind: 'fixedWindow'
+  readonly limit: number
+  readonly windowMs: number
+}
+
+/** One entry per admitted unit; exact over every window of `windowMs`. */
+export interface SlidingLogRule extends RuleBase {
+  readonly kind: 'slidingLog'
+  readonly limit: number
+  readonly windowMs: number
+}
+
+/** `buckets` counters of `windowMs / buckets` each, aligned to multiples of the bucket size. */
+export interface SlidingWindowRule extends RuleBase {
+  readonly kind: 'slidingWindow'
+  readonly limit: number
+  readonly windowMs: number
+  readonly buckets: number
+  /** `windowMs / buckets`, an integer. */
+  readonly bucketMs: number
+}
+
+/** Tokens refill continuously up to `capacity`; a call takes `cost` tokens. */
+export interface TokenBucketRule extends RuleBase {
+  readonly kind: 'tokenBucket'
+  readonly capacity: number
+  readonly refillPerSecond: number
+}
+
+/** Calls pass one by one at `ratePerSecond`; a call may queue for up to `maxQueueMs`. */
+export interface LeakyBucketRule extends RuleBase {
+  readonly kind: 'leakyBucket'
+  readonly ratePerSecond: number
+  readonly maxQueueMs: number
+  /** `1000 / ratePerSecond`: the gap between two passing units, in ms (a float). */
+  readonly intervalMs: number
+  /** Units a drained bucket admits at once: `floor(maxQueueMs / intervalMs) + 1`. */
+  readonly limit: number
+}
+
+/** One limiting rule: an algorithm with its numbers. Plain data, frozen. */
+export type Rule = FixedWindowRule | SlidingLogRule | SlidingWindowRule | TokenBucketRule | LeakyBucketRule
+
+/** The marker for "not limited": `limit: -1` in a rule factory returns this. */
+export interface UnlimitedRule {
+  readonly kind: 'unlimited'
+  readonly name: 'unlimited'
+}
+
+/** What one rule says about one call. Every ms figure is an integer, rounded up. */
+export interface RuleDecision {
+  /** The rule's name. */
+  readonly rule: string
+  readonly allowed: boolean
+  /** Units the rule admits in a full window (capacity for buckets). */
+  readonly limit: number
+  /** Units left under this rule after this call; never negative. */
+  readonly remaining: number
+  /** Until this rule is fully replenished. */
+  readonly resetMs: number
+  /** 0 when allowed; else the earliest time the same call could be admitted. */
+  readonly retryAfterMs: number
+  /** leakyBucket: how long the caller must hold before proceeding; 0 otherwise. */
+  readonly waitMs: number
+  /** The rule's `policyWindowSeconds`, for the `RateLimit-Policy` header. */
+  readonly windowSeconds: number
+}
+
+/** What a limiter answers for one call. */
+export interface Decision {
+  readonly allowed: boolean
+  /** Of the deciding rule. `Infinity` when nothing limits the key. */
+  readonly limit: number
+  /** Units left under the deciding rule after this call (never negative). */
+  readonly remaining: number
+  /** Until the deciding rule is fully replenished. */
+  readonly resetMs: number
+  /** 0 when allowed; else the earliest time the same call could be admitted. */
+  readonly retryAfterMs: number
+  /** leakyBucket only: how long the caller must hold before proceeding. */
+  readonly waitMs: number
+  /** The deciding rule: the denying one (longest retry), else the one with least remaining. */
+  readonly rule: string
+  /** One per rule, in the order the rules were given. Empty when nothing limits the key. */
+  readonly rules: readonly RuleDecision[]
+}
+
+/** What a store does with a call: `'consume'` records it when admitted, `'peek'` never records. */
+export type StoreMode = 'consume' | 'peek'
+
+/**
+ * Where rule state lives. A store applies all of a call's rules to one key atomically:
+ * when any rule denies, no rule's state changes. It returns one RuleDecision per rule, in order.
+ * `prefix` is the limiter's namespace: the same key under two prefixes never shares state.
+ * `rules` is never empty and `cost` is a valid integer no rule finds impossible.
+ */
+export interface Store {
+  apply(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number,
+    mode: StoreMode,
+  ): Promise<readonly RuleDecision[]> | readonly RuleDecision[]
+  /** Forgets every rule's state for `key`. */
+  reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> | void
+  /** Releases timers and connections the store owns. */
+  close?(): Promise<void> | void
+}

@@ -1,0 +1,16 @@
+import { fileURLToPath } from 'node:url'
+import { defineConfig } from 'vitest/config'
+
+/** Tests import every workspace package from its TypeScript source; child processes use the builds. */
+const packages = fileURLToPath(new URL('./packages/', import.meta.url))
+
+export default defineConfig({
+  resolve: {
+    alias: [{ find: /^@sluice\/(core|redis|express|fastify)$/, replacement: `${packages}$1/src/index.ts` }],
+  },
+  test: {
+    include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts', 'examples/**/*.test.ts'],
+    testTimeout: 20_000,
+    hookTimeout: 60_000,
+  },
+})
