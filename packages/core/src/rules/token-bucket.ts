@@ -51,13 +51,15 @@ function tokensAt(rule: TokenBucketRule, tokens0: number, t0: number, t: number)
 }
 
 /**
- * Whole ms from `now` until a bucket that held `tokens0` at `t0` holds `target` tokens: rounded up,
- * and checked with the same arithmetic that will judge the retry, so it is never a millisecond early.
+ * Whole ms from `now` until a bucket that held `tokens0` at `t0` holds `target` tokens: the least
+ * such ms under the same arithmetic that will judge the retry, so it is neither early nor late.
  */
 function msUntil(rule: TokenBucketRule, tokens0: number, t0: number, target: number, now: number): number {
   const have = tokensAt(rule, tokens0, t0, now)
   if (have >= target) return 0
   let ms = Math.ceil(((target - have) * 1000) / rule.refillPerSecond)
+  // The estimate can be a rounding off either way (0.998 tokens needing 1 gives ceil(1.0000000000000009)).
+  while (ms > 1 && tokensAt(rule, tokens0, t0, now + ms - 1) >= target) ms--
   while (tokensAt(rule, tokens0, t0, now + ms) < target) ms++
   return ms
 }
