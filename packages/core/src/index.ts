@@ -11,6 +11,17 @@ export {
   StoreError,
 } from './errors.ts'
 export {
+  compileKey,
+  DEFAULT_IPV6_SUBNET,
+  ipKey,
+  type KeyOptions,
+  type KeyPart,
+  type KeyResult,
+  type KeySpec,
+  type MissingKeyPolicy,
+  type RequestView,
+} from './keys.ts'
+export {
   type AcquireOptions,
   type CallOptions,
   createLimiter,
