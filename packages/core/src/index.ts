@@ -11,6 +11,15 @@ export {
   StoreError,
 } from './errors.ts'
 export {
+  DEFAULT_HEADER_DRAFT,
+  HEADER_DRAFTS,
+  type HeaderDraft,
+  type HeaderOptions,
+  type ResolvedHeaderOptions,
+  rateLimitHeaders,
+  resolveHeaderOptions,
+} from './headers.ts'
+export {
   compileKey,
   DEFAULT_IPV6_SUBNET,
   ipKey,
