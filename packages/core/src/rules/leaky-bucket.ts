@@ -23,7 +23,7 @@ export function leakyBucket(options: LeakyBucketOptions): LeakyBucketRule {
   const ratePerSecond = positiveOption('leakyBucket.ratePerSecond', o.ratePerSecond)
   const maxQueueMs = integerOption('leakyBucket.maxQueueMs', o.maxQueueMs ?? 0, 0)
   const intervalMs = 1000 / ratePerSecond
-  const limit = Math.floor((maxQueueMs * ratePerSecond) / 1000) + 1
+  const limit = unitsWithin(ratePerSecond, maxQueueMs) + 1
   return Object.freeze({
     kind: 'leakyBucket',
     id: `leakyBucket:${ratePerSecond}:${maxQueueMs}`,
@@ -39,48 +39,84 @@ export function leakyBucket(options: LeakyBucketOptions): LeakyBucketRule {
   })
 }
 
+/**
+ * `last`, when the last admitted unit passes, is `start + units * 1000 / ratePerSecond`: `start` is the
+ * whole ms at which a call last found the bucket drained, `units` the cost queued behind that call.
+ * `last` is never stored as one float: adding `1000 / rate` call after call drifts (seven intervals of
+ * 1000/7 ms summed make 1000.0000000000001, and a double near `Date.now()` keeps only 1/4096 ms), which
+ * made waits a millisecond long and denied calls whose slot was exactly `maxQueueMs` ahead.
+ * Every figure below compares a once-rounded span with whole ms, so it is exact.
+ */
 export interface LeakyBucketState {
-  /** When the last admitted unit passes (a float); -Infinity when nothing has passed. */
-  last: number
+  /** -Infinity when nothing has passed yet. */
+  start: number
+  units: number
 }
 
-/** The time a call of `cost` arriving at `now` would pass. */
-function slotOf(state: LeakyBucketState, rule: LeakyBucketRule, now: number, cost: number): number {
-  const slot = state.last + (cost * 1000) / rule.ratePerSecond
-  return Math.max(slot, now)
+/** ms that `units` units take to pass, from `start`. */
+function spanOf(rule: LeakyBucketRule, units: number): number {
+  return (units * 1000) / rule.ratePerSecond
 }
 
-/** Units of cost 1 that could still be admitted at `now` if the last unit passes at `last`. */
-function remainingAt(rule: LeakyBucketRule, last: number, now: number): number {
-  if (last + rule.intervalMs <= now) return rule.limit
-  const units = Math.floor(((now + rule.maxQueueMs - last) * rule.ratePerSecond) / 1000)
-  return units < 0 ? 0 : Math.min(units, rule.limit)
+/** The most units whose intervals fit in `ms`: the largest n >= 0 with `n * 1000 / rate <= ms`. */
+function unitsWithin(ratePerSecond: number, ms: number): number {
+  let n = Math.max(0, Math.floor((ms * ratePerSecond) / 1000))
+  // The estimate can be a rounding off; settle it with the comparison decide makes.
+  while (((n + 1) * 1000) / ratePerSecond <= ms) n++
+  while (n > 0 && (n * 1000) / ratePerSecond > ms) n--
+  return n
+}
+
+/** Units of cost 1 that could still be admitted at `now`, one after another, behind `last`. */
+function remainingAt(rule: LeakyBucketRule, start: number, units: number, now: number): number {
+  const elapsed = now - start
+  if (spanOf(rule, units + 1) <= elapsed) return rule.limit
+  const more = unitsWithin(rule.ratePerSecond, rule.maxQueueMs + elapsed) - units
+  return more < 0 ? 0 : Math.min(more, rule.limit)
+}
+
+/** Whole ms from `now` until the bucket is drained: a call of cost 1 would pass at once. */
+function drainedIn(rule: LeakyBucketRule, start: number, units: number, now: number): number {
+  return Math.max(Math.ceil(spanOf(rule, units + 1)) - (now - start), 0)
 }
 
 export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> = {
-  create: () => ({ last: Number.NEGATIVE_INFINITY }),
+  create: () => ({ start: Number.NEGATIVE_INFINITY, units: 0 }),
 
   decide(state, rule, now, cost) {
-    const slot = slotOf(state, rule, now, cost)
-    const allowed = slot - now <= rule.maxQueueMs
-    const last = allowed ? slot : state.last
-    const drained = last + rule.intervalMs - now
-    const resetMs = drained > 0 ? Math.ceil(drained) : 0
-    if (allowed)
-      return ruleDecision(rule, true, remainingAt(rule, last, now), resetMs, 0, Math.ceil(slot - now))
+    const { start, units } = state
+    // The slot is `start + span`, or `now` when that has passed; `ahead` is ceil(slot - now) before that max.
+    const ahead = Math.ceil(spanOf(rule, units + cost)) - (now - start)
+    if (ahead > rule.maxQueueMs) {
+      const retryAfterMs = ahead - rule.maxQueueMs
+      return ruleDecision(
+        rule,
+        false,
+        remainingAt(rule, start, units, now),
+        drainedIn(rule, start, units, now),
+        retryAfterMs,
+        0,
+      )
+    }
+    if (ahead <= 0)
+      return ruleDecision(rule, true, remainingAt(rule, now, 0, now), drainedIn(rule, now, 0, now), 0, 0)
     return ruleDecision(
       rule,
-      false,
-      remainingAt(rule, last, now),
-      resetMs,
-      Math.ceil(slot - rule.maxQueueMs - now),
+      true,
+      remainingAt(rule, start, units + cost, now),
+      drainedIn(rule, start, units + cost, now),
       0,
+      ahead,
     )
   },
 
   admit(state, rule, now, cost) {
-    state.last = slotOf(state, rule, now, cost)
+    if (Math.ceil(spanOf(rule, state.units + cost)) > now - state.start) state.units += cost
+    else {
+      state.start = now
+      state.units = 0
+    }
   },
 
-  expiresAt: (state, rule) => state.last + (rule.limit * 1000) / rule.ratePerSecond,
+  expiresAt: (state, rule) => state.start + Math.ceil(spanOf(rule, state.units + rule.limit)),
 }
