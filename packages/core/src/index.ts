@@ -20,6 +20,16 @@ export {
   resolveHeaderOptions,
 } from './headers.ts'
 export {
+  HTTP_OPTION_NAMES,
+  type HttpLimit,
+  type HttpLimitOptions,
+  type HttpOutcome,
+  hold,
+  limitedBody,
+  type ResponseBody,
+  resolveHttpLimit,
+} from './http.ts'
+export {
   compileKey,
   DEFAULT_IPV6_SUBNET,
   ipKey,

@@ -1,0 +1,229 @@
+/**
+ * @module What every HTTP adapter shares: the common options, resolved once, and the per-request
+ * decision turned into an outcome the adapter only has to write out. Adapters supply a
+ * `RequestView` for their framework's request and stay thin; nothing here knows a framework.
+ */
+import { InvalidOptionError } from './errors.ts'
+import { type HeaderOptions, rateLimitHeaders, resolveHeaderOptions } from './headers.ts'
+import { compileKey, type KeySpec, type MissingKeyPolicy, type RequestView } from './keys.ts'
+import { createLimiter, type Limiter, type RulesOption, type StoreErrorPolicy } from './limiter.ts'
+import { definedOnly, functionOption, integerOption } from './options.ts'
+import type { Decision, Store } from './types.ts'
+
+/** A problem-details body (RFC 9457) or any JSON object a user prefers. */
+export type ResponseBody = Record<string, unknown>
+
+/** The options both adapters share. `R` is the framework's request type. */
+export interface HttpLimitOptions<R> {
+  /**
+   * The rules, or a function `(key, request) => rules | null` for a table of limits per key
+   * (`null`, or a rule with `limit: -1`, means not limited). Required unless `limiter` is given.
+   */
+  rules?: RulesOption<R>
+  /** Where state lives. Default: a new `MemoryStore()` for this middleware. */
+  store?: Store
+  /** Namespace of this middleware's keys in its store. Default `"sluice"`. */
+  prefix?: string
+  /** When the store fails: `'allow'` (default), `'deny'`, `'throw'` (the error goes to the framework), or a limiter. */
+  onStoreError?: StoreErrorPolicy<R>
+  /** A limiter built with `createLimiter`, instead of `rules`/`store`/`prefix`/`onStoreError`. */
+  limiter?: Limiter<R>
+  /**
+   * What a request is counted against: `'ip'`, `'route'`, `{ header: [...] }`, a function of the request,
+   * or a list of these joined. Default `'ip'`.
+   */
+  key?: KeySpec<R>
+  /** When a key part is absent: `'reject'` answers 400 (default), `'skip'` lets the request through, `{ default }` uses that value. */
+  onMissingKey?: MissingKeyPolicy
+  /** Prefix length IPv6 addresses are grouped by in `'ip'` keys. Default 56. */
+  ipv6Subnet?: number
+  /** Units a request takes: an integer, or a function of the request. Default 1. */
+  cost?: number | ((request: R) => number)
+  /** Requests for which this returns true are not limited or counted. */
+  skip?: (request: R) => boolean | Promise<boolean>
+  /**
+   * Rate-limit headers on every limited response: `true` (default: the current IETF draft and `Retry-After`),
+   * `false` (none), or `{ standard, legacy, retryAfter }`.
+   */
+  headers?: HeaderOptions | boolean
+  /** The 429 body: a string becomes the problem's `detail`; an object is sent as the whole body; a function builds either. */
+  message?: string | ResponseBody | ((request: R, decision: Decision) => string | ResponseBody)
+  /** HTTP status of a denied request. Default 429. */
+  statusCode?: number
+}
+
+/** What an adapter does with one request. */
+export type HttpOutcome =
+  /** Not limited: skipped, a missing key with `'skip'`, or already counted by this same limit. */
+  | { readonly action: 'pass' }
+  /** A key part is missing and the policy is `'reject'`. */
+  | { readonly action: 'reject'; readonly status: 400; readonly body: ResponseBody }
+  /** Admitted: write `headers`, hold the request `decision.waitMs` when it is above 0, then go on. */
+  | { readonly action: 'allow'; readonly decision: Decision; readonly headers: Record<string, string> }
+  /** Denied: answer `status` with `headers` and `body`. */
+  | {
+      readonly action: 'deny'
+      readonly decision: Decision
+      readonly status: number
+      readonly headers: Record<string, string>
+      readonly body: ResponseBody
+    }
+
+export interface HttpLimit<R> {
+  readonly limiter: Limiter<R>
+  /** Decides a request. Rejects only when the store fails with `onStoreError: 'throw'`, or on a bad cost. */
+  check(request: R): Promise<HttpOutcome>
+}
+
+/** The option names adapters accept in common; an adapter adds its own (such as `onLimited`). */
+export const HTTP_OPTION_NAMES = [
+  'rules',
+  'store',
+  'prefix',
+  'onStoreError',
+  'limiter',
+  'key',
+  'onMissingKey',
+  'ipv6Subnet',
+  'cost',
+  'skip',
+  'headers',
+  'message',
+  'statusCode',
+] as const
+
+const PASS: HttpOutcome = Object.freeze({ action: 'pass' })
+
+/**
+ * Resolves an adapter's options once, at start-up. `where` names the adapter in error messages
+ * (e.g. `"rateLimit"`), so a bad option reads `rateLimit.cost`.
+ */
+export function resolveHttpLimit<R>(
+  where: string,
+  options: HttpLimitOptions<R>,
+  view: RequestView<R>,
+): HttpLimit<R> {
+  const o = definedOnly(options)
+  const limiter = o.limiter ?? limiterFrom(where, o)
+  if (o.limiter !== undefined) {
+    for (const name of ['rules', 'store', 'prefix', 'onStoreError'] as const) {
+      if (o[name] !== undefined) {
+        throw new InvalidOptionError(
+          `${where}.${name}`,
+          o[name],
+          `no ${name} when a limiter is given (the limiter has its own)`,
+        )
+      }
+    }
+  }
+  const keyOf = compileKey(o.key ?? 'ip', view, {
+    ...(o.ipv6Subnet === undefined ? {} : { ipv6Subnet: o.ipv6Subnet }),
+    ...(o.onMissingKey === undefined ? {} : { onMissing: o.onMissingKey }),
+  })
+  const costOf = costResolver(where, o.cost)
+  const skip =
+    o.skip === undefined
+      ? undefined
+      : functionOption<(request: R) => boolean | Promise<boolean>>(`${where}.skip`, o.skip)
+  const headerOptions = resolveHeaderOptions(o.headers)
+  const bodyOf = bodyResolver(where, o.message)
+  const status = o.statusCode === undefined ? 429 : statusOption(`${where}.statusCode`, o.statusCode)
+  /** Requests this limit has counted, so one request passing it twice (app and router) counts once. */
+  const counted = new WeakSet<object>()
+
+  async function check(request: R): Promise<HttpOutcome> {
+    if (skip !== undefined && (await skip(request))) return PASS
+    if (typeof request === 'object' && request !== null) {
+      if (counted.has(request)) return PASS
+      counted.add(request)
+    }
+    const key = keyOf(request)
+    if (!key.ok) {
+      if (key.policy === 'skip') return PASS
+      return { action: 'reject', status: 400, body: missingKeyBody(key.missing) }
+    }
+    const decision = await limiter.consume(key.key, { cost: costOf(request), context: request })
+    const headers = rateLimitHeaders(decision, headerOptions)
+    if (decision.allowed) return { action: 'allow', decision, headers }
+    return { action: 'deny', decision, status, headers, body: bodyOf(request, decision) }
+  }
+
+  return { limiter, check }
+}
+
+/**
+ * Waits `ms` for a held (queued) request. Resolves `true` when the wait is over, `false` as soon as
+ * `signal` aborts (the client went away). Leaves no timer behind either way.
+ */
+export function hold(ms: number, signal: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve(false)
+    const onAbort = () => {
+      clearTimeout(timer)
+      resolve(false)
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve(true)
+    }, ms)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+/** The body of a 429 when the user gave no `message`: problem details naming the rule and the wait. */
+export function limitedBody(decision: Decision, detail?: string): ResponseBody {
+  const seconds = Math.ceil(decision.retryAfterMs / 1000)
+  return {
+    type: 'about:blank',
+    title: 'Too Many Requests',
+    status: 429,
+    detail: detail ?? `Rate limit ${decision.rule} exceeded; retry in ${seconds} s.`,
+    retryAfter: seconds,
+  }
+}
+
+function missingKeyBody(missing: string): ResponseBody {
+  return {
+    type: 'about:blank',
+    title: 'Bad Request',
+    status: 400,
+    detail: `This request needs ${missing} to be rate limited.`,
+  }
+}
+
+function limiterFrom<R>(where: string, o: Partial<HttpLimitOptions<R>>): Limiter<R> {
+  if (o.rules === undefined) throw new InvalidOptionError(`${where}.rules`, undefined, 'rules, or a limiter')
+  return createLimiter<R>({
+    rules: o.rules,
+    ...(o.store === undefined ? {} : { store: o.store }),
+    ...(o.prefix === undefined ? {} : { prefix: o.prefix }),
+    ...(o.onStoreError === undefined ? {} : { onStoreError: o.onStoreError }),
+  })
+}
+
+function costResolver<R>(where: string, cost: unknown): (request: R) => number | undefined {
+  if (cost === undefined) return () => undefined
+  if (typeof cost === 'function') return cost as (request: R) => number
+  const fixed = integerOption(`${where}.cost`, cost, 1)
+  return () => fixed
+}
+
+function bodyResolver<R>(where: string, message: unknown): (request: R, decision: Decision) => ResponseBody {
+  if (message === undefined) return (_request, decision) => limitedBody(decision)
+  if (typeof message === 'string') return (_request, decision) => limitedBody(decision, message)
+  if (typeof message === 'function') {
+    const build = message as (request: R, decision: Decision) => string | ResponseBody
+    return (request, decision) => {
+      const built = build(request, decision)
+      return typeof built === 'string' ? limitedBody(decision, built) : built
+    }
+  }
+  if (message !== null && typeof message === 'object') return () => message as ResponseBody
+  throw new InvalidOptionError(`${where}.message`, message, 'a string, an object, or a function')
+}
+
+function statusOption(option: string, value: unknown): number {
+  const status = integerOption(option, value, 400)
+  if (status > 599) throw new InvalidOptionError(option, value, 'an HTTP error status from 400 to 599')
+  return status
+}

@@ -1,0 +1,235 @@
+import {
+  createLimiter,
+  ErrorCode,
+  fixedWindow,
+  hold,
+  leakyBucket,
+  MemoryStore,
+  type RequestView,
+  resolveHttpLimit,
+  type Store,
+} from '@sluice/core'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+
+interface FakeRequest {
+  ip?: string
+  method: string
+  route: string
+  headers: Record<string, string | undefined>
+}
+
+const view: RequestView<FakeRequest> = {
+  ip: (r) => r.ip,
+  route: (r) => `${r.method} ${r.route}`,
+  header: (r, name) => r.headers[name],
+}
+
+const request = (over: Partial<FakeRequest> = {}): FakeRequest => ({
+  ip: '203.0.113.7',
+  method: 'POST',
+  route: '/pay',
+  headers: {},
+  ...over,
+})
+
+function clockedStore() {
+  const clock = { now: 1_000_000 }
+  return { clock, store: new MemoryStore({ clock: () => clock.now }) }
+}
+
+describe('resolveHttpLimit', () => {
+  it('admits up to the limit with headers, then denies with 429, Retry-After and a problem body', async () => {
+    const { store } = clockedStore()
+    const limit = resolveHttpLimit(
+      'test',
+      { rules: [fixedWindow({ limit: 2, windowMs: 60_000 })], store },
+      view,
+    )
+    const first = await limit.check(request())
+    expect(first.action).toBe('allow')
+    if (first.action !== 'allow') throw new Error('unreachable')
+    expect(first.decision.remaining).toBe(1)
+    expect(first.headers['RateLimit-Policy']).toBeDefined()
+    expect(first.headers['Retry-After']).toBeUndefined()
+    await limit.check(request())
+    const third = await limit.check(request())
+    expect(third.action).toBe('deny')
+    if (third.action !== 'deny') throw new Error('unreachable')
+    expect(third.status).toBe(429)
+    expect(third.headers['Retry-After']).toBe('20')
+    expect(third.body).toEqual({
+      type: 'about:blank',
+      title: 'Too Many Requests',
+      status: 429,
+      detail: 'Rate limit 2-per-60s exceeded; retry in 20 s.',
+      retryAfter: 20,
+    })
+  })
+
+  it('counts a request once even when it passes the same limit twice', async () => {
+    const limit = resolveHttpLimit('test', { rules: [fixedWindow({ limit: 5, windowMs: 1000 })] }, view)
+    const req = request()
+    const a = await limit.check(req)
+    const b = await limit.check(req)
+    expect(a.action).toBe('allow')
+    expect(b).toEqual({ action: 'pass' })
+    expect((await limit.limiter.peek('203.0.113.7')).remaining).toBe(3)
+  })
+
+  it('keys by header parts; a missing part is rejected with 400, skipped, or defaulted as configured', async () => {
+    const rules = [fixedWindow({ limit: 1, windowMs: 1000 })]
+    const key = { header: ['x-biz-type', 'x-channel'] }
+    const reject = resolveHttpLimit('test', { rules, key }, view)
+    const missing = await reject.check(request({ headers: { 'x-biz-type': 'PAYMENT' } }))
+    expect(missing).toMatchObject({
+      action: 'reject',
+      status: 400,
+      body: { status: 400, title: 'Bad Request' },
+    })
+    if (missing.action !== 'reject') throw new Error('unreachable')
+    expect(String(missing.body.detail)).toContain('x-channel')
+    expect(String(missing.body.detail)).not.toContain('undefined')
+
+    const skip = resolveHttpLimit('test', { rules, key, onMissingKey: 'skip' }, view)
+    expect(await skip.check(request())).toEqual({ action: 'pass' })
+
+    const fallback = resolveHttpLimit('test', { rules, key, onMissingKey: { default: 'none' } }, view)
+    expect((await fallback.check(request())).action).toBe('allow')
+    expect((await fallback.check(request())).action).toBe('deny')
+    expect((await fallback.check(request({ headers: { 'x-biz-type': 'A', 'x-channel': 'B' } }))).action).toBe(
+      'allow',
+    )
+  })
+
+  it('gives each bizType + channel its own limit from a table; missing or -1 is not limited', async () => {
+    const table: Record<string, number> = { 'PAYMENT:ALIPAY': 1, 'PAYMENT:WECHAT': -1 }
+    const limit = resolveHttpLimit<FakeRequest>(
+      'test',
+      {
+        key: (r) => `${r.headers['x-biz-type']}:${r.headers['x-channel']}`,
+        rules: (key) => (key in table ? [fixedWindow({ limit: table[key]!, windowMs: 1000 })] : null),
+      },
+      view,
+    )
+    const pay = (channel: string) => request({ headers: { 'x-biz-type': 'PAYMENT', 'x-channel': channel } })
+    expect((await limit.check(pay('ALIPAY'))).action).toBe('allow')
+    expect((await limit.check(pay('ALIPAY'))).action).toBe('deny')
+    for (let i = 0; i < 3; i++) {
+      const wechat = await limit.check(pay('WECHAT'))
+      const other = await limit.check(pay('UNIONPAY'))
+      expect(wechat.action).toBe('allow')
+      expect(other.action).toBe('allow')
+      if (wechat.action === 'allow') expect(wechat.headers).toEqual({})
+    }
+  })
+
+  it('skips what skip() says, and takes cost from a number or a function', async () => {
+    const limit = resolveHttpLimit<FakeRequest>(
+      'test',
+      {
+        rules: [fixedWindow({ limit: 10, windowMs: 1000 })],
+        skip: (r) => r.route === '/health',
+        cost: (r) => (r.method === 'POST' ? 4 : 1),
+      },
+      view,
+    )
+    expect(await limit.check(request({ route: '/health' }))).toEqual({ action: 'pass' })
+    const post = await limit.check(request())
+    const get = await limit.check(request({ method: 'GET' }))
+    expect(post.action === 'allow' && post.decision.remaining).toBe(6)
+    expect(get.action === 'allow' && get.decision.remaining).toBe(5)
+  })
+
+  it('uses message and statusCode for denied requests', async () => {
+    const rules = [fixedWindow({ limit: 1, windowMs: 1000 })]
+    const text = resolveHttpLimit('test', { rules, message: 'Slow down.' }, view)
+    await text.check(request())
+    expect((await text.check(request())) as { body: unknown }).toMatchObject({
+      body: { detail: 'Slow down.' },
+    })
+
+    const whole = resolveHttpLimit('test', { rules, message: { error: 'busy' }, statusCode: 503 }, view)
+    await whole.check(request())
+    expect(await whole.check(request())).toMatchObject({ status: 503, body: { error: 'busy' } })
+
+    const built = resolveHttpLimit<FakeRequest>(
+      'test',
+      { rules, message: (r, d) => ({ ip: r.ip, rule: d.rule }) },
+      view,
+    )
+    await built.check(request())
+    expect(await built.check(request())).toMatchObject({ body: { ip: '203.0.113.7', rule: '1-per-1s' } })
+  })
+
+  it('follows onStoreError: a failing store is answered by policy, or its error rejects the check', async () => {
+    const broken: Store = {
+      apply: () => Promise.reject(new Error('connection refused')),
+      reset: () => undefined,
+    }
+    const rules = [fixedWindow({ limit: 1, windowMs: 1000 })]
+    const allow = resolveHttpLimit('test', { rules, store: broken, prefix: 'a' }, view)
+    expect((await allow.check(request())).action).toBe('allow')
+    const deny = resolveHttpLimit('test', { rules, store: broken, prefix: 'd', onStoreError: 'deny' }, view)
+    expect(await deny.check(request())).toMatchObject({ action: 'deny', headers: { 'Retry-After': '1' } })
+    const thrower = resolveHttpLimit(
+      'test',
+      { rules, store: broken, prefix: 't', onStoreError: 'throw' },
+      view,
+    )
+    await expect(thrower.check(request())).rejects.toMatchObject({ code: ErrorCode.STORE_ERROR })
+  })
+
+  it('hands a leaky-bucket wait to the adapter as decision.waitMs', async () => {
+    const { store } = clockedStore()
+    const limit = resolveHttpLimit(
+      'test',
+      { rules: [leakyBucket({ ratePerSecond: 10, maxQueueMs: 250 })], store },
+      view,
+    )
+    const waits = []
+    for (let i = 0; i < 4; i++) {
+      const o = await limit.check(request())
+      waits.push(o.action === 'allow' ? o.decision.waitMs : o.action)
+    }
+    expect(waits).toEqual([0, 100, 200, 'deny'])
+  })
+
+  it('rejects invalid options at construction with a coded error naming the option', () => {
+    const rules = [fixedWindow({ limit: 1, windowMs: 1000 })]
+    const cases: [Record<string, unknown>, string][] = [
+      [{}, 'test.rules'],
+      [{ rules, cost: 0 }, 'test.cost'],
+      [{ rules, cost: 1.5 }, 'test.cost'],
+      [{ rules, skip: 'yes' }, 'test.skip'],
+      [{ rules, message: 42 }, 'test.message'],
+      [{ rules, statusCode: 200 }, 'test.statusCode'],
+      [{ rules, statusCode: 600 }, 'test.statusCode'],
+      [{ limiter: createLimiter({ rules }), rules }, 'test.rules'],
+    ]
+    for (const [options, option] of cases) {
+      expect(() => resolveHttpLimit('test', options, view)).toThrowError(
+        expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option }),
+      )
+    }
+  })
+})
+
+describe('hold', () => {
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
+  it('resolves true after the wait, and false at once when aborted, leaving no timer', async () => {
+    vi.useFakeTimers()
+    const done = hold(300, new AbortController().signal)
+    await vi.advanceTimersByTimeAsync(300)
+    expect(await done).toBe(true)
+
+    const gone = new AbortController()
+    const held = hold(300, gone.signal)
+    expect(vi.getTimerCount()).toBe(1)
+    gone.abort()
+    expect(await held).toBe(false)
+    expect(vi.getTimerCount()).toBe(0)
+  })
+})
