@@ -1,0 +1,90 @@
+/**
+ * @module Per-call timeouts with one timer for all calls.
+ *
+ * Every call gets the same timeout, so deadlines arrive in the order calls start: a FIFO holds them,
+ * one unref'd timer waits for the oldest, and a call that settles first is skipped when its turn comes.
+ * Starting and settling a call is O(1), and no timer is created per call.
+ */
+
+/** A call waiting for Redis. `settle` returns false when the call had already timed out. */
+export class PendingCall<T> {
+  readonly deadline: number
+  readonly promise: Promise<T>
+  done = false
+  #resolve!: (value: T) => void
+  #reject!: (error: unknown) => void
+
+  constructor(deadline: number) {
+    this.deadline = deadline
+    this.promise = new Promise<T>((resolve, reject) => {
+      this.#resolve = resolve
+      this.#reject = reject
+    })
+  }
+
+  resolve(value: T): void {
+    if (this.done) return
+    this.done = true
+    this.#resolve(value)
+  }
+
+  reject(error: unknown): void {
+    if (this.done) return
+    this.done = true
+    this.#reject(error)
+  }
+}
+
+export class Deadlines {
+  readonly #timeoutMs: number
+  readonly #now: () => number
+  readonly #onTimeout: () => unknown
+  #queue: PendingCall<unknown>[] = []
+  #head = 0
+  #timer: NodeJS.Timeout | undefined
+
+  constructor(timeoutMs: number, now: () => number, onTimeout: () => unknown) {
+    this.#timeoutMs = timeoutMs
+    this.#now = now
+    this.#onTimeout = onTimeout
+  }
+
+  /** A call that rejects with `onTimeout()` unless settled within the timeout. */
+  start<T>(): PendingCall<T> {
+    const call = new PendingCall<T>(this.#now() + this.#timeoutMs)
+    this.#queue.push(call as PendingCall<unknown>)
+    if (this.#timer === undefined) this.#arm(call.deadline)
+    return call
+  }
+
+  #arm(deadline: number): void {
+    this.#timer = setTimeout(this.#fire, Math.max(0, deadline - this.#now()))
+    this.#timer.unref()
+  }
+
+  readonly #fire = (): void => {
+    this.#timer = undefined
+    const now = this.#now()
+    const queue = this.#queue
+    let head = this.#head
+    while (head < queue.length) {
+      const call = queue[head]!
+      if (!call.done) {
+        if (call.deadline > now) break
+        call.reject(this.#onTimeout())
+      }
+      head++
+    }
+    if (head === queue.length) {
+      this.#queue = []
+      this.#head = 0
+      return
+    }
+    if (head > 1024 && head * 2 > queue.length) {
+      this.#queue = queue.slice(head)
+      head = 0
+    }
+    this.#head = head
+    this.#arm(this.#queue[head]!.deadline)
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * @module A process-local memory of recent denials, so a hot denied key costs no round trip.
+ *
+ * A denied call changes no state, and other calls can only push the earliest admission later, never
+ * earlier (short of a `reset`). So a call with the same rules and a cost at least the denied one's is
+ * still denied until the denial's `retryAfterMs` has passed. Until then it is answered from here, with
+ * its ms figures counted down. Entries are dropped when the key is admitted or reset through this store,
+ * when they expire, and oldest first when the cache is full.
+ */
+import type { RuleDecision } from '@sluice/core'
+
+interface Entry {
+  /** The rule combination (its ids) the denial was for. */
+  readonly plan: string
+  readonly cost: number
+  /** Local clock when Redis answered. */
+  readonly at: number
+  /** Local clock from which the call may be admitted again. */
+  readonly until: number
+  readonly decisions: readonly RuleDecision[]
+}
+
+export class DeniedCache {
+  readonly #entries = new Map<string, Entry>()
+  readonly #maxKeys: number
+
+  constructor(maxKeys: number) {
+    this.#maxKeys = maxKeys
+  }
+
+  get size(): number {
+    return this.#entries.size
+  }
+
+  /** The cached answer for this call at local time `now`, or undefined when Redis must be asked. */
+  get(id: string, plan: string, cost: number, now: number): readonly RuleDecision[] | undefined {
+    const entry = this.#entries.get(id)
+    if (entry === undefined) return undefined
+    if (now >= entry.until) {
+      this.#entries.delete(id)
+      return undefined
+    }
+    if (entry.plan !== plan || cost < entry.cost) return undefined
+    const elapsed = now - entry.at
+    if (elapsed < 1) return entry.decisions
+    return entry.decisions.map((d) => countDown(d, entry.at, now))
+  }
+
+  /** Remembers a denial of `cost` decided at local time `now`. */
+  set(id: string, plan: string, cost: number, now: number, decisions: readonly RuleDecision[]): void {
+    let retryAfterMs = 0
+    for (const d of decisions) if (!d.allowed && d.retryAfterMs > retryAfterMs) retryAfterMs = d.retryAfterMs
+    if (retryAfterMs <= 0) return
+    if (!this.#entries.delete(id) && this.#entries.size >= this.#maxKeys) {
+      const oldest = this.#entries.keys().next()
+      if (!oldest.done) this.#entries.delete(oldest.value)
+    }
+    this.#entries.set(id, { plan, cost, at: now, until: now + retryAfterMs, decisions })
+  }
+
+  delete(id: string): void {
+    this.#entries.delete(id)
+  }
+
+  clear(): void {
+    this.#entries.clear()
+  }
+}
+
+/** `d` as it reads at local time `now`, having been decided at `at`: every ms figure counted down. */
+function countDown(d: RuleDecision, at: number, now: number): RuleDecision {
+  const resetMs = Math.max(0, Math.ceil(at + d.resetMs - now))
+  const retryAfterMs = d.allowed ? 0 : Math.max(1, Math.ceil(at + d.retryAfterMs - now))
+  return { ...d, resetMs, retryAfterMs }
+}

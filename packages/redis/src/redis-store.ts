@@ -1,0 +1,350 @@
+/**
+ * @module RedisStore: rule state in Redis, shared by every process and machine that uses the same Redis.
+ *
+ * One script call applies all of a call's rules to one key, atomically and in one round trip; the
+ * algorithms live in src/scripts/*.lua, which agree with @sluice/core's rules bit for bit. Time comes from
+ * Redis (`TIME`), so application servers' clocks do not matter. This file holds what happens around the
+ * script: the key layout, a cached plan per rule combination, the per-call timeout, the bound on calls in
+ * flight, and the process-local cache of denied keys. What a failure means for a call is the limiter's
+ * business (`onStoreError`); the store only rejects, with a `StoreError`, within its timeout.
+ */
+import {
+  ErrorCode,
+  InvalidOptionError,
+  type Rule,
+  type RuleDecision,
+  type Store,
+  StoreError,
+  type StoreMode,
+} from '@sluice/core'
+import { Deadlines } from './deadlines.ts'
+import { DeniedCache } from './denied-cache.ts'
+import { keyBase } from './keys.ts'
+import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
+import { APPLY_LUA, RESET_LUA } from './scripts.generated.ts'
+
+/**
+ * A Redis client the store can use: an ioredis `Redis` or `Cluster`, or a node-redis client
+ * (`createClient`) or cluster (`createCluster`). The store never connects, quits or reconfigures it.
+ */
+export type RedisClientLike =
+  | { defineCommand(name: string, definition: { lua: string }): unknown; readonly status: string }
+  | { sendCommand(...args: never[]): unknown; readonly isReady: boolean }
+  | { sendCommand(...args: never[]): unknown; getSlotMaster(slot: never): unknown }
+
+export interface RedisStoreOptions {
+  /**
+   * The Redis client, owned by the caller (`close()` leaves it open). Recommended settings, so calls
+   * fail fast instead of queueing while Redis is away:
+   * ioredis `new Redis({ enableOfflineQueue: false, maxRetriesPerRequest: 1 })`, or for a Cluster
+   * `new Cluster(nodes, { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 1 } })`;
+   * node-redis `createClient({ disableOfflineQueue: true })`. Wait for the client to be ready before the
+   * first call (ioredis `'ready'` event, node-redis `await client.connect()`).
+   */
+  client: RedisClientLike
+  /**
+   * Namespace of every key this store writes: `<prefix>:<limiter prefix>:{<key>}:<rule id>`.
+   * 1 to 128 printable ASCII characters without spaces, quotes, backslashes or braces. Default `"sluice"`.
+   */
+  prefix?: string
+  /**
+   * Longest wait for Redis per call, in ms (an integer >= 1). Past it the call rejects with a
+   * `StoreError` coded `ERR_SLUICE_STORE_TIMEOUT`, and the limiter's `onStoreError` decides. Default 100.
+   */
+  timeoutMs?: number
+  /**
+   * Time in ms for the scripts, instead of Redis's `TIME`. For tests that drive the memory store and this
+   * store through the same trace; keys still expire by Redis's own clock (their TTLs are computed in the
+   * given clock's ms), so the clock must not run slower than real time. Also drives the denied-key cache.
+   * Default: Redis's clock.
+   */
+  clock?: () => number
+  /**
+   * The process-local cache of denied keys: after a denial, the same call (same prefix, key and rules,
+   * a cost at least as large) is answered from memory until its `retryAfterMs` has passed, with no round
+   * trip. `true` (default) holds up to 10,000 keys; `{ maxKeys }` sets the bound; `false` turns it off.
+   * Its answers count `retryAfterMs` and `resetMs` down and keep the rest of the denial as it was.
+   */
+  deniedCache?: boolean | { maxKeys?: number }
+  /**
+   * Most calls sent to the client and not yet answered by it (timed-out calls count until the client
+   * gives up on them). Past it calls reject at once with a `StoreError`, so commands cannot pile up
+   * without bound while Redis is away. An integer >= 1. Default 10,000.
+   */
+  maxInFlight?: number
+}
+
+/** What the store sends for one combination of rules, computed once and kept. */
+interface Plan {
+  /** The rules' ids, joined: the combination's identity. */
+  readonly id: string
+  /** Per rule: `<rule.id>`, appended to the key base. */
+  readonly ids: readonly string[]
+  /** Per rule: its one-letter code and its numbers, as the script reads them. */
+  readonly args: readonly string[]
+  readonly limits: readonly number[]
+}
+
+const APPLY = script(APPLY_LUA)
+const RESET = script(RESET_LUA)
+const DEFAULT_DENIED_CACHE_KEYS = 10_000
+/** Rule combinations remembered by their ids; a rules function could otherwise grow the map forever. */
+const MAX_PLANS = 1024
+const KNOWN_OPTIONS = ['client', 'prefix', 'timeoutMs', 'clock', 'deniedCache', 'maxInFlight']
+const PREFIX = /^[\x21-\x7e]{1,128}$/
+
+export class RedisStore implements Store {
+  readonly #runner: ScriptRunner
+  readonly #prefix: string
+  readonly #timeoutMs: number
+  readonly #clock: (() => number) | undefined
+  readonly #cache: DeniedCache | undefined
+  readonly #maxInFlight: number
+  readonly #deadlines: Deadlines
+  readonly #plans = new WeakMap<readonly Rule[], Plan>()
+  readonly #plansById = new Map<string, Plan>()
+  #inFlight = 0
+  #closed = false
+
+  constructor(options: RedisStoreOptions) {
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidOptionError('RedisStore', options, 'an options object with a client')
+    }
+    for (const key of Object.keys(options)) {
+      if (!KNOWN_OPTIONS.includes(key)) {
+        throw new InvalidOptionError(
+          `RedisStore.${key}`,
+          (options as unknown as Record<string, unknown>)[key],
+          `one of the known options: ${KNOWN_OPTIONS.join(', ')}`,
+        )
+      }
+    }
+    this.#runner = scriptRunnerFor(options.client, 'RedisStore.client')
+    const prefix = options.prefix ?? 'sluice'
+    if (typeof prefix !== 'string' || !PREFIX.test(prefix) || /["'\\{}]/.test(prefix)) {
+      throw new InvalidOptionError(
+        'RedisStore.prefix',
+        prefix,
+        '1 to 128 printable ASCII characters without spaces, quotes, backslashes or braces',
+      )
+    }
+    this.#prefix = prefix
+    this.#timeoutMs = integer('RedisStore.timeoutMs', options.timeoutMs ?? 100)
+    this.#maxInFlight = integer('RedisStore.maxInFlight', options.maxInFlight ?? 10_000)
+    const clock = options.clock
+    if (clock !== undefined && typeof clock !== 'function') {
+      throw new InvalidOptionError('RedisStore.clock', clock, 'a function returning ms')
+    }
+    this.#clock = clock
+    this.#cache = deniedCache(options.deniedCache)
+    this.#deadlines = new Deadlines(this.#timeoutMs, () => performance.now(), this.#timeoutError)
+  }
+
+  apply(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number,
+    mode: StoreMode,
+  ): Promise<readonly RuleDecision[]> {
+    const plan = this.#plan(rules)
+    const consume = mode === 'consume'
+    const cache = consume ? this.#cache : undefined
+    const now = this.#clock === undefined ? undefined : this.#clock()
+    const localNow = cache === undefined ? 0 : (now ?? performance.now())
+    if (cache !== undefined && cache.size > 0) {
+      const hit = cache.get(`${prefix}\u0000${key}`, plan.id, cost, localNow)
+      if (hit !== undefined) return Promise.resolve(hit)
+    }
+    const refused = this.#refuse()
+    if (refused !== undefined) return Promise.reject(refused)
+
+    const base = keyBase(this.#prefix, prefix, key)
+    const n = rules.length
+    const keys = new Array<string>(n)
+    for (let i = 0; i < n; i++) keys[i] = base + plan.ids[i]
+    const args = new Array<string>(3 + plan.args.length)
+    args[0] = now === undefined ? '' : String(now)
+    args[1] = consume ? '1' : '0'
+    args[2] = String(cost)
+    for (let i = 0; i < plan.args.length; i++) args[i + 3] = plan.args[i]!
+
+    const call = this.#deadlines.start<readonly RuleDecision[]>()
+    this.#send(APPLY, keys, args).then(
+      (reply) => {
+        this.#inFlight--
+        if (call.done) return
+        let decisions: RuleDecision[]
+        try {
+          decisions = decisionsOf(plan, rules, reply)
+        } catch (error) {
+          call.reject(error)
+          return
+        }
+        if (cache !== undefined) {
+          let denied = false
+          for (const d of decisions) if (!d.allowed) denied = true
+          if (denied) cache.set(`${prefix}\u0000${key}`, plan.id, cost, localNow, decisions)
+          else if (cache.size > 0) cache.delete(`${prefix}\u0000${key}`)
+        }
+        call.resolve(decisions)
+      },
+      (error: unknown) => {
+        this.#inFlight--
+        call.reject(storeError(error))
+      },
+    )
+    return call.promise
+  }
+
+  reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {
+    this.#cache?.delete(`${prefix}\u0000${key}`)
+    const refused = this.#refuse()
+    if (refused !== undefined) return Promise.reject(refused)
+    const plan = this.#plan(rules)
+    const base = keyBase(this.#prefix, prefix, key)
+    const keys = plan.ids.map((id) => base + id)
+    const call = this.#deadlines.start<void>()
+    this.#send(RESET, keys, []).then(
+      () => {
+        this.#inFlight--
+        call.resolve()
+      },
+      (error: unknown) => {
+        this.#inFlight--
+        call.reject(storeError(error))
+      },
+    )
+    return call.promise
+  }
+
+  /** Stops answering and forgets the denied-key cache. The client stays open: it is the caller's. */
+  close(): void {
+    this.#closed = true
+    this.#cache?.clear()
+  }
+
+  /** Why a call cannot be sent now, or undefined when it can. */
+  #refuse(): StoreError | undefined {
+    if (this.#closed) return new StoreError(ErrorCode.STORE_ERROR, 'The RedisStore is closed.')
+    if (this.#inFlight >= this.#maxInFlight) {
+      return new StoreError(
+        ErrorCode.STORE_ERROR,
+        `Redis has ${this.#inFlight} calls unanswered (maxInFlight ${this.#maxInFlight}); not sending more.`,
+      )
+    }
+    if (!this.#runner.connected()) {
+      return new StoreError(ErrorCode.STORE_ERROR, 'The Redis client is not connected.')
+    }
+    return undefined
+  }
+
+  /** Sends a script call, counted in flight until the client settles it. */
+  #send(s: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    this.#inFlight++
+    try {
+      return this.#runner.run(s, keys, args)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  readonly #timeoutError = (): StoreError =>
+    new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
+
+  /** The plan for `rules`: by identity of the list first (fixed rules pass the same list every call). */
+  #plan(rules: readonly Rule[]): Plan {
+    let plan = this.#plans.get(rules)
+    if (plan !== undefined) return plan
+    let id = rules[0]!.id
+    for (let i = 1; i < rules.length; i++) id += `|${rules[i]!.id}`
+    plan = this.#plansById.get(id)
+    if (plan === undefined) {
+      plan = planOf(id, rules)
+      if (this.#plansById.size >= MAX_PLANS) this.#plansById.clear()
+      this.#plansById.set(id, plan)
+    }
+    this.#plans.set(rules, plan)
+    return plan
+  }
+}
+
+function planOf(id: string, rules: readonly Rule[]): Plan {
+  const args: string[] = []
+  for (const rule of rules) {
+    switch (rule.kind) {
+      case 'fixedWindow':
+        args.push('F', String(rule.limit), String(rule.windowMs))
+        break
+      case 'slidingLog':
+        args.push('L', String(rule.limit), String(rule.windowMs))
+        break
+      case 'slidingWindow':
+        args.push('W', String(rule.limit), String(rule.windowMs), String(rule.bucketMs))
+        break
+      case 'tokenBucket':
+        args.push('T', String(rule.capacity), String(rule.refillPerSecond))
+        break
+      case 'leakyBucket':
+        args.push('B', String(rule.ratePerSecond), String(rule.maxQueueMs), String(rule.limit))
+        break
+    }
+  }
+  return {
+    id,
+    ids: rules.map((r) => r.id),
+    args,
+    limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
+  }
+}
+
+/** The script's reply (five integers per rule) as RuleDecisions. */
+function decisionsOf(plan: Plan, rules: readonly Rule[], reply: unknown): RuleDecision[] {
+  const n = rules.length
+  if (!Array.isArray(reply) || reply.length !== n * 5) {
+    throw new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
+  }
+  const out = new Array<RuleDecision>(n)
+  for (let i = 0; i < n; i++) {
+    const o = i * 5
+    out[i] = {
+      rule: rules[i]!.name,
+      allowed: Number(reply[o]) === 1,
+      limit: plan.limits[i]!,
+      remaining: Number(reply[o + 1]),
+      resetMs: Number(reply[o + 2]),
+      retryAfterMs: Number(reply[o + 3]),
+      waitMs: Number(reply[o + 4]),
+      windowSeconds: rules[i]!.policyWindowSeconds,
+    }
+  }
+  return out
+}
+
+function storeError(error: unknown): StoreError {
+  if (error instanceof StoreError) return error
+  const message = error instanceof Error ? error.message : String(error)
+  return new StoreError(ErrorCode.STORE_ERROR, `Redis failed: ${message}`, { cause: error })
+}
+
+function integer(option: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidOptionError(option, value, 'an integer >= 1')
+  }
+  return value
+}
+
+function deniedCache(option: unknown): DeniedCache | undefined {
+  if (option === undefined || option === true) return new DeniedCache(DEFAULT_DENIED_CACHE_KEYS)
+  if (option === false) return undefined
+  if (option !== null && typeof option === 'object') {
+    const o = option as Record<string, unknown>
+    for (const key of Object.keys(o)) {
+      if (key !== 'maxKeys') {
+        throw new InvalidOptionError(`RedisStore.deniedCache.${key}`, o[key], 'the known option maxKeys')
+      }
+    }
+    return new DeniedCache(integer('RedisStore.deniedCache.maxKeys', o.maxKeys ?? DEFAULT_DENIED_CACHE_KEYS))
+  }
+  throw new InvalidOptionError('RedisStore.deniedCache', option, 'true, false or { maxKeys }')
+}

@@ -1,0 +1,156 @@
+/**
+ * @module The one seam between the store and a Redis client: run a Lua script on keys and arguments.
+ *
+ * Two implementations, picked by looking at the client: ioredis (`Redis` or `Cluster`) through
+ * `defineCommand`, which sends EVALSHA and reloads the script by itself on NOSCRIPT; and node-redis
+ * (client or cluster) through `sendCommand` with EVALSHA, resent as EVAL (which also reloads the script)
+ * only when Redis answers with a NOSCRIPT error reply. Any other error goes to the caller untouched.
+ * Neither library is imported: both are optional peers, and the store only needs their public methods.
+ */
+import { createHash } from 'node:crypto'
+import { InvalidOptionError } from '@sluice/core'
+
+/** A Lua script and its SHA1, as Redis names it in its script cache. */
+export interface Script {
+  readonly lua: string
+  readonly sha: string
+}
+
+export function script(lua: string): Script {
+  return { lua, sha: createHash('sha1').update(lua).digest('hex') }
+}
+
+/** Runs scripts on one client. Every key of one call must hash to the same slot. */
+export interface ScriptRunner {
+  /** Resolves with the script's raw reply, or rejects with the client's error. */
+  run(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown>
+  /** False when the client is known to be disconnected, so calls can fail fast instead of queueing. */
+  connected(): boolean
+}
+
+/** The parts of an ioredis `Redis` or `Cluster` the store uses. */
+interface IoRedisLike {
+  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
+  status: string
+  [command: string]: unknown
+}
+
+/** The parts of a node-redis client the store uses. */
+interface NodeRedisClientLike {
+  sendCommand(args: string[]): Promise<unknown>
+  readonly isReady: boolean
+}
+
+/** The parts of a node-redis cluster the store uses. */
+interface NodeRedisClusterLike {
+  sendCommand(firstKey: string, isReadonly: boolean, args: string[]): Promise<unknown>
+  getSlotMaster(slot: number): unknown
+}
+
+/** Picks the runner for `client`, or throws `InvalidOptionError` naming `option`. */
+export function scriptRunnerFor(client: unknown, option: string): ScriptRunner {
+  if (client !== null && typeof client === 'object') {
+    const c = client as Record<string, unknown>
+    if (typeof c.defineCommand === 'function' && typeof c.sendCommand === 'function') {
+      return new IoRedisRunner(client as IoRedisLike)
+    }
+    if (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function') {
+      return new NodeRedisClusterRunner(client as NodeRedisClusterLike)
+    }
+    if (typeof c.sendCommand === 'function' && 'isReady' in c) {
+      return new NodeRedisClientRunner(client as NodeRedisClientLike)
+    }
+  }
+  throw new InvalidOptionError(
+    option,
+    client,
+    'an ioredis Redis or Cluster, or a node-redis client or cluster (createClient / createCluster)',
+  )
+}
+
+/** ioredis statuses in which a command would only wait in the offline queue for a reconnect. */
+const IOREDIS_DOWN = new Set(['reconnecting', 'close', 'end'])
+
+class IoRedisRunner implements ScriptRunner {
+  readonly #client: IoRedisLike
+  /** Command name per script SHA, defined on the client once. */
+  readonly #commands = new Map<string, string>()
+
+  constructor(client: IoRedisLike) {
+    this.#client = client
+  }
+
+  run(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    let name = this.#commands.get(script.sha)
+    if (name === undefined) {
+      // The name carries the SHA: two versions of sluice on one client never overwrite each other.
+      name = `sluice_${script.sha}`
+      if (typeof this.#client[name] !== 'function') this.#client.defineCommand(name, { lua: script.lua })
+      this.#commands.set(script.sha, name)
+    }
+    // ioredis flattens array arguments one level; without `numberOfKeys` the first one is the key count.
+    return (this.#client[name] as (...a: unknown[]) => Promise<unknown>)(keys.length, keys, args)
+  }
+
+  connected(): boolean {
+    return !IOREDIS_DOWN.has(this.#client.status)
+  }
+}
+
+/** True for Redis's "NOSCRIPT No matching script" error reply, and nothing else. */
+export function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT ')
+}
+
+/** EVALSHA, then EVAL when the server has lost the script (a restart, a failover, SCRIPT FLUSH). */
+abstract class NodeRedisRunner implements ScriptRunner {
+  protected abstract send(firstKey: string, command: string[]): Promise<unknown>
+  abstract connected(): boolean
+
+  run(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    const command = new Array<string>(3 + keys.length + args.length)
+    command[0] = 'EVALSHA'
+    command[1] = script.sha
+    command[2] = String(keys.length)
+    let i = 3
+    for (const key of keys) command[i++] = key
+    for (const arg of args) command[i++] = arg
+    const firstKey = keys[0]!
+    return this.send(firstKey, command).catch((error: unknown) => {
+      if (!isNoScript(error)) throw error
+      const retry = command.slice()
+      retry[0] = 'EVAL'
+      retry[1] = script.lua
+      return this.send(firstKey, retry)
+    })
+  }
+}
+
+class NodeRedisClientRunner extends NodeRedisRunner {
+  readonly #client: NodeRedisClientLike
+  constructor(client: NodeRedisClientLike) {
+    super()
+    this.#client = client
+  }
+  protected send(_firstKey: string, command: string[]): Promise<unknown> {
+    return this.#client.sendCommand(command)
+  }
+  connected(): boolean {
+    return this.#client.isReady
+  }
+}
+
+class NodeRedisClusterRunner extends NodeRedisRunner {
+  readonly #cluster: NodeRedisClusterLike
+  constructor(cluster: NodeRedisClusterLike) {
+    super()
+    this.#cluster = cluster
+  }
+  protected send(firstKey: string, command: string[]): Promise<unknown> {
+    // The first key routes the command to the master of its slot (and follows MOVED / ASK).
+    return this.#cluster.sendCommand(firstKey, false, command)
+  }
+  connected(): boolean {
+    return true
+  }
+}

@@ -1,0 +1,42 @@
+-- The foot of the composed script: applies every rule of one call to one key, all or nothing.
+--
+-- KEYS: one per rule, all in one hash slot.
+-- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost,
+--       then for each rule its code and its params.
+-- Reply: five integers per rule: allowed (1 or 0), remaining, resetMs, retryAfterMs, waitMs.
+
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local consume = ARGV[2] == '1'
+local cost = tonumber(ARGV[3])
+
+local n = #KEYS
+local algs, params, states = {}, {}, {}
+local out = {}
+local admitted = true
+local a = 4
+for i = 1, n do
+  local alg = rules[ARGV[a]]
+  if alg == nil then return redis.error_reply('ERR sluice: unknown rule code ' .. tostring(ARGV[a])) end
+  local p = {}
+  for j = 1, alg.params do p[j] = tonumber(ARGV[a + j]) end
+  a = a + alg.params + 1
+  local st, allowed, remaining, resetMs, retryAfterMs, waitMs = alg.decide(KEYS[i], p, now, cost)
+  algs[i], params[i], states[i] = alg, p, st
+  local o = i * 5 - 4
+  if allowed then out[o] = 1 else out[o] = 0; admitted = false end
+  out[o + 1] = remaining
+  out[o + 2] = resetMs
+  out[o + 3] = retryAfterMs
+  out[o + 4] = waitMs
+end
+
+if consume and admitted then
+  for i = 1, n do algs[i].admit(KEYS[i], params[i], now, cost, states[i]) end
+end
+return out

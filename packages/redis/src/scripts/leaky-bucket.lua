@@ -1,0 +1,83 @@
+-- leakyBucket (code B; params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units }: `start`
+-- is the whole ms at which a call last found the bucket drained, `units` the cost queued behind that call,
+-- so the last admitted unit passes at `start + units * 1000 / rate`, computed afresh and never summed up
+-- as a float. A missing key has never let anything through. Slots are reserved inside this script, so
+-- every process shares one queue. The key lives until the bucket has drained for a full queue.
+
+-- ms that `units` units take to pass.
+local function spanOf(rate, units)
+  return (units * 1000) / rate
+end
+
+-- The most units whose intervals fit in `ms`: the largest n >= 0 with `n * 1000 / rate <= ms`.
+local function unitsWithin(rate, ms)
+  local n = floor((ms * rate) / 1000)
+  if n < 0 then n = 0 end
+  while ((n + 1) * 1000) / rate <= ms do n = n + 1 end
+  while n > 0 and (n * 1000) / rate > ms do n = n - 1 end
+  return n
+end
+
+-- Units of cost 1 that could still be admitted at `now`, one after another, behind the queue.
+local function remainingAt(rate, maxQueueMs, limit, start, units, now)
+  local elapsed = now - start
+  if spanOf(rate, units + 1) <= elapsed then return limit end
+  local more = unitsWithin(rate, maxQueueMs + elapsed) - units
+  if more < 0 then return 0 end
+  if more < limit then return more end
+  return limit
+end
+
+-- Whole ms from `now` until the bucket is drained: a call of cost 1 would pass at once.
+local function drainedIn(rate, start, units, now)
+  local ms = ceil(spanOf(rate, units + 1)) - (now - start)
+  if ms > 0 then return ms end
+  return 0
+end
+
+rules.B = {
+  params = 3,
+
+  decide = function(key, p, now, cost)
+    local rate, maxQueueMs, limit = p[1], p[2], p[3]
+    local h = redis.call('HMGET', key, 's', 'u')
+    local start, units = -math.huge, 0
+    if h[1] then
+      start = tonumber(h[1])
+      units = tonumber(h[2])
+    end
+    local st = { start = start, units = units }
+    -- How far ahead of now the call's slot is (rounded up), before taking the max with now.
+    local ahead = ceil(spanOf(rate, units + cost)) - (now - start)
+    if ahead > maxQueueMs then
+      return st,
+        false,
+        remainingAt(rate, maxQueueMs, limit, start, units, now),
+        drainedIn(rate, start, units, now),
+        ahead - maxQueueMs,
+        0
+    end
+    if ahead <= 0 then
+      return st, true, remainingAt(rate, maxQueueMs, limit, now, 0, now), drainedIn(rate, now, 0, now), 0, 0
+    end
+    return st,
+      true,
+      remainingAt(rate, maxQueueMs, limit, start, units + cost, now),
+      drainedIn(rate, start, units + cost, now),
+      0,
+      ahead
+  end,
+
+  admit = function(key, p, now, cost, st)
+    local rate, limit = p[1], p[3]
+    local start, units = st.start, st.units
+    if ceil(spanOf(rate, units + cost)) > now - start then
+      units = units + cost
+    else
+      start = now
+      units = 0
+    end
+    redis.call('HSET', key, 's', num(start), 'u', num(units))
+    redis.call('PEXPIRE', key, num(start + ceil(spanOf(rate, units + limit)) - now))
+  end,
+}
