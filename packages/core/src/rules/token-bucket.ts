@@ -1,8 +1,8 @@
 /**
  * @module tokenBucket: tokens refill continuously at `refillPerSecond` up to `capacity`; a call takes
  * `cost` tokens. Allows bursts of up to `capacity`, then a steady `refillPerSecond`.
- * Tokens are fractional. The Redis script performs the same floating-point operations in the same
- * order, so both stores agree to the last bit.
+ * Tokens are fractional, kept in thousandths (see `TokenBucketState`). The Redis script performs the
+ * same floating-point operations in the same order, so both stores agree to the last bit.
  */
 import { integerOption, labelOption, positiveOption, ruleOptions } from '../options.ts'
 import type { TokenBucketRule, UnlimitedRule } from '../types.ts'
@@ -37,52 +37,59 @@ export function tokenBucket(options: TokenBucketOptions): TokenBucketRule | Unli
   })
 }
 
+/**
+ * The bucket's level in thousandths of a token, so one ms of refill adds exactly `refillPerSecond`.
+ * Whole tokens kept as floats drifted (1.03 - 1 is 0.030000000000000027), which made retries and
+ * resets a millisecond late and could deny a call at the very ms its tokens were there.
+ * In thousandths, whole-ms refills at whole or binary-fraction rates are exact integers.
+ */
 export interface TokenBucketState {
-  tokens: number
-  /** When `tokens` was last brought up to date. */
+  milli: number
+  /** When `milli` was last brought up to date. */
   last: number
 }
 
-/** Tokens at `t` for a bucket that held `tokens0` at `t0`: continuous refill, capped at capacity. */
-function tokensAt(rule: TokenBucketRule, tokens0: number, t0: number, t: number): number {
+/** Thousandths at `t` for a bucket that held `milli0` at `t0`: continuous refill, capped at capacity. */
+function milliAt(rule: TokenBucketRule, milli0: number, t0: number, t: number): number {
   const elapsed = t > t0 ? t - t0 : 0
-  const tokens = tokens0 + (elapsed * rule.refillPerSecond) / 1000
-  return Math.min(tokens, rule.capacity)
+  return Math.min(milli0 + elapsed * rule.refillPerSecond, rule.capacity * 1000)
 }
 
 /**
- * Whole ms from `now` until a bucket that held `tokens0` at `t0` holds `target` tokens: the least
+ * Whole ms from `now` until a bucket that held `milli0` at `t0` holds `target` thousandths: the least
  * such ms under the same arithmetic that will judge the retry, so it is neither early nor late.
  */
-function msUntil(rule: TokenBucketRule, tokens0: number, t0: number, target: number, now: number): number {
-  const have = tokensAt(rule, tokens0, t0, now)
+function msUntil(rule: TokenBucketRule, milli0: number, t0: number, target: number, now: number): number {
+  const have = milliAt(rule, milli0, t0, now)
   if (have >= target) return 0
-  let ms = Math.ceil(((target - have) * 1000) / rule.refillPerSecond)
-  // The estimate can be a rounding off either way (0.998 tokens needing 1 gives ceil(1.0000000000000009)).
-  while (ms > 1 && tokensAt(rule, tokens0, t0, now + ms - 1) >= target) ms--
-  while (tokensAt(rule, tokens0, t0, now + ms) < target) ms++
+  let ms = Math.ceil((target - have) / rule.refillPerSecond)
+  // At a rate that is not exact in binary (0.1) the estimate can be a rounding off either way.
+  while (ms > 1 && milliAt(rule, milli0, t0, now + ms - 1) >= target) ms--
+  while (milliAt(rule, milli0, t0, now + ms) < target) ms++
   return ms
 }
 
 export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> = {
-  create: (rule, now) => ({ tokens: rule.capacity, last: now }),
+  create: (rule, now) => ({ milli: rule.capacity * 1000, last: now }),
 
   decide(state, rule, now, cost) {
-    const tokens = tokensAt(rule, state.tokens, state.last, now)
-    if (tokens >= cost) {
-      const after = tokens - cost
-      const resetMs = msUntil(rule, after, Math.max(now, state.last), rule.capacity, now)
-      return ruleDecision(rule, true, Math.floor(after), resetMs, 0, 0)
+    const milli = milliAt(rule, state.milli, state.last, now)
+    const full = rule.capacity * 1000
+    if (milli >= cost * 1000) {
+      const after = milli - cost * 1000
+      const resetMs = msUntil(rule, after, Math.max(now, state.last), full, now)
+      return ruleDecision(rule, true, Math.floor(after / 1000), resetMs, 0, 0)
     }
-    const resetMs = msUntil(rule, state.tokens, state.last, rule.capacity, now)
-    const retryAfterMs = msUntil(rule, state.tokens, state.last, cost, now)
-    return ruleDecision(rule, false, Math.floor(tokens), resetMs, retryAfterMs, 0)
+    const resetMs = msUntil(rule, state.milli, state.last, full, now)
+    const retryAfterMs = msUntil(rule, state.milli, state.last, cost * 1000, now)
+    return ruleDecision(rule, false, Math.floor(milli / 1000), resetMs, retryAfterMs, 0)
   },
 
   admit(state, rule, now, cost) {
-    state.tokens = tokensAt(rule, state.tokens, state.last, now) - cost
+    state.milli = milliAt(rule, state.milli, state.last, now) - cost * 1000
     if (now > state.last) state.last = now
   },
 
-  expiresAt: (state, rule) => state.last + msUntil(rule, state.tokens, state.last, rule.capacity, state.last),
+  expiresAt: (state, rule) =>
+    state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last),
 }
