@@ -1,0 +1,219 @@
+/**
+ * Faults: scripts flushed under load, Redis stalled, Redis killed and restarted, for every
+ * `onStoreError` policy and both clients. Every call is answered within the store's timeout (plus a
+ * margin for the event loop), nothing rejects unhandled, and decisions are exact again soon after Redis
+ * returns. The only timed assertions are those "answered within the timeout" guarantees.
+ */
+import {
+  createLimiter,
+  type Decision,
+  ErrorCode,
+  type Limiter,
+  MemoryStore,
+  type Rule,
+  type RuleInput,
+  SluiceError,
+  type StoreErrorPolicy,
+  slidingLog,
+} from '@sluice/core'
+import { RedisStore } from '@sluice/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from './harness/clients.ts'
+import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
+
+let server: RedisServer
+const unhandled: unknown[] = []
+const onUnhandled = (reason: unknown) => unhandled.push(reason)
+
+beforeAll(async () => {
+  process.on('unhandledRejection', onUnhandled)
+  server = await startRedis(['--enable-debug-command', 'yes'])
+})
+
+afterAll(async () => {
+  process.off('unhandledRejection', onUnhandled)
+  await closeClients()
+  await stopAll()
+})
+
+const TIMEOUT_MS = 100
+/** Slack for timers and the event loop on a busy machine; the store's own bound is TIMEOUT_MS. */
+const MARGIN_MS = 100
+const asRule = (r: RuleInput): Rule => r as Rule
+
+interface Outcome {
+  ms: number
+  decision?: Decision
+  error?: unknown
+}
+
+/** Keeps `lanes` callers consuming `key` until `during` resolves; records every call's outcome. */
+async function drive(
+  limiter: Limiter,
+  key: string,
+  lanes: number,
+  during: () => Promise<void>,
+): Promise<Outcome[]> {
+  const outcomes: Outcome[] = []
+  let stop = false
+  const lane = async () => {
+    while (!stop) {
+      const started = performance.now()
+      try {
+        const decision = await limiter.consume(key)
+        outcomes.push({ ms: performance.now() - started, decision })
+      } catch (error) {
+        outcomes.push({ ms: performance.now() - started, error })
+      }
+      await sleep(2)
+    }
+  }
+  const running = Array.from({ length: lanes }, lane)
+  await during()
+  stop = true
+  await Promise.all(running)
+  return outcomes
+}
+
+/** Resolves once `limiter` answers from Redis again (not from its `onStoreError` policy). */
+async function recovered(store: RedisStore, prefix: string, rule: Rule): Promise<void> {
+  const until = Date.now() + 10_000
+  for (;;) {
+    try {
+      await store.apply(prefix, 'probe', [rule], 1, 'peek')
+      return
+    } catch {
+      if (Date.now() > until) throw new Error('Redis did not come back within 10 s')
+      await sleep(20)
+    }
+  }
+}
+
+/** `limit + 2` calls on a fresh key: exactly `limit` admitted, all decided by Redis. */
+async function expectExact(limiter: Limiter, key: string, limit: number): Promise<void> {
+  const decisions = await Promise.all(Array.from({ length: limit + 2 }, () => limiter.consume(key)))
+  expect(decisions.filter((d) => d.allowed)).toHaveLength(limit)
+  for (const d of decisions) expect(d.rule).not.toBe('store-unavailable')
+}
+
+let run = 0
+
+/** NOSCRIPT error replies Redis has sent so far. */
+async function noScriptErrors(): Promise<number> {
+  const match = /errorstat_NOSCRIPT:count=(\d+)/.exec(await server.cli('INFO', 'errorstats'))
+  return match === null ? 0 : Number(match[1])
+}
+
+describe.each(CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
+  it('keeps every call exact while the script cache is flushed again and again', async () => {
+    const client = await clientOf(kind, server)
+    // No denied-key cache: every call, denied or not, must reach Redis through the flushes.
+    const store = new RedisStore({ client, timeoutMs: 2000, deniedCache: false })
+    const limit = 1500
+    const limiter = createLimiter({
+      rules: [slidingLog({ limit, windowMs: 600_000 })],
+      store,
+      prefix: `flush${run++}`,
+      onStoreError: 'throw',
+    })
+    const noScriptBefore = await noScriptErrors()
+    const outcomes = await drive(limiter, 'k', 64, async () => {
+      for (let i = 0; i < 5; i++) {
+        await sleep(30)
+        await server.cli('SCRIPT', 'FLUSH')
+      }
+    })
+    expect(outcomes.filter((o) => o.error !== undefined)).toEqual([])
+    const admitted = outcomes.filter((o) => o.decision?.allowed).length
+    expect(admitted).toBe(Math.min(limit, outcomes.length))
+    // The flushes did bite: Redis answered NOSCRIPT, and the store reloaded the script each time.
+    expect(await noScriptErrors()).toBeGreaterThan(noScriptBefore)
+  })
+
+  it('rejects within the timeout while Redis stalls, and caps calls in flight', async () => {
+    const client = await clientOf(kind, server)
+    const store = new RedisStore({ client, timeoutMs: TIMEOUT_MS, maxInFlight: 20 })
+    const rule = asRule(slidingLog({ limit: 1000, windowMs: 60_000 }))
+    const prefix = `stall${run++}`
+    const admin = await clientOf('ioredis', server)
+    const stalled = admin.call('DEBUG', 'SLEEP', '0.6')
+    await sleep(20)
+    const started = performance.now()
+    const calls = Array.from({ length: 30 }, () =>
+      store.apply(prefix, 'k', [rule], 1, 'consume').then(
+        () => ({ ms: performance.now() - started, code: 'ok' }),
+        (error: SluiceError) => ({ ms: performance.now() - started, code: error.code }),
+      ),
+    )
+    const outcomes = await Promise.all(calls)
+    for (const o of outcomes) expect(o.ms).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS)
+    // 20 go to Redis and time out; the other 10 are refused at once.
+    expect(outcomes.filter((o) => o.code === ErrorCode.STORE_TIMEOUT)).toHaveLength(20)
+    expect(outcomes.filter((o) => o.code === ErrorCode.STORE_ERROR)).toHaveLength(10)
+    await stalled
+    await recovered(store, prefix, rule)
+  })
+
+  const policies: [string, () => StoreErrorPolicy][] = [
+    ['allow', () => 'allow'],
+    ['deny', () => 'deny'],
+    ['throw', () => 'throw'],
+    [
+      'an insurance limiter',
+      () =>
+        createLimiter({
+          rules: [slidingLog({ limit: 1_000_000, windowMs: 60_000, name: 'insurance' })],
+          store: new MemoryStore(),
+          prefix: 'insurance',
+        }),
+    ],
+  ]
+
+  it.each(policies)(
+    'answers within the timeout across a Redis restart with onStoreError %s',
+    async (_, policy) => {
+      const client = await clientOf(kind, server)
+      const store = new RedisStore({ client, timeoutMs: TIMEOUT_MS })
+      const prefix = `restart${run++}`
+      const onStoreError = policy()
+      const limiter = createLimiter({
+        rules: [slidingLog({ limit: 1_000_000, windowMs: 60_000 })],
+        store,
+        prefix,
+        onStoreError,
+      })
+      const probe = asRule(slidingLog({ limit: 5, windowMs: 60_000 }))
+      const outcomes = await drive(limiter, 'k', 4, async () => {
+        await sleep(50)
+        await server.kill()
+        await sleep(300)
+        await server.start()
+        await recovered(store, `${prefix}-probe`, probe)
+        await sleep(50)
+      })
+      for (const o of outcomes) expect(o.ms).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS)
+      const failed = outcomes.filter(
+        (o) =>
+          o.error !== undefined ||
+          o.decision?.rule === 'store-unavailable' ||
+          o.decision?.rule === 'insurance',
+      )
+      expect(failed.length).toBeGreaterThan(0)
+      if (onStoreError === 'throw') {
+        for (const o of failed) {
+          expect(o.error).toBeInstanceOf(SluiceError)
+          expect([ErrorCode.STORE_TIMEOUT, ErrorCode.STORE_ERROR]).toContain((o.error as SluiceError).code)
+        }
+      } else {
+        expect(outcomes.filter((o) => o.error !== undefined)).toEqual([])
+        for (const o of failed) expect(o.decision!.allowed).toBe(onStoreError !== 'deny')
+      }
+      await expectExact(
+        createLimiter({ rules: [probe], store, prefix: `${prefix}-exact`, onStoreError: 'throw' }),
+        'fresh',
+        5,
+      )
+      expect(unhandled).toEqual([])
+    },
+  )
+})
