@@ -66,21 +66,22 @@ export class MemoryStore implements Store {
 
   apply(prefix: string, key: string, rules: readonly Rule[], cost: number, mode: StoreMode): RuleDecision[] {
     const now = this.#clock()
-    const entry = this.#entry(prefix, key, now)
+    const consume = mode === 'consume'
+    const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
     const decisions = new Array<RuleDecision>(rules.length)
     let allowed = true
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!
-      const d = algorithmOf(rule).decide(stateOf(entry, rule, now), rule, now, cost)
+      const d = algorithmOf(rule).decide(stateOf(entry, rule, now, consume), rule, now, cost)
       decisions[i] = d
       if (!d.allowed) allowed = false
     }
-    if (allowed && mode === 'consume') {
+    if (allowed && consume) {
       let expiresAt = Number.NEGATIVE_INFINITY
       for (let i = 0; i < rules.length; i++) {
         const rule = rules[i]!
         const algorithm = algorithmOf(rule)
-        const state = stateOf(entry, rule, now)
+        const state = stateOf(entry, rule, now, true)
         algorithm.admit(state, rule, now, cost)
         const until = algorithm.expiresAt(state, rule)
         if (until > expiresAt) expiresAt = until
@@ -140,6 +141,19 @@ export class MemoryStore implements Store {
     return entry
   }
 
+  /**
+   * The entry for `key` as it stands, for a peek: never created, moved or reset, so a peek cannot
+   * push other keys out. A missing or expired key reads as a fresh, unstored entry.
+   */
+  #peekEntry(prefix: string, key: string, now: number): Entry {
+    const ns = this.#namespaces.get(prefix)
+    const entry = ns?.current.get(key) ?? ns?.previous.get(key)
+    if (entry === undefined || entry.expiresAt <= now) {
+      return { ids: [], states: [], expiresAt: Number.NEGATIVE_INFINITY }
+    }
+    return entry
+  }
+
   /** Puts `entry` in the current generation, turning generations over when it is full. */
   #admitKey(ns: Namespace, key: string, entry: Entry): void {
     if (this.#currentCount >= this.#generationSize) {
@@ -154,12 +168,14 @@ export class MemoryStore implements Store {
   }
 }
 
-/** The state `entry` keeps for `rule`, created when missing. */
-function stateOf(entry: Entry, rule: Rule, now: number): unknown {
+/** The state `entry` keeps for `rule`; when missing, a fresh one, kept in `entry` only if `keep`. */
+function stateOf(entry: Entry, rule: Rule, now: number, keep: boolean): unknown {
   const { ids } = entry
   for (let i = 0; i < ids.length; i++) if (ids[i] === rule.id) return entry.states[i]
   const state = algorithmOf(rule).create(rule, now)
-  ids.push(rule.id)
-  entry.states.push(state)
+  if (keep) {
+    ids.push(rule.id)
+    entry.states.push(state)
+  }
   return state
 }
