@@ -1,0 +1,151 @@
+/**
+ * Redis Cluster, 3 masters + 3 replicas, with ioredis and node-redis: every rule (and all five at once on
+ * one key) decides exactly as the memory store on keys spread over many slots, hostile keys stay inside
+ * their hash tag and never share counts, and scripts reload by themselves after SCRIPT FLUSH on every node.
+ */
+import {
+  fixedWindow,
+  leakyBucket,
+  MemoryStore,
+  type Rule,
+  type RuleInput,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+} from '@sluice/core'
+import { RedisStore } from '@sluice/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CLIENT_KINDS, closeClients, clusterClientOf, ioredis } from './harness/clients.ts'
+import { type RedisCluster, startCluster, stopAll } from './harness/redis.ts'
+
+let cluster: RedisCluster
+
+beforeAll(async () => {
+  cluster = await startCluster()
+})
+
+afterAll(async () => {
+  await closeClients()
+  await stopAll()
+})
+
+const asRule = (r: RuleInput): Rule => r as Rule
+
+const RULES: Rule[] = [
+  asRule(fixedWindow({ limit: 3, windowMs: 1000 })),
+  asRule(slidingLog({ limit: 3, windowMs: 1000 })),
+  asRule(slidingWindow({ limit: 4, windowMs: 1000, buckets: 4 })),
+  asRule(tokenBucket({ capacity: 3, refillPerSecond: 2.5 })),
+  leakyBucket({ ratePerSecond: 7, maxQueueMs: 300 }),
+]
+
+const KEYS = Array.from({ length: 24 }, (_, i) => `user-${i}`)
+
+/** Which masters hold the slots of these keys (the hash tag is the key itself). */
+async function mastersOf(keys: string[]): Promise<Set<string>> {
+  const node = cluster.masters[0]!
+  const slots = await Promise.all(
+    keys.map(async (k) => Number(await node.cli('CLUSTER', 'KEYSLOT', `{${k}}`))),
+  )
+  const shards = await node.cli('CLUSTER', 'SLOTS')
+  const ranges = [...shards.matchAll(/^(\d+)\n(\d+)\n127\.0\.0\.1\n(\d+)/gm)].map((m) =>
+    m.slice(1).map(Number),
+  )
+  return new Set(
+    slots.map((slot) => String(ranges.find(([from, to]) => slot >= from! && slot <= to!)?.[2] ?? 'none')),
+  )
+}
+
+let run = 0
+
+describe.each(CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => {
+  it('decides like the memory store for every rule, alone and all together, on keys across slots', async () => {
+    expect((await mastersOf(KEYS)).size).toBe(3)
+    const client = await clusterClientOf(kind, cluster)
+    const started = performance.now()
+    let now = 1_800_000_000_000
+    const clock = () => now
+    const memory = new MemoryStore({ clock })
+    const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
+    const prefix = `cluster${run++}`
+    const sets = [...RULES.map((r) => [r]), RULES]
+    for (let step = 0; step < 12; step++) {
+      now = Math.max(
+        now + (step % 3 === 0 ? 97 : 0),
+        1_800_000_000_000 + 4 * Math.floor(performance.now() - started),
+      )
+      for (const key of KEYS) {
+        for (const rules of sets) {
+          const expected = memory.apply(prefix, key, rules, 1, 'consume')
+          const actual = await redis.apply(prefix, key, rules, 1, 'consume')
+          expect(actual, `${key} ${rules.map((r) => r.id)} at step ${step}`).toEqual(expected)
+        }
+      }
+    }
+  })
+
+  it('reloads its scripts after SCRIPT FLUSH on every master', async () => {
+    const client = await clusterClientOf(kind, cluster)
+    const store = new RedisStore({ client, deniedCache: false })
+    const prefix = `flush${run++}`
+    const rule = asRule(slidingLog({ limit: 2, windowMs: 60_000 }))
+    for (const key of KEYS) await store.apply(prefix, key, [rule], 1, 'consume')
+    await Promise.all(cluster.masters.map((m) => m.cli('SCRIPT', 'FLUSH')))
+    for (const key of KEYS) {
+      const [d] = await store.apply(prefix, key, [rule], 1, 'consume')
+      expect(d!.allowed).toBe(true)
+      expect(d!.remaining).toBe(0)
+    }
+  })
+
+  it('keeps hostile keys inside their hash tag, each with its own count', async () => {
+    const client = await clusterClientOf(kind, cluster)
+    const store = new RedisStore({ client, deniedCache: false })
+    const prefix = `hostile${run++}`
+    const hostile = [
+      '{',
+      '}',
+      '{}',
+      '}{',
+      'a}b',
+      'a}c',
+      '{a}',
+      'a',
+      '%7B',
+      '%7Ba%7D',
+      '%',
+      'x:y',
+      'x:y}:slidingLog:2:60000',
+      '\u0000',
+      '\u0000a',
+      'ключ',
+      '🔑',
+      '\uD83D',
+      '\uDD11',
+      '\uD83D\uDD11x',
+    ]
+    const rules = [
+      asRule(slidingLog({ limit: 2, windowMs: 60_000 })),
+      asRule(fixedWindow({ limit: 2, windowMs: 600_000 })),
+    ]
+    for (const key of hostile) {
+      const decisions = []
+      for (let i = 0; i < 3; i++) decisions.push(await store.apply(prefix, key, rules, 1, 'consume'))
+      expect(
+        decisions.map((ds) => ds.every((d) => d.allowed)),
+        JSON.stringify(key),
+      ).toEqual([true, true, false])
+    }
+    // Every key the store wrote has exactly one hash tag, and it encloses one escaped user key.
+    const written: string[] = []
+    for (const master of cluster.masters) {
+      // A plain connection to each master (redis-cli would print a key only up to its first NUL).
+      const node = await ioredis(master)
+      written.push(...(await node.keys(`sluice:${prefix}:*`)))
+    }
+    expect(written).toHaveLength(hostile.length * rules.length)
+    for (const name of written) {
+      expect(name).toMatch(/^sluice:hostile\d+:\{[^{}]+\}:(slidingLog|fixedWindow):[\d:]+$/)
+    }
+  })
+})
