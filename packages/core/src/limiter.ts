@@ -146,10 +146,12 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     peek: (key, options) => decide(key, options, 'peek'),
 
     async reset(key, options) {
+      // The key is checked before the store is tried, so a bad key is never taken for a store failure.
+      const storageKey = keyOf(key)
       const rules = resolveRules(key, options?.context as C)
       if (rules.length === 0) return
       try {
-        await store.reset(prefix, keyOf(key), rules)
+        await store.reset(prefix, storageKey, rules)
       } catch (error) {
         if (onStoreError === 'throw') throw asStoreError(error)
         if (typeof onStoreError === 'object') await onStoreError.reset(key, options)
