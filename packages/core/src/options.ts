@@ -16,6 +16,14 @@ export function definedOnly<T extends object>(options: T | undefined): Partial<T
   return out
 }
 
+/**
+ * `value`, or `fallback` when the option was not given. Unlike `??`, an explicit `null` is kept so
+ * that validation rejects it instead of silently applying the default.
+ */
+export function given<T>(value: T | undefined, fallback: T): T {
+  return value === undefined ? fallback : value
+}
+
 /** A safe integer `>= min`. */
 export function integerOption(option: string, value: unknown, min: number): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {

@@ -6,7 +6,7 @@
  * over the time that passed.
  */
 import { InvalidOptionError } from '../errors.ts'
-import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
+import { durationLabel, given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingWindowRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
 import { UNLIMITED } from './unlimited.ts'
@@ -30,7 +30,7 @@ export function slidingWindow(options: SlidingWindowOptions): SlidingWindowRule 
   const o = ruleOptions('slidingWindow', options, ['limit', 'windowMs', 'buckets', 'name'])
   const limit = limitOption('slidingWindow.limit', o.limit)
   const windowMs = integerOption('slidingWindow.windowMs', o.windowMs, 1)
-  const buckets = integerOption('slidingWindow.buckets', o.buckets ?? 10, 1)
+  const buckets = integerOption('slidingWindow.buckets', given(o.buckets, 10), 1)
   if (buckets > MAX_BUCKETS) {
     throw new InvalidOptionError(
       'slidingWindow.buckets',
