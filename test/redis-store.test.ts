@@ -1,0 +1,202 @@
+/**
+ * RedisStore on one server: options checked at construction, TTLs set and bounded, idle keys gone,
+ * reset, close leaving the client open, the denied-key cache (a flood of denials costs ~0 Redis commands),
+ * and the embedded scripts in sync with src/scripts/*.lua.
+ */
+import { execFileSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import {
+  createLimiter,
+  ErrorCode,
+  fixedWindow,
+  InvalidOptionError,
+  leakyBucket,
+  type Rule,
+  type RuleInput,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+} from '@sluice/core'
+import { RedisStore } from '@sluice/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CLIENT_KINDS, clientOf, closeClients, ioredis } from './harness/clients.ts'
+import { commandCalls, type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
+
+let server: RedisServer
+
+beforeAll(async () => {
+  server = await startRedis()
+})
+
+afterAll(async () => {
+  await closeClients()
+  await stopAll()
+})
+
+const asRule = (r: RuleInput): Rule => r as Rule
+let run = 0
+
+describe('RedisStore options', () => {
+  it('rejects bad options at construction, naming them', async () => {
+    const client = await ioredis(server)
+    const bad: [object, string][] = [
+      [{}, 'RedisStore.client'],
+      [{ client: {} }, 'RedisStore.client'],
+      [{ client, prefix: '' }, 'RedisStore.prefix'],
+      [{ client, prefix: 'a{b' }, 'RedisStore.prefix'],
+      [{ client, prefix: 'a b' }, 'RedisStore.prefix'],
+      [{ client, timeoutMs: 0 }, 'RedisStore.timeoutMs'],
+      [{ client, timeoutMs: 1.5 }, 'RedisStore.timeoutMs'],
+      [{ client, maxInFlight: -1 }, 'RedisStore.maxInFlight'],
+      [{ client, clock: 5 }, 'RedisStore.clock'],
+      [{ client, deniedCache: 'yes' }, 'RedisStore.deniedCache'],
+      [{ client, deniedCache: { maxKeys: 0 } }, 'RedisStore.deniedCache.maxKeys'],
+      [{ client, deniedCache: { size: 5 } }, 'RedisStore.deniedCache.size'],
+      [{ client, timeoutMS: 50 }, 'RedisStore.timeoutMS'],
+    ]
+    for (const [options, option] of bad) {
+      let error: unknown
+      try {
+        new RedisStore(options as never)
+      } catch (e) {
+        error = e
+      }
+      expect(error, option).toBeInstanceOf(InvalidOptionError)
+      expect((error as InvalidOptionError).option).toBe(option)
+      expect((error as InvalidOptionError).code).toBe(ErrorCode.INVALID_OPTION)
+    }
+    expect(() => new RedisStore({ client, prefix: undefined, timeoutMs: undefined })).not.toThrow()
+  })
+
+  it('ships scripts.generated.ts in sync with src/scripts/*.lua', () => {
+    const script = fileURLToPath(new URL('../packages/redis/scripts/embed-lua.mjs', import.meta.url))
+    expect(() => execFileSync('node', [script, '--check'], { stdio: 'pipe' })).not.toThrow()
+  })
+})
+
+describe.each(CLIENT_KINDS)('RedisStore keys (%s)', (kind) => {
+  it('gives every key a TTL no longer than its rule needs, and idle keys disappear', async () => {
+    const client = await clientOf(kind, server)
+    const admin = await ioredis(server)
+    const store = new RedisStore({ client })
+    const prefix = `ttl${run++}`
+    const rules: [Rule, number][] = [
+      [asRule(fixedWindow({ limit: 5, windowMs: 400 })), 400],
+      [asRule(slidingLog({ limit: 5, windowMs: 300 })), 300],
+      [asRule(slidingWindow({ limit: 5, windowMs: 500, buckets: 5 })), 500],
+      // 2 tokens short at 10 per second: full again within 200 ms.
+      [asRule(tokenBucket({ capacity: 5, refillPerSecond: 10 })), 200],
+      // Drained within ceil((2 + limit 4) * 1000 / 20) = 300 ms of the queue's start.
+      [leakyBucket({ ratePerSecond: 20, maxQueueMs: 150 }), 300],
+    ]
+    const all = rules.map(([r]) => r)
+    await store.apply(prefix, 'k', all, 1, 'consume')
+    await store.apply(prefix, 'k', all, 1, 'consume')
+    for (const [rule, bound] of rules) {
+      const name = `sluice:${prefix}:{k}:${rule.id}`
+      const pttl = await admin.pttl(name)
+      expect(pttl, rule.id).toBeGreaterThan(0)
+      expect(pttl, rule.id).toBeLessThanOrEqual(bound)
+    }
+    await sleep(550)
+    expect(await admin.keys(`sluice:${prefix}:*`)).toEqual([])
+  })
+
+  it('never writes a key on peek, and reset deletes every rule key', async () => {
+    const client = await clientOf(kind, server)
+    const admin = await ioredis(server)
+    const store = new RedisStore({ client })
+    const prefix = `reset${run++}`
+    const rules = [
+      asRule(slidingLog({ limit: 2, windowMs: 60_000 })),
+      asRule(tokenBucket({ capacity: 2, refillPerSecond: 0.01 })),
+    ]
+    await store.apply(prefix, 'k', rules, 1, 'peek')
+    expect(await admin.keys(`sluice:${prefix}:*`)).toEqual([])
+    await store.apply(prefix, 'k', rules, 2, 'consume')
+    expect((await store.apply(prefix, 'k', rules, 1, 'consume')).every((d) => d.allowed)).toBe(false)
+    expect(await admin.keys(`sluice:${prefix}:*`)).toHaveLength(2)
+    await store.reset(prefix, 'k', rules)
+    expect(await admin.keys(`sluice:${prefix}:*`)).toEqual([])
+    // The denied-key cache forgot the key too: the next call is admitted.
+    expect((await store.apply(prefix, 'k', rules, 1, 'consume')).every((d) => d.allowed)).toBe(true)
+  })
+
+  it('leaves the client open on close, and refuses calls after it', async () => {
+    const client = await clientOf(kind, server)
+    const store = new RedisStore({ client })
+    store.close()
+    await expect(
+      store.apply('closed', 'k', [asRule(slidingLog({ limit: 1, windowMs: 1000 }))], 1, 'consume'),
+    ).rejects.toMatchObject({
+      code: ErrorCode.STORE_ERROR,
+    })
+    // Both libraries answer ping() with PONG.
+    const reply = await (client as unknown as { ping(): Promise<string> }).ping()
+    expect(reply).toBe('PONG')
+  })
+})
+
+describe('denied-key cache', () => {
+  const rule = asRule(slidingLog({ limit: 3, windowMs: 60_000 }))
+
+  async function flood(store: RedisStore, prefix: string, calls: number) {
+    const limiter = createLimiter({ rules: [rule], store, prefix, onStoreError: 'throw' })
+    for (let i = 0; i < 3; i++) expect((await limiter.consume('hot')).allowed).toBe(true)
+    expect((await limiter.consume('hot')).allowed).toBe(false)
+    await server.cli('CONFIG', 'RESETSTAT')
+    const decisions = await Promise.all(Array.from({ length: calls }, () => limiter.consume('hot')))
+    for (const d of decisions) {
+      expect(d.allowed).toBe(false)
+      expect(d.retryAfterMs).toBeGreaterThan(59_000)
+    }
+    return (await commandCalls(server, 'evalsha')) + (await commandCalls(server, 'eval'))
+  }
+
+  it('answers a flood of denied calls with no Redis commands', async () => {
+    const client = await ioredis(server)
+    expect(await flood(new RedisStore({ client }), `cache${run++}`, 2000)).toBe(0)
+  })
+
+  it('asks Redis for every call when turned off', async () => {
+    const client = await ioredis(server)
+    expect(await flood(new RedisStore({ client, deniedCache: false }), `nocache${run++}`, 500)).toBe(500)
+  })
+
+  it('asks Redis again for a smaller cost, a peek, other rules, and once retryAfterMs has passed', async () => {
+    const client = await ioredis(server)
+    let now = 1_900_000_000_000
+    const store = new RedisStore({ client, clock: () => now })
+    const prefix = `cachesemantics${run++}`
+    const limitRule = asRule(fixedWindow({ limit: 4, windowMs: 1000 }))
+    const other = asRule(tokenBucket({ capacity: 10, refillPerSecond: 1 }))
+    const evalshas = () => commandCalls(server, 'evalsha')
+    await store.apply(prefix, 'k', [limitRule], 3, 'consume')
+    await server.cli('CONFIG', 'RESETSTAT')
+    // Cost 2 is denied (3 + 2 > 4) and cached; cost 3 is answered from the cache, counted down.
+    const [first] = await store.apply(prefix, 'k', [limitRule], 2, 'consume')
+    expect(first!.allowed).toBe(false)
+    now += 400
+    const [cached] = await store.apply(prefix, 'k', [limitRule], 3, 'consume')
+    expect(cached).toEqual({
+      ...first,
+      retryAfterMs: first!.retryAfterMs - 400,
+      resetMs: first!.resetMs - 400,
+    })
+    expect(await evalshas()).toBe(1)
+    // A smaller cost, a peek and another rule set all go to Redis; cost 1 is admitted.
+    expect((await store.apply(prefix, 'k', [limitRule], 2, 'peek'))[0]!.allowed).toBe(false)
+    expect((await store.apply(prefix, 'k', [limitRule, other], 2, 'consume'))[0]!.allowed).toBe(false)
+    expect((await store.apply(prefix, 'k', [limitRule], 1, 'consume'))[0]!.allowed).toBe(true)
+    expect(await evalshas()).toBe(4)
+    // The admission dropped the cached denial; the next denial is cached until its retryAfterMs.
+    const [again] = await store.apply(prefix, 'k', [limitRule], 1, 'consume')
+    expect(again!.allowed).toBe(false)
+    now += again!.retryAfterMs - 1
+    expect((await store.apply(prefix, 'k', [limitRule], 1, 'consume'))[0]!.allowed).toBe(false)
+    expect(await evalshas()).toBe(5)
+    now += 1
+    expect((await store.apply(prefix, 'k', [limitRule], 1, 'consume'))[0]!.allowed).toBe(true)
+    expect(await evalshas()).toBe(6)
+  })
+})
