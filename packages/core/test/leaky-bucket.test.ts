@@ -120,6 +120,7 @@ describe('leakyBucket', () => {
     [{ ratePerSecond: 5, maxQueueMs: -1 }, 'leakyBucket.maxQueueMs'],
     [{ ratePerSecond: 5, maxQueueMs: 1.5 }, 'leakyBucket.maxQueueMs'],
     [{ ratePerSecond: 5, maxQueueMs: '100' }, 'leakyBucket.maxQueueMs'],
+    [{ ratePerSecond: 5, maxQueueMs: null }, 'leakyBucket.maxQueueMs'],
     [{ ratePerSecond: 5, name: '' }, 'leakyBucket.name'],
     [{ ratePerSecond: 5, capacity: 10 }, 'leakyBucket.capacity'],
     [null, 'leakyBucket'],

@@ -229,6 +229,9 @@ describe('MemoryStore options', () => {
     [{ maxKeys: '10' }, 'MemoryStore.maxKeys'],
     [{ sweepIntervalMs: -1 }, 'MemoryStore.sweepIntervalMs'],
     [{ sweepIntervalMs: Number.NaN }, 'MemoryStore.sweepIntervalMs'],
+    [{ maxKeys: null }, 'MemoryStore.maxKeys'],
+    [{ sweepIntervalMs: null }, 'MemoryStore.sweepIntervalMs'],
+    [{ clock: null }, 'MemoryStore.clock'],
     [{ maxkeys: 10 }, 'MemoryStore.maxkeys'],
     ['fast', 'options'],
   ])('rejects %j naming %s', (options, option) => {

@@ -93,6 +93,7 @@ describe('slidingWindow', () => {
     [{ limit: 4, windowMs: 1000, buckets: 0 }, 'slidingWindow.buckets'],
     [{ limit: 4, windowMs: 1000, buckets: 3 }, 'slidingWindow.buckets'],
     [{ limit: 4, windowMs: 1000, buckets: 2.5 }, 'slidingWindow.buckets'],
+    [{ limit: 4, windowMs: 1000, buckets: null }, 'slidingWindow.buckets'],
     [{ limit: 4, windowMs: 2000, buckets: 2000 }, 'slidingWindow.buckets'],
     [{ limit: -1, windowMs: 1000, buckets: 7 }, 'slidingWindow.buckets'],
     [{ limit: 4, windowMs: 1000, name: 7 }, 'slidingWindow.name'],
