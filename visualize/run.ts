@@ -1,0 +1,122 @@
+/**
+ * @module Runs a trace through one rule with the real sluice limiter: `createLimiter` on a
+ * `MemoryStore` whose clock is set to each call's time. Every mark a picture shows is read off a
+ * `Decision` this returns; nothing here knows how any algorithm counts.
+ * Core is imported from its source, so the pictures are drawn by the code in this tree, unbuilt.
+ */
+import {
+  createLimiter,
+  type Decision,
+  fixedWindow,
+  leakyBucket,
+  MemoryStore,
+  type Rule,
+  type RuleInput,
+  type RuleKind,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+} from '../packages/core/src/index.ts'
+import type { Trace } from './traces.ts'
+
+/** One row of a picture: an algorithm with numbers comparable to the other rows. */
+export interface Lane {
+  readonly kind: RuleKind
+  /** The rule's numbers in words, e.g. `"5 per 1 s window"`. */
+  readonly detail: string
+  /** What `limit - remaining` means for this rule, in words. */
+  readonly fill: string
+  readonly rule: Rule
+}
+
+/** What one call's decision says, as the picture draws it. */
+export interface Mark {
+  /** When the call arrived, ms. */
+  readonly t: number
+  readonly allowed: boolean
+  /** How long an admitted call must hold before proceeding (leaky bucket queue), ms. */
+  readonly waitMs: number
+  /** How full the rule is after the call: `limit - remaining` of its decision. */
+  readonly seen: number
+  readonly limit: number
+  readonly remaining: number
+  readonly retryAfterMs: number
+}
+
+/** A lane with the marks of every call of one trace. */
+export interface LaneRun {
+  readonly lane: Lane
+  readonly marks: readonly Mark[]
+}
+
+function limiting(rule: RuleInput): Rule {
+  if (rule.kind === 'unlimited') throw new Error('a visualiser lane needs a limiting rule')
+  return rule
+}
+
+/** The five algorithms at five units a second, so their rows compare. */
+export const lanes: readonly Lane[] = [
+  {
+    kind: 'fixedWindow',
+    detail: '5 per 1 s window',
+    fill: 'units in this window',
+    rule: limiting(fixedWindow({ limit: 5, windowMs: 1000 })),
+  },
+  {
+    kind: 'slidingWindow',
+    detail: '5 per 1 s, 10 buckets',
+    fill: 'units in live buckets',
+    rule: limiting(slidingWindow({ limit: 5, windowMs: 1000, buckets: 10 })),
+  },
+  {
+    kind: 'slidingLog',
+    detail: '5 in any 1 s',
+    fill: 'units in the last 1 s',
+    rule: limiting(slidingLog({ limit: 5, windowMs: 1000 })),
+  },
+  {
+    kind: 'tokenBucket',
+    detail: '5 tokens, 5 per s refill',
+    fill: 'tokens spent',
+    rule: limiting(tokenBucket({ capacity: 5, refillPerSecond: 5 })),
+  },
+  {
+    kind: 'leakyBucket',
+    detail: '5 per s, queue 400 ms',
+    fill: 'queue slots taken',
+    rule: leakyBucket({ ratePerSecond: 5, maxQueueMs: 400 }),
+  },
+]
+
+/** The figures a picture needs from one decision. */
+export function markOf(t: number, d: Decision): Mark {
+  return {
+    t,
+    allowed: d.allowed,
+    waitMs: d.waitMs,
+    seen: d.limit - d.remaining,
+    limit: d.limit,
+    remaining: d.remaining,
+    retryAfterMs: d.retryAfterMs,
+  }
+}
+
+/** Every call of `trace`, in order, through a fresh limiter holding only `lane`'s rule. */
+export async function runTrace(trace: Trace, lane: Lane): Promise<LaneRun> {
+  let now = 0
+  const limiter = createLimiter({
+    rules: [lane.rule],
+    store: new MemoryStore({ clock: () => now, sweepIntervalMs: 0 }),
+  })
+  const marks: Mark[] = []
+  for (const t of trace.times) {
+    now = t
+    marks.push(markOf(t, await limiter.consume('visualize')))
+  }
+  return { lane, marks }
+}
+
+/** `trace` through every lane. */
+export function runLanes(trace: Trace): Promise<LaneRun[]> {
+  return Promise.all(lanes.map((lane) => runTrace(trace, lane)))
+}
