@@ -1,0 +1,161 @@
+/**
+ * @module The algorithm pictures show what the limiter decides, exactly, and the committed copies in
+ * docs/visualize are what the visualiser draws today. Each trace runs here through its own limiter,
+ * independent of the visualiser's runner, and every mark in the SVG is checked against it.
+ */
+import { readFileSync } from 'node:fs'
+import { createLimiter, type Decision, MemoryStore } from '@sluice/core'
+import { describe, expect, it } from 'vitest'
+import { pictures } from '../visualize/pictures.ts'
+import { type Lane, lanes, runLanes } from '../visualize/run.ts'
+import { renderTrace } from '../visualize/svg.ts'
+import {
+  burstAcrossEdge,
+  randomArrivals,
+  randomArrivalsTrace,
+  steadyAboveLimit,
+  type Trace,
+  traces,
+} from '../visualize/traces.ts'
+
+/** What the picture says about one call. */
+interface DrawnMark {
+  rule: string
+  t: number
+  allowed: boolean
+  wait: number
+  seen: number
+  shape: string
+}
+
+const MARK =
+  /<g class="call" data-rule="([A-Za-z]+)" data-t="(\d+)" data-allowed="(true|false)" data-wait="(\d+)" data-seen="(\d+)"><title>[^<]*<\/title><(circle|path) /g
+
+function drawnMarks(svg: string): DrawnMark[] {
+  return [...svg.matchAll(MARK)].map((m) => ({
+    rule: m[1]!,
+    t: Number(m[2]),
+    allowed: m[3] === 'true',
+    wait: Number(m[4]),
+    seen: Number(m[5]),
+    shape: m[6]!,
+  }))
+}
+
+/** The decisions of `trace` under `lane`'s rule, from a limiter of the test's own. */
+async function decisions(trace: Trace, lane: Lane): Promise<Decision[]> {
+  let now = 0
+  const limiter = createLimiter({
+    rules: [lane.rule],
+    store: new MemoryStore({ clock: () => now, sweepIntervalMs: 0 }),
+  })
+  const out: Decision[] = []
+  for (const t of trace.times) {
+    now = t
+    out.push(await limiter.consume('k'))
+  }
+  return out
+}
+
+/** Most admitted calls proceeding (arrival + wait) within any half-open 1000 ms. */
+function mostInOneSecond(times: readonly number[], ds: readonly Decision[]): number {
+  const passes = ds.flatMap((d, i) => (d.allowed ? [times[i]! + d.waitMs] : [])).sort((a, b) => a - b)
+  let most = 0
+  for (const from of passes) most = Math.max(most, passes.filter((p) => p >= from && p < from + 1000).length)
+  return most
+}
+
+/** The text of one lane's group in the SVG. */
+function laneText(svg: string, kind: string): string {
+  const start = svg.indexOf(`<g class="lane" data-rule="${kind}">`)
+  expect(start).toBeGreaterThan(-1)
+  return svg.slice(start, svg.indexOf('\n</g>', start))
+}
+
+describe('visualize', () => {
+  it('draws the five algorithms at comparable numbers', () => {
+    expect(lanes.map((l) => l.rule.id)).toEqual([
+      'fixedWindow:5:1000',
+      'slidingWindow:5:1000:10',
+      'slidingLog:5:1000',
+      'tokenBucket:5:5',
+      'leakyBucket:5:400',
+    ])
+  })
+
+  for (const trace of traces) {
+    it(`${trace.id}: every mark is the limiter's decision for that call`, async () => {
+      const svg = renderTrace(trace, await runLanes(trace))
+      const drawn = drawnMarks(svg)
+      expect(svg.split('class="call"').length - 1).toBe(drawn.length)
+      expect(drawn).toHaveLength(trace.times.length * lanes.length)
+
+      for (const lane of lanes) {
+        const ds = await decisions(trace, lane)
+        const expected: DrawnMark[] = ds.map((d, i) => ({
+          rule: lane.kind,
+          t: trace.times[i]!,
+          allowed: d.allowed,
+          wait: d.waitMs,
+          seen: d.limit - d.remaining,
+          shape: d.allowed ? 'circle' : 'path',
+        }))
+        expect(drawn.filter((m) => m.rule === lane.kind)).toEqual(expected)
+
+        const text = laneText(svg, lane.kind)
+        const admitted = ds.filter((d) => d.allowed).length
+        expect(text).toContain(`admitted ${admitted} of ${trace.times.length}</text>`)
+        expect(text).toContain(`most in any 1 s: ${mostInOneSecond(trace.times, ds)}</text>`)
+      }
+    })
+  }
+
+  it('the figures docs/visualize/README.md quotes', async () => {
+    const run = async (trace: Trace, kind: string) => {
+      const ds = await decisions(trace, lanes.find((l) => l.kind === kind)!)
+      return {
+        admitted: ds.filter((d) => d.allowed).length,
+        waited: ds.filter((d) => d.waitMs > 0).length,
+        most: mostInOneSecond(trace.times, ds),
+        firstDenied: ds.findIndex((d) => !d.allowed),
+      }
+    }
+    // Burst: fixed window lets twice its limit through within 1 s; the sliding rules never more than 5.
+    expect((await run(burstAcrossEdge, 'fixedWindow')).most).toBe(10)
+    expect((await run(burstAcrossEdge, 'slidingLog')).most).toBe(5)
+    expect((await run(burstAcrossEdge, 'slidingWindow')).most).toBe(5)
+    expect((await run(burstAcrossEdge, 'tokenBucket')).most).toBe(9)
+    // Steady: the window rules admit half; the token bucket admits nine before its first denial.
+    for (const kind of ['fixedWindow', 'slidingWindow', 'slidingLog']) {
+      expect((await run(steadyAboveLimit, kind)).admitted).toBe(15)
+    }
+    expect((await run(steadyAboveLimit, 'tokenBucket')).firstDenied).toBe(9)
+    // Random: 7 through the fixed window and 9 through the token bucket within a second.
+    expect((await run(randomArrivalsTrace, 'fixedWindow')).most).toBe(7)
+    expect((await run(randomArrivalsTrace, 'tokenBucket')).most).toBe(9)
+    expect((await run(randomArrivalsTrace, 'slidingLog')).most).toBe(5)
+    expect((await run(randomArrivalsTrace, 'slidingWindow')).most).toBe(5)
+    expect(await run(randomArrivalsTrace, 'leakyBucket')).toMatchObject({ admitted: 19, waited: 16 })
+  })
+
+  it('the random trace is seeded: same times on every run, ascending whole ms in range', () => {
+    const times = randomArrivals(2024, 8, 0, 4000)
+    expect(randomArrivals(2024, 8, 0, 4000)).toEqual(times)
+    expect(randomArrivals(2025, 8, 0, 4000)).not.toEqual(times)
+    for (const trace of traces) {
+      trace.times.forEach((t, i) => {
+        expect(Number.isInteger(t)).toBe(true)
+        if (i > 0) expect(t).toBeGreaterThan(trace.times[i - 1]!)
+      })
+      expect(trace.times[0]!).toBeGreaterThanOrEqual(trace.fromMs)
+      expect(trace.times.at(-1)!).toBeLessThanOrEqual(trace.toMs)
+    }
+  })
+
+  it('the committed pictures in docs/visualize are up to date (run `pnpm visualize` to redraw)', async () => {
+    for (const { file, svg } of await pictures()) {
+      const committed = readFileSync(new URL(`../docs/visualize/${file}`, import.meta.url), 'utf8')
+      expect(committed, `docs/visualize/${file} is stale: run pnpm visualize`).toBe(svg)
+    }
+  })
+})
