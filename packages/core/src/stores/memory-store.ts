@@ -65,7 +65,7 @@ export class MemoryStore implements Store {
   }
 
   apply(prefix: string, key: string, rules: readonly Rule[], cost: number, mode: StoreMode): RuleDecision[] {
-    const now = this.#clock()
+    const now = this.#now()
     const consume = mode === 'consume'
     const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
     const decisions = new Array<RuleDecision>(rules.length)
@@ -100,7 +100,7 @@ export class MemoryStore implements Store {
 
   /** Drops every expired key now. Runs by itself every `sweepIntervalMs`. */
   sweep(): void {
-    const now = this.#clock()
+    const now = this.#now()
     for (const ns of this.#namespaces.values()) {
       for (const [key, entry] of ns.current) {
         if (entry.expiresAt <= now) {
@@ -117,6 +117,11 @@ export class MemoryStore implements Store {
     clearInterval(this.#sweep)
     this.#namespaces.clear()
     this.#currentCount = 0
+  }
+
+  /** The clock in whole ms, as the algorithms and the Redis store's `TIME` take it (a clock may have fractions). */
+  #now(): number {
+    return Math.floor(this.#clock())
   }
 
   /** The entry for `key`, created or brought forward into the current generation; reset if expired. */
