@@ -2,6 +2,7 @@ import {
   createLimiter,
   fixedWindow,
   InvalidOptionError,
+  leakyBucket,
   MemoryStore,
   type Rule,
   slidingLog,
@@ -220,6 +221,22 @@ describe('MemoryStore options', () => {
     const store = new MemoryStore({ sweepIntervalMs: 0 })
     const limiter = createLimiter({ rules: [fixedWindow({ limit: 1, windowMs: 1000 })], store })
     expect((await limiter.consume('k')).resetMs).toBe(500)
+  })
+
+  it('takes a clock with fractions of a ms as whole ms, so every figure stays an integer', async () => {
+    let now = 1500.75
+    const store = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
+    const limiter = createLimiter({
+      rules: [fixedWindow({ limit: 5, windowMs: 1000 }), leakyBucket({ ratePerSecond: 3, maxQueueMs: 1000 })],
+      store,
+    })
+    expect((await limiter.consume('k')).rules.map((r) => r.resetMs)).toEqual([500, 334])
+    now = 1600.25
+    const d = await limiter.consume('k')
+    expect(d.rules.map((r) => [r.resetMs, r.waitMs])).toEqual([
+      [400, 0],
+      [567, 234],
+    ])
   })
 
   it.each([
