@@ -42,9 +42,9 @@ export function leakyBucket(options: LeakyBucketOptions): LeakyBucketRule {
 /**
  * `last`, when the last admitted unit passes, is `start + units * 1000 / ratePerSecond`: `start` is the
  * whole ms at which a call last found the bucket drained, `units` the cost queued behind that call.
- * `last` is never stored as one float: adding `1000 / rate` call after call drifts (seven intervals of
- * 1000/7 ms summed make 1000.0000000000001, and a double near `Date.now()` keeps only 1/4096 ms), which
- * made waits a millisecond long and denied calls whose slot was exactly `maxQueueMs` ahead.
+ * `last` is not kept as one float because summing `1000 / rate` call after call drifts: seven intervals
+ * of 1000/7 ms add up to 1000.0000000000001, and a double near `Date.now()` holds only 1/4096 ms, so a
+ * slot exactly `maxQueueMs` ahead would be denied and waits would round up a millisecond too far.
  * Every figure below compares a once-rounded span with whole ms, so it is exact.
  */
 export interface LeakyBucketState {
