@@ -1,1 +1,6 @@
-export {}
+/**
+ * @module @sluice/express: the `rateLimit` middleware for Express 4 and 5. Re-exports only.
+ * Rules, stores and `createLimiter` are imported from `@sluice/core`.
+ */
+export type { Decision } from '@sluice/core'
+export { type ExpressRateLimitOptions, type RateLimitMiddleware, rateLimit } from './middleware.ts'

@@ -1,0 +1,156 @@
+/**
+ * @module rateLimit: the Express middleware. It reads an Express request through a `RequestView`,
+ * asks core's HTTP kit for an outcome, writes the headers and calls `next()`, or answers 400/429.
+ * Everything a limit decides lives in `@sluice/core`; this file only translates for Express 4 and 5.
+ */
+import {
+  type Decision,
+  HTTP_OPTION_NAMES,
+  type HttpLimitOptions,
+  hold,
+  InvalidOptionError,
+  type Limiter,
+  type RequestView,
+  type ResponseBody,
+  resolveHttpLimit,
+} from '@sluice/core'
+import type { NextFunction, Request, RequestHandler, Response } from 'express'
+
+declare global {
+  // Express types its request through this global namespace; merging here types `req.rateLimit`.
+  namespace Express {
+    interface Request {
+      /**
+       * The decision of the sluice limit that last counted this request (allowed or denied).
+       * Absent when no limit counted it: skipped, or a missing key part under `onMissingKey: 'skip'`.
+       */
+      rateLimit?: Decision
+    }
+  }
+}
+
+/**
+ * Options of `rateLimit`: every option core's HTTP kit knows, plus `onLimited`.
+ * Rules (`fixedWindow`, `slidingLog`, `slidingWindow`, `tokenBucket`, `leakyBucket`), `MemoryStore`
+ * and `createLimiter` come from `@sluice/core`.
+ */
+export interface ExpressRateLimitOptions extends HttpLimitOptions<Request> {
+  /**
+   * Sends the response for a denied request instead of the default problem-details JSON. It is called
+   * with the status (`statusCode`, default 429) and the rate-limit headers already set on `res`, and
+   * must end the response. A throw or a rejection goes to `next(err)`.
+   */
+  onLimited?: (req: Request, res: Response, decision: Decision) => void | Promise<void>
+}
+
+/** The middleware, with the limiter it counts on (for `peek` and `reset`). */
+export type RateLimitMiddleware = RequestHandler & { readonly limiter: Limiter<Request> }
+
+const OPTION_NAMES: readonly string[] = [...HTTP_OPTION_NAMES, 'onLimited']
+
+const PROBLEM_JSON = 'application/problem+json'
+const JSON_TYPE = 'application/json'
+
+/**
+ * Bodies the user supplied as objects (a `message` object, or one a `message` function built): sent as
+ * plain JSON, since sluice cannot know they are problem details. Everything else is a problem.
+ */
+const userBodies = new WeakSet<object>()
+
+/**
+ * How sluice reads an Express request. `'ip'` is `req.ip`, so Express's `trust proxy` setting decides
+ * whether `X-Forwarded-For` counts. `'route'` is the matched route's template under its mount path
+ * when a route has matched (per-route use), else, at `app.use` level, the mount path plus the path
+ * without its query string.
+ */
+const view: RequestView<Request> = {
+  ip: (req) => req.ip,
+  route: (req) => {
+    const route = req.route as { path?: unknown } | undefined
+    return `${req.method} ${req.baseUrl}${route === undefined ? req.path : String(route.path)}`
+  },
+  header: (req, name) => req.headers[name],
+}
+
+/**
+ * Express middleware limiting the requests that reach it: `app.use(rateLimit(o))`, `router.use(...)`,
+ * or per route, `app.post('/pay', rateLimit(o), handler)`. Every option is checked here, once; an
+ * invalid or unknown one throws `InvalidOptionError` naming it (`rateLimit.<name>`).
+ */
+export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidOptionError('rateLimit', options, 'an options object')
+  }
+  for (const name of Object.keys(options)) {
+    const value = (options as unknown as Record<string, unknown>)[name]
+    if (value !== undefined && !OPTION_NAMES.includes(name)) {
+      throw new InvalidOptionError(`rateLimit.${name}`, value, `one of ${OPTION_NAMES.join(', ')}`)
+    }
+  }
+  const { onLimited, message, ...shared } = options
+  if (onLimited !== undefined && typeof onLimited !== 'function') {
+    throw new InvalidOptionError('rateLimit.onLimited', onLimited, 'a function')
+  }
+  const limit = resolveHttpLimit<Request>('rateLimit', { ...shared, message: markUserBodies(message) }, view)
+
+  async function sluiceRateLimit(req: Request, res: Response, next: NextFunction): Promise<void> {
+    try {
+      const outcome = await limit.check(req)
+      if (outcome.action === 'pass') return next()
+      if (outcome.action === 'reject') return sendJson(res, outcome.status, outcome.body)
+      req.rateLimit = outcome.decision
+      const headers = outcome.headers
+      for (const name in headers) res.setHeader(name, headers[name]!)
+      if (outcome.action === 'allow') {
+        const waitMs = outcome.decision.waitMs
+        if (waitMs > 0 && !(await held(res, waitMs))) return
+        return next()
+      }
+      if (onLimited === undefined) return sendJson(res, outcome.status, outcome.body)
+      res.statusCode = outcome.status
+      await onLimited(req, res, outcome.decision)
+    } catch (error) {
+      // Express catches what later handlers throw, so an error here is sluice's or a user callback's.
+      next(error)
+    }
+  }
+
+  return Object.assign(sluiceRateLimit, { limiter: limit.limiter })
+}
+
+/**
+ * Holds a queued request `ms`; false when the client went away first. Listens to the response's
+ * `close` (the request's `close` only says its body was read), and removes the listener either way.
+ */
+async function held(res: Response, ms: number): Promise<boolean> {
+  if (res.closed) return false
+  const gone = new AbortController()
+  const abort = () => gone.abort()
+  res.on('close', abort)
+  try {
+    return await hold(ms, gone.signal)
+  } finally {
+    res.off('close', abort)
+  }
+}
+
+function sendJson(res: Response, status: number, body: ResponseBody): void {
+  const json = JSON.stringify(body)
+  res.statusCode = status
+  res.setHeader('Content-Type', userBodies.has(body) ? JSON_TYPE : PROBLEM_JSON)
+  res.setHeader('Content-Length', Buffer.byteLength(json))
+  res.end(json)
+}
+
+/** Notes object bodies from `message` as the user's own, to label them `application/json`. */
+function markUserBodies(message: ExpressRateLimitOptions['message']): ExpressRateLimitOptions['message'] {
+  if (typeof message === 'function') {
+    return (req, decision) => {
+      const body = message(req, decision)
+      if (body !== null && typeof body === 'object') userBodies.add(body)
+      return body
+    }
+  }
+  if (message !== null && typeof message === 'object') userBodies.add(message)
+  return message
+}
