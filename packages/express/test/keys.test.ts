@@ -1,0 +1,217 @@
+import { fixedWindow, slidingLog } from '@sluice/core'
+import { rateLimit } from '@sluice/express'
+import request from 'supertest'
+import { describe, expect, it } from 'vitest'
+import { clocked, flavours, handler } from './support.ts'
+
+const one = [fixedWindow({ limit: 1, windowMs: 60_000 })]
+const ten = [fixedWindow({ limit: 10, windowMs: 60_000 })]
+
+/** Units a key has used under a fixed window of `limit`: `peek` answers as if it counted one more. */
+async function used(limit: ReturnType<typeof rateLimit>, key: string, of = 10): Promise<number> {
+  return of - 1 - (await limit.limiter.peek(key)).remaining
+}
+
+describe.each(flavours)('keys on $name', ({ express }) => {
+  it("keys by req.ip by default; X-Forwarded-For counts only under Express's trust proxy", async () => {
+    const plain = express()
+    const limit = rateLimit({ rules: ten, store: clocked().store })
+    plain.use(limit)
+    plain.use(handler().handle)
+    await request(plain).get('/').set('X-Forwarded-For', '203.0.113.9')
+    await request(plain).get('/').set('X-Forwarded-For', '198.51.100.4')
+    expect(await used(limit, '127.0.0.1')).toBe(2)
+    expect(await used(limit, '203.0.113.9')).toBe(0)
+    expect(await used(limit, '198.51.100.4')).toBe(0)
+
+    const proxied = express()
+    proxied.set('trust proxy', 'loopback')
+    const trusted = rateLimit({ rules: one, store: clocked().store })
+    proxied.use(trusted)
+    proxied.use(handler().handle)
+    expect((await request(proxied).get('/').set('X-Forwarded-For', '203.0.113.9')).status).toBe(200)
+    expect((await request(proxied).get('/').set('X-Forwarded-For', '198.51.100.4')).status).toBe(200)
+    expect((await request(proxied).get('/').set('X-Forwarded-For', '203.0.113.9')).status).toBe(429)
+    expect((await trusted.limiter.peek('127.0.0.1')).allowed).toBe(true)
+  })
+
+  it('groups IPv6 clients by /56, or by ipv6Subnet', async () => {
+    const app = express()
+    app.set('trust proxy', true)
+    const wide = rateLimit({ rules: ten, store: clocked().store })
+    const narrow = rateLimit({ rules: ten, store: clocked().store, ipv6Subnet: 64 })
+    app.use(wide, narrow)
+    app.use(handler().handle)
+    await request(app).get('/').set('X-Forwarded-For', '2001:db8:0:1::1')
+    await request(app).get('/').set('X-Forwarded-For', '2001:DB8:0:2:ffff::7')
+    expect(await used(wide, '2001:db8::/56')).toBe(2)
+    expect(await used(narrow, '2001:db8:0:1::/64')).toBe(1)
+    expect(await used(narrow, '2001:db8:0:2::/64')).toBe(1)
+  })
+
+  it("keys 'route' by method and route template under the mount path, never by the ids in the URL", async () => {
+    const app = express()
+    const router = express.Router()
+    const perRoute = rateLimit({ rules: ten, store: clocked().store, key: 'route' })
+    const inRouter = rateLimit({ rules: ten, store: clocked().store, key: 'route' })
+    app.post('/pay/:orderId', perRoute, handler().handle)
+    router.get('/orders/:id', inRouter, handler().handle)
+    app.use('/api', router)
+
+    await request(app).post('/pay/1001')
+    await request(app).post('/pay/1002?retry=1')
+    await request(app).get('/api/orders/7')
+    await request(app).get('/api/orders/8')
+    await request(app).get('/api/orders/9')
+    expect(await used(perRoute, 'POST /pay/:orderId')).toBe(2)
+    expect(await used(inRouter, 'GET /api/orders/:id')).toBe(3)
+  })
+
+  it("keys 'route' at app.use level, before any route matched, by mount path + path without the query", async () => {
+    const app = express()
+    const limit = rateLimit({ rules: ten, store: clocked().store, key: 'route' })
+    app.use('/api', limit)
+    app.use(handler().handle)
+    await request(app).get('/api/users/7?expand=1')
+    await request(app).get('/api/users/7')
+    await request(app).delete('/api/users/7')
+    await request(app).get('/other')
+    expect(await used(limit, 'GET /api/users/7')).toBe(2)
+    expect(await used(limit, 'DELETE /api/users/7')).toBe(1)
+    expect(await used(limit, 'GET /other')).toBe(0)
+  })
+
+  it('joins header parts into one key, such as x-biz-type + x-channel', async () => {
+    const app = express()
+    const limit = rateLimit({
+      rules: one,
+      store: clocked().store,
+      key: { header: ['x-biz-type', 'x-channel'] },
+    })
+    app.post('/pay', limit, handler().handle)
+    const pay = (bizType: string, channel: string) =>
+      request(app).post('/pay').set('x-biz-type', bizType).set('x-channel', channel)
+
+    expect((await pay('PAYMENT', 'ALIPAY')).status).toBe(200)
+    expect((await pay('PAYMENT', 'ALIPAY')).status).toBe(429)
+    expect((await pay('PAYMENT', 'WECHAT')).status).toBe(200)
+    expect((await pay('REFUND', 'ALIPAY')).status).toBe(200)
+    // A ':' inside a value is escaped, so these two never share a key.
+    expect((await pay('A:B', 'C')).status).toBe(200)
+    expect((await pay('A', 'B:C')).status).toBe(200)
+    expect((await limit.limiter.peek('PAYMENT:ALIPAY')).allowed).toBe(false)
+    expect((await limit.limiter.peek('A\\:B:C')).allowed).toBe(false)
+  })
+
+  it('answers 400 with a problem body for a missing key part by default, never keying it as "undefined"', async () => {
+    const app = express()
+    const { calls, handle } = handler()
+    const limit = rateLimit({
+      rules: one,
+      store: clocked().store,
+      key: { header: ['x-biz-type', 'x-channel'] },
+    })
+    app.post('/pay', limit, handle)
+
+    const missing = await request(app).post('/pay').set('x-biz-type', 'PAYMENT')
+    expect(missing.status).toBe(400)
+    expect(missing.headers['content-type']).toBe('application/problem+json')
+    expect(missing.headers['ratelimit']).toBeUndefined()
+    expect(JSON.parse(missing.text)).toEqual({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'This request needs header x-channel to be rate limited.',
+    })
+    const empty = await request(app).post('/pay').set('x-biz-type', 'PAYMENT').set('x-channel', '')
+    expect(empty.status).toBe(400)
+    expect(calls).toHaveLength(0)
+    expect((await limit.limiter.peek('PAYMENT:undefined')).remaining).toBe(0)
+    expect((await limit.limiter.peek('PAYMENT:undefined')).allowed).toBe(true)
+  })
+
+  it('lets a request with a missing key part through under skip, or counts it under a default', async () => {
+    const skipping = express()
+    const { calls, handle } = handler()
+    skipping.post(
+      '/pay',
+      rateLimit({ rules: one, store: clocked().store, key: { header: 'x-channel' }, onMissingKey: 'skip' }),
+      handle,
+    )
+    for (let i = 0; i < 3; i++) {
+      const res = await request(skipping).post('/pay')
+      expect(res.status).toBe(200)
+      expect(res.headers['ratelimit']).toBeUndefined()
+    }
+    expect(calls).toHaveLength(3)
+    expect(calls.every((req) => req.rateLimit === undefined)).toBe(true)
+
+    const defaulting = express()
+    const limit = rateLimit({
+      rules: one,
+      store: clocked().store,
+      key: { header: 'x-channel' },
+      onMissingKey: { default: 'none' },
+    })
+    defaulting.post('/pay', limit, handler().handle)
+    expect((await request(defaulting).post('/pay')).status).toBe(200)
+    expect((await request(defaulting).post('/pay')).status).toBe(429)
+    expect((await request(defaulting).post('/pay').set('x-channel', 'ALIPAY')).status).toBe(200)
+    expect((await limit.limiter.peek('none')).allowed).toBe(false)
+  })
+
+  it('keys by a function, and by a list of parts joined', async () => {
+    const app = express()
+    const limit = rateLimit({
+      rules: ten,
+      store: clocked().store,
+      key: ['route', (req) => (req.query['tenant'] as string | undefined) ?? null],
+    })
+    app.get('/reports/:id', limit, handler().handle)
+    await request(app).get('/reports/1?tenant=acme')
+    await request(app).get('/reports/2?tenant=acme')
+    expect(await used(limit, 'GET /reports/\\:id:acme')).toBe(2)
+    expect((await request(app).get('/reports/3')).status).toBe(400)
+  })
+
+  it('gives each bizType + channel its own limit from a table; missing or -1 is not limited', async () => {
+    const table: Record<string, number> = { 'PAYMENT:ALIPAY': 2, 'PAYMENT:WECHAT': 1, 'REFUND:ALIPAY': -1 }
+    const contexts: unknown[] = []
+    const app = express()
+    const { calls, handle } = handler()
+    app.post(
+      '/pay',
+      rateLimit({
+        store: clocked().store,
+        key: { header: ['x-biz-type', 'x-channel'] },
+        rules: (key, req) => {
+          contexts.push(req.path)
+          const limit = table[key]
+          return limit === undefined ? null : [slidingLog({ limit, windowMs: 1000 })]
+        },
+      }),
+      handle,
+    )
+    const pay = (bizType: string, channel: string) =>
+      request(app).post('/pay').set('x-biz-type', bizType).set('x-channel', channel)
+
+    const statuses = async (bizType: string, channel: string, n: number) => {
+      const out: number[] = []
+      for (let i = 0; i < n; i++) out.push((await pay(bizType, channel)).status)
+      return out
+    }
+    expect(await statuses('PAYMENT', 'ALIPAY', 3)).toEqual([200, 200, 429])
+    expect(await statuses('PAYMENT', 'WECHAT', 2)).toEqual([200, 429])
+    expect(await statuses('REFUND', 'ALIPAY', 5)).toEqual([200, 200, 200, 200, 200])
+    expect(await statuses('QUERY', 'UNIONPAY', 5)).toEqual([200, 200, 200, 200, 200])
+
+    const wechat = await pay('PAYMENT', 'WECHAT')
+    expect(wechat.headers['ratelimit-policy']).toBe('"1-per-1s";q=1;w=1')
+    const unlimited = await pay('REFUND', 'ALIPAY')
+    expect(unlimited.headers['ratelimit']).toBeUndefined()
+    expect(unlimited.headers['ratelimit-policy']).toBeUndefined()
+    expect(unlimited.body).toEqual({ ok: true, remaining: null })
+    expect(calls).toHaveLength(2 + 1 + 5 + 5 + 1)
+    expect(new Set(contexts)).toEqual(new Set(['/pay']))
+  })
+})
