@@ -1,0 +1,100 @@
+/**
+ * Two Express apps in one process (one on Express 5 with ioredis, one on Express 4 with node-redis), each
+ * with its own client and RedisStore, share one limit exactly through a real redis-server: the same keys,
+ * the same counts, the same table of limits per bizType + channel.
+ */
+import { slidingLog } from '@sluice/core'
+import { rateLimit } from '@sluice/express'
+import { RedisStore } from '@sluice/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { flavours, listen } from '../packages/express/test/support.ts'
+import { closeClients, ioredis, nodeRedis } from './harness/clients.ts'
+import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+
+let server: RedisServer
+const stops: (() => Promise<void>)[] = []
+
+beforeAll(async () => {
+  server = await startRedis()
+})
+
+afterAll(async () => {
+  for (const stop of stops) await stop()
+  await closeClients()
+  await stopAll()
+})
+
+/** Calls per minute to each outside channel; a missing entry or -1 means not limited. */
+const table: Record<string, number> = { 'PAYMENT:ALIPAY': 5, 'PAYMENT:UNIONPAY': 5, 'PAYMENT:WECHAT': -1 }
+
+/** One gateway instance: its own Express, Redis client and RedisStore; the limit's options are the same. */
+async function gateway(index: 0 | 1): Promise<string> {
+  const { express } = flavours[index]
+  const client = index === 0 ? await ioredis(server) : await nodeRedis(server)
+  const app = express()
+  app.post(
+    '/pay',
+    rateLimit({
+      store: new RedisStore({ client }),
+      key: { header: ['x-biz-type', 'x-channel'] },
+      rules: (key) => {
+        const limit = table[key]
+        return limit === undefined ? null : [slidingLog({ limit, windowMs: 60_000 })]
+      },
+    }),
+    (_req, res) => {
+      res.json({ gateway: index })
+    },
+  )
+  const { url, close } = await listen(app)
+  stops.push(close)
+  return url
+}
+
+describe('two Express apps on one Redis', () => {
+  it('share one limit per bizType + channel exactly, request by request and all at once', async () => {
+    const urls = [await gateway(0), await gateway(1)]
+    /** Call i goes to app i % 2. */
+    const pay = async (i: number, channel: string, bizType = 'PAYMENT') => {
+      const res = await fetch(`${urls[i % 2]}/pay`, {
+        method: 'POST',
+        headers: { 'x-biz-type': bizType, 'x-channel': channel },
+      })
+      const body = await res.text()
+      return { status: res.status, ratelimit: res.headers.get('ratelimit'), body }
+    }
+    const many = (n: number, channel: string, bizType?: string) =>
+      Promise.all(Array.from({ length: n }, (_, i) => pay(i, channel, bizType)))
+
+    const seen: string[] = []
+    for (let i = 0; i < 7; i++) {
+      const res = await pay(i, 'ALIPAY')
+      seen.push(`${res.status} ${res.ratelimit}`)
+    }
+    expect(seen).toEqual([
+      '200 "5-per-60s";r=4;t=60',
+      '200 "5-per-60s";r=3;t=60',
+      '200 "5-per-60s";r=2;t=60',
+      '200 "5-per-60s";r=1;t=60',
+      '200 "5-per-60s";r=0;t=60',
+      '429 "5-per-60s";r=0;t=60',
+      '429 "5-per-60s";r=0;t=60',
+    ])
+
+    // Forty calls at once, half to each app: exactly five pass in all.
+    const burst = await many(40, 'UNIONPAY')
+    expect(burst.filter((r) => r.status === 200)).toHaveLength(5)
+    expect(burst.filter((r) => r.status === 429)).toHaveLength(35)
+
+    // -1 and a pair missing from the table are not limited, in either app.
+    for (const [channel, bizType] of [
+      ['WECHAT', 'PAYMENT'],
+      ['ALIPAY', 'REFUND'],
+    ] as const) {
+      const free = await many(40, channel, bizType)
+      expect(free.map((r) => r.status)).toEqual(Array(40).fill(200))
+      expect(free.every((r) => r.ratelimit === null)).toBe(true)
+      expect(new Set(free.map((r) => r.body))).toEqual(new Set(['{"gateway":0}', '{"gateway":1}']))
+    }
+  })
+})
