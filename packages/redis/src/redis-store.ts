@@ -21,7 +21,7 @@ import { Deadlines } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
 import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
-import { APPLY_LUA, RESET_LUA } from './scripts.generated.ts'
+import { APPLY_LUA, PRELUDE_LUA, RESET_LUA, RULE_LUA } from './scripts.generated.ts'
 
 /**
  * A Redis client the store can use: an ioredis `Redis` or `Cluster`, or a node-redis client
@@ -54,9 +54,9 @@ export interface RedisStoreOptions {
   timeoutMs?: number
   /**
    * Time in ms for the scripts, instead of Redis's `TIME`. For tests that drive the memory store and this
-   * store through the same trace; keys still expire by Redis's own clock (their TTLs are computed in the
-   * given clock's ms), so the clock must not run slower than real time. Also drives the denied-key cache.
-   * Default: Redis's clock.
+   * store through the same trace. Keys still expire by Redis's own clock: their TTLs are computed in the
+   * given clock's ms plus 1 s of slack, so the clock must not run slower than real time. Also drives the
+   * denied-key cache. Default: Redis's clock.
    */
   clock?: () => number
   /**
@@ -82,11 +82,35 @@ interface Plan {
   readonly ids: readonly string[]
   /** Per rule: its one-letter code and its numbers, as the script reads them. */
   readonly args: readonly string[]
+  /** The script holding just the rule kinds this combination uses. */
+  readonly script: Script
   readonly limits: readonly number[]
 }
 
-const APPLY = script(APPLY_LUA)
 const RESET = script(RESET_LUA)
+type RuleCode = keyof typeof RULE_LUA
+const CODES: { readonly [K in Rule['kind']]: RuleCode } = {
+  fixedWindow: 'F',
+  slidingLog: 'L',
+  slidingWindow: 'W',
+  tokenBucket: 'T',
+  leakyBucket: 'B',
+}
+/** One composed script per set of rule kinds (at most 31), built on first use. */
+const composed = new Map<string, Script>()
+
+/** The prelude, the chunk of each kind in `codes` (sorted, unique), and the apply loop, as one script. */
+function composedScript(codes: string): Script {
+  let s = composed.get(codes)
+  if (s === undefined) {
+    const chunks = [PRELUDE_LUA]
+    for (const code of codes) chunks.push(RULE_LUA[code as RuleCode])
+    chunks.push(APPLY_LUA)
+    s = script(chunks.join('\n'))
+    composed.set(codes, s)
+  }
+  return s
+}
 const DEFAULT_DENIED_CACHE_KEYS = 10_000
 /** Rule combinations remembered by their ids; a rules function could otherwise grow the map forever. */
 const MAX_PLANS = 1024
@@ -170,7 +194,7 @@ export class RedisStore implements Store {
     for (let i = 0; i < plan.args.length; i++) args[i + 3] = plan.args[i]!
 
     const call = this.#deadlines.start<readonly RuleDecision[]>()
-    this.#send(APPLY, keys, args).then(
+    this.#send(plan.script, keys, args).then(
       (reply) => {
         this.#inFlight--
         if (call.done) return
@@ -272,28 +296,29 @@ export class RedisStore implements Store {
 function planOf(id: string, rules: readonly Rule[]): Plan {
   const args: string[] = []
   for (const rule of rules) {
+    const code = CODES[rule.kind]
     switch (rule.kind) {
       case 'fixedWindow':
-        args.push('F', String(rule.limit), String(rule.windowMs))
-        break
       case 'slidingLog':
-        args.push('L', String(rule.limit), String(rule.windowMs))
+        args.push(code, String(rule.limit), String(rule.windowMs))
         break
       case 'slidingWindow':
-        args.push('W', String(rule.limit), String(rule.windowMs), String(rule.bucketMs))
+        args.push(code, String(rule.limit), String(rule.windowMs), String(rule.bucketMs))
         break
       case 'tokenBucket':
-        args.push('T', String(rule.capacity), String(rule.refillPerSecond))
+        args.push(code, String(rule.capacity), String(rule.refillPerSecond))
         break
       case 'leakyBucket':
-        args.push('B', String(rule.ratePerSecond), String(rule.maxQueueMs), String(rule.limit))
+        args.push(code, String(rule.ratePerSecond), String(rule.maxQueueMs), String(rule.limit))
         break
     }
   }
+  const codes = [...new Set(rules.map((r) => CODES[r.kind]))].sort().join('')
   return {
     id,
     ids: rules.map((r) => r.id),
     args,
+    script: composedScript(codes),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
   }
 }

@@ -2,7 +2,8 @@
 --
 -- KEYS: one per rule, all in one hash slot.
 -- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost,
---       then for each rule its code and its params.
+--       then for each rule its code and its params; a rule reads its params from ARGV[a + 1] on, where
+--       ARGV[a] is its code.
 -- Reply: five integers per rule: allowed (1 or 0), remaining, resetMs, retryAfterMs, waitMs.
 
 local now
@@ -16,18 +17,16 @@ local consume = ARGV[2] == '1'
 local cost = tonumber(ARGV[3])
 
 local n = #KEYS
-local algs, params, states = {}, {}, {}
+local algs, offsets, states = {}, {}, {}
 local out = {}
 local admitted = true
 local a = 4
 for i = 1, n do
   local alg = rules[ARGV[a]]
   if alg == nil then return redis.error_reply('ERR sluice: unknown rule code ' .. tostring(ARGV[a])) end
-  local p = {}
-  for j = 1, alg.params do p[j] = tonumber(ARGV[a + j]) end
+  local st, allowed, remaining, resetMs, retryAfterMs, waitMs = alg.decide(KEYS[i], a, now, cost)
+  algs[i], offsets[i], states[i] = alg, a, st
   a = a + alg.params + 1
-  local st, allowed, remaining, resetMs, retryAfterMs, waitMs = alg.decide(KEYS[i], p, now, cost)
-  algs[i], params[i], states[i] = alg, p, st
   local o = i * 5 - 4
   if allowed then out[o] = 1 else out[o] = 0; admitted = false end
   out[o + 1] = remaining
@@ -37,6 +36,6 @@ for i = 1, n do
 end
 
 if consume and admitted then
-  for i = 1, n do algs[i].admit(KEYS[i], params[i], now, cost, states[i]) end
+  for i = 1, n do algs[i].admit(KEYS[i], offsets[i], now, cost, states[i]) end
 end
 return out

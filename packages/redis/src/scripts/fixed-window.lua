@@ -4,8 +4,8 @@
 rules.F = {
   params = 2,
 
-  decide = function(key, p, now, cost)
-    local limit, windowMs = p[1], p[2]
+  decide = function(key, a, now, cost)
+    local limit, windowMs = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     local start = now - fmod(now, windowMs)
     local h = redis.call('HMGET', key, 's', 'c')
     local same = tonumber(h[1]) == start
@@ -20,12 +20,12 @@ rules.F = {
     return { start = start, same = same }, allowed, limit - after, resetMs, retryAfterMs, 0
   end,
 
-  admit = function(key, p, now, cost, st)
+  admit = function(key, a, now, cost, st)
     if st.same then
       redis.call('HINCRBY', key, 'c', num(cost))
     else
       redis.call('HSET', key, 's', num(st.start), 'c', num(cost))
-      redis.call('PEXPIRE', key, num(st.start + p[2] - now))
+      redis.call('PEXPIRE', key, pttl(st.start + tonumber(ARGV[a + 2]) - now))
     end
   end,
 }

@@ -38,8 +38,8 @@ end
 rules.B = {
   params = 3,
 
-  decide = function(key, p, now, cost)
-    local rate, maxQueueMs, limit = p[1], p[2], p[3]
+  decide = function(key, a, now, cost)
+    local rate, maxQueueMs, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     local h = redis.call('HMGET', key, 's', 'u')
     local start, units = -math.huge, 0
     if h[1] then
@@ -68,8 +68,8 @@ rules.B = {
       ahead
   end,
 
-  admit = function(key, p, now, cost, st)
-    local rate, limit = p[1], p[3]
+  admit = function(key, a, now, cost, st)
+    local rate, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
     local start, units = st.start, st.units
     if ceil(spanOf(rate, units + cost)) > now - start then
       units = units + cost
@@ -78,6 +78,6 @@ rules.B = {
       units = 0
     end
     redis.call('HSET', key, 's', num(start), 'u', num(units))
-    redis.call('PEXPIRE', key, num(start + ceil(spanOf(rate, units + limit)) - now))
+    redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
   end,
 }

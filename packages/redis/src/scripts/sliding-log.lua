@@ -6,8 +6,8 @@
 rules.L = {
   params = 2,
 
-  decide = function(key, p, now, cost)
-    local limit, windowMs = p[1], p[2]
+  decide = function(key, a, now, cost)
+    local limit, windowMs = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - windowMs))
     local total = redis.call('ZCARD', key)
     if total + cost <= limit then
@@ -25,7 +25,7 @@ rules.L = {
       0
   end,
 
-  admit = function(key, p, now, cost, _)
+  admit = function(key, a, now, cost, _)
     local at = num(now)
     local seq = redis.call('ZCOUNT', key, at, at)
     local batch = {}
@@ -41,6 +41,6 @@ rules.L = {
       end
     end
     if n > 0 then redis.call('ZADD', key, unpack(batch)) end
-    redis.call('PEXPIRE', key, num(p[2]))
+    redis.call('PEXPIRE', key, pttl(tonumber(ARGV[a + 2])))
   end,
 }

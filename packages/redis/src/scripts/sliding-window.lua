@@ -6,8 +6,8 @@
 rules.W = {
   params = 3,
 
-  decide = function(key, p, now, cost)
-    local limit, windowMs, bucketMs = p[1], p[2], p[3]
+  decide = function(key, a, now, cost)
+    local limit, windowMs, bucketMs = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     local current = now - fmod(now, bucketMs)
     local oldest = current - windowMs + bucketMs
     local h = redis.call('HGETALL', key)
@@ -43,9 +43,9 @@ rules.W = {
     return st, false, limit - total, newest + windowMs - now, s + windowMs - now, 0
   end,
 
-  admit = function(key, p, now, cost, st)
+  admit = function(key, a, now, cost, st)
     if #st.stale > 0 then redis.call('HDEL', key, unpack(st.stale)) end
     redis.call('HINCRBY', key, num(st.current), num(cost))
-    redis.call('PEXPIRE', key, num(st.current + p[2] - now))
+    redis.call('PEXPIRE', key, pttl(st.current + tonumber(ARGV[a + 2]) - now))
   end,
 }

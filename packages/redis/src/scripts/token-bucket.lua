@@ -28,8 +28,8 @@ end
 rules.T = {
   params = 2,
 
-  decide = function(key, p, now, cost)
-    local capacity, refill = p[1], p[2]
+  decide = function(key, a, now, cost)
+    local capacity, refill = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     local full = capacity * 1000
     local h = redis.call('HMGET', key, 'm', 'l')
     local milli0, last = full, now
@@ -49,13 +49,13 @@ rules.T = {
     return st, false, floor(milli / 1000), resetMs, retryAfterMs, 0
   end,
 
-  admit = function(key, p, now, cost, st)
-    local capacity, refill = p[1], p[2]
+  admit = function(key, a, now, cost, st)
+    local capacity, refill = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     local milli = milliAt(capacity, refill, st.milli0, st.last, now) - cost * 1000
     local last = st.last
     if now > last then last = now end
     redis.call('HSET', key, 'm', num(milli), 'l', num(last))
     local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
-    redis.call('PEXPIRE', key, num(expiresAt - now))
+    redis.call('PEXPIRE', key, pttl(expiresAt - now))
   end,
 }
