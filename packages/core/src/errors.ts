@@ -40,10 +40,13 @@ export class InvalidOptionError extends SluiceError {
   /** The option's path, e.g. `"slidingWindow.buckets"`. */
   readonly option: string
   readonly value: unknown
+  /** What the option accepts, in words. */
+  readonly expected: string
   constructor(option: string, value: unknown, expected: string) {
     super(ErrorCode.INVALID_OPTION, `Invalid option ${option}: ${describe(value)}; expected ${expected}.`)
     this.option = option
     this.value = value
+    this.expected = expected
   }
 }
 

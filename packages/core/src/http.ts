@@ -57,7 +57,12 @@ export type HttpOutcome =
   /** Not limited: skipped, a missing key with `'skip'`, or already counted by this same limit. */
   | { readonly action: 'pass' }
   /** A key part is missing and the policy is `'reject'`. */
-  | { readonly action: 'reject'; readonly status: 400; readonly body: ResponseBody }
+  | {
+      readonly action: 'reject'
+      readonly status: 400
+      readonly body: ResponseBody
+      readonly contentType: typeof PROBLEM_JSON
+    }
   /** Admitted: write `headers`, hold the request `decision.waitMs` when it is above 0, then go on. */
   | { readonly action: 'allow'; readonly decision: Decision; readonly headers: Record<string, string> }
   /** Denied: answer `status` with `headers` and `body`. */
@@ -67,7 +72,12 @@ export type HttpOutcome =
       readonly status: number
       readonly headers: Record<string, string>
       readonly body: ResponseBody
+      /** `application/problem+json` for sluice's problem details, `application/json` for a body the user built. */
+      readonly contentType: typeof PROBLEM_JSON | typeof JSON_TYPE
     }
+
+export const PROBLEM_JSON = 'application/problem+json'
+export const JSON_TYPE = 'application/json'
 
 export interface HttpLimit<R> {
   readonly limiter: Limiter<R>
@@ -104,7 +114,6 @@ export function resolveHttpLimit<R>(
   view: RequestView<R>,
 ): HttpLimit<R> {
   const o = definedOnly(options)
-  const limiter = o.limiter ?? limiterFrom(where, o)
   if (o.limiter !== undefined) {
     for (const name of ['rules', 'store', 'prefix', 'onStoreError'] as const) {
       if (o[name] !== undefined) {
@@ -116,18 +125,23 @@ export function resolveHttpLimit<R>(
       }
     }
   }
-  const keyOf = compileKey(o.key ?? 'ip', view, {
-    ...(o.ipv6Subnet === undefined ? {} : { ipv6Subnet: o.ipv6Subnet }),
-    ...(o.onMissingKey === undefined ? {} : { onMissing: o.onMissingKey }),
-  })
+  // Options are checked in the adapter's words (`rateLimit.onMissingKey`), and all of them before the
+  // limiter is built: building it claims its prefix on the store, so a failed start must not.
+  const keyOf = asAdapterOption(where, () =>
+    compileKey(o.key ?? 'ip', view, {
+      ...(o.ipv6Subnet === undefined ? {} : { ipv6Subnet: o.ipv6Subnet }),
+      ...(o.onMissingKey === undefined ? {} : { onMissing: o.onMissingKey }),
+    }),
+  )
   const costOf = costResolver(where, o.cost)
   const skip =
     o.skip === undefined
       ? undefined
       : functionOption<(request: R) => boolean | Promise<boolean>>(`${where}.skip`, o.skip)
-  const headerOptions = resolveHeaderOptions(o.headers)
+  const headerOptions = asAdapterOption(where, () => resolveHeaderOptions(o.headers))
   const bodyOf = bodyResolver(where, o.message)
   const status = o.statusCode === undefined ? 429 : statusOption(`${where}.statusCode`, o.statusCode)
+  const limiter = o.limiter ?? asAdapterOption(where, () => limiterFrom(where, o))
   /** Requests this limit has counted, so one request passing it twice (app and router) counts once. */
   const counted = new WeakSet<object>()
 
@@ -140,12 +154,13 @@ export function resolveHttpLimit<R>(
     const key = keyOf(request)
     if (!key.ok) {
       if (key.policy === 'skip') return PASS
-      return { action: 'reject', status: 400, body: missingKeyBody(key.missing) }
+      return { action: 'reject', status: 400, body: missingKeyBody(key.missing), contentType: PROBLEM_JSON }
     }
     const decision = await limiter.consume(key.key, { cost: costOf(request), context: request })
     const headers = rateLimitHeaders(decision, headerOptions)
     if (decision.allowed) return { action: 'allow', decision, headers }
-    return { action: 'deny', decision, status, headers, body: bodyOf(request, decision) }
+    const { body, contentType } = bodyOf(request, decision)
+    return { action: 'deny', decision, status, headers, body, contentType }
   }
 
   return { limiter, check }
@@ -191,6 +206,17 @@ function missingKeyBody(missing: string): ResponseBody {
   }
 }
 
+/** Names an option error after the adapter's option (`key` → `rateLimit.key`, `onMissing` → `rateLimit.onMissingKey`). */
+function asAdapterOption<T>(where: string, build: () => T): T {
+  try {
+    return build()
+  } catch (error) {
+    if (!(error instanceof InvalidOptionError) || error.option.startsWith(`${where}.`)) throw error
+    const name = error.option.replace(/^createLimiter\./, '').replace(/^onMissing$/, 'onMissingKey')
+    throw new InvalidOptionError(`${where}.${name}`, error.value, error.expected)
+  }
+}
+
 function limiterFrom<R>(where: string, o: Partial<HttpLimitOptions<R>>): Limiter<R> {
   if (o.rules === undefined) throw new InvalidOptionError(`${where}.rules`, undefined, 'rules, or a limiter')
   return createLimiter<R>({
@@ -208,17 +234,28 @@ function costResolver<R>(where: string, cost: unknown): (request: R) => number |
   return () => fixed
 }
 
-function bodyResolver<R>(where: string, message: unknown): (request: R, decision: Decision) => ResponseBody {
-  if (message === undefined) return (_request, decision) => limitedBody(decision)
-  if (typeof message === 'string') return (_request, decision) => limitedBody(decision, message)
+interface DeniedBody {
+  body: ResponseBody
+  contentType: typeof PROBLEM_JSON | typeof JSON_TYPE
+}
+
+/** Builds the denied body: sluice's problem details (around the user's text, if any), or the user's own object. */
+function bodyResolver<R>(where: string, message: unknown): (request: R, decision: Decision) => DeniedBody {
+  const problem = (decision: Decision, detail?: string): DeniedBody => ({
+    body: limitedBody(decision, detail),
+    contentType: PROBLEM_JSON,
+  })
+  const own = (body: ResponseBody): DeniedBody => ({ body, contentType: JSON_TYPE })
+  if (message === undefined) return (_request, decision) => problem(decision)
+  if (typeof message === 'string') return (_request, decision) => problem(decision, message)
   if (typeof message === 'function') {
     const build = message as (request: R, decision: Decision) => string | ResponseBody
     return (request, decision) => {
       const built = build(request, decision)
-      return typeof built === 'string' ? limitedBody(decision, built) : built
+      return typeof built === 'string' ? problem(decision, built) : own(built)
     }
   }
-  if (message !== null && typeof message === 'object') return () => message as ResponseBody
+  if (message !== null && typeof message === 'object') return () => own(message as ResponseBody)
   throw new InvalidOptionError(`${where}.message`, message, 'a string, an object, or a function')
 }
 

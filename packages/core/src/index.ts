@@ -25,7 +25,9 @@ export {
   type HttpLimitOptions,
   type HttpOutcome,
   hold,
+  JSON_TYPE,
   limitedBody,
+  PROBLEM_JSON,
   type ResponseBody,
   resolveHttpLimit,
 } from './http.ts'

@@ -205,12 +205,43 @@ describe('resolveHttpLimit', () => {
       [{ rules, statusCode: 200 }, 'test.statusCode'],
       [{ rules, statusCode: 600 }, 'test.statusCode'],
       [{ limiter: createLimiter({ rules }), rules }, 'test.rules'],
+      [{ rules, key: 'url' }, 'test.key'],
+      [{ rules, ipv6Subnet: 129 }, 'test.ipv6Subnet'],
+      [{ rules, onMissingKey: 'ignore' }, 'test.onMissingKey'],
+      [{ rules, headers: { standard: 'draft-1' } }, 'test.headers.standard'],
+      [{ rules, prefix: 'a{b}' }, 'test.prefix'],
+      [{ rules, onStoreError: 'retry' }, 'test.onStoreError'],
     ]
     for (const [options, option] of cases) {
       expect(() => resolveHttpLimit('test', options, view)).toThrowError(
         expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option }),
       )
     }
+  })
+})
+
+describe('resolveHttpLimit start-up', () => {
+  it('claims no prefix on the store when an option is invalid, so a corrected start succeeds', () => {
+    const store = new MemoryStore()
+    const rules = [fixedWindow({ limit: 1, windowMs: 1000 })]
+    expect(() => resolveHttpLimit('test', { rules, store, key: 'url' as never }, view)).toThrowError(
+      expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option: 'test.key' }),
+    )
+    expect(() => resolveHttpLimit('test', { rules, store, key: 'ip' }, view)).not.toThrow()
+  })
+
+  it('labels sluice problem bodies application/problem+json and bodies the user built application/json', async () => {
+    const rules = [fixedWindow({ limit: 1, windowMs: 1000 })]
+    const problem = resolveHttpLimit('test', { rules, message: 'Slow down.' }, view)
+    const own = resolveHttpLimit('test', { rules, message: { error: 'busy' } }, view)
+    const missing = resolveHttpLimit('test', { rules, key: { header: 'x-channel' } }, view)
+    for (const limit of [problem, own]) await limit.check(request())
+    expect(await problem.check(request())).toMatchObject({ contentType: 'application/problem+json' })
+    expect(await own.check(request())).toMatchObject({ contentType: 'application/json' })
+    expect(await missing.check(request())).toMatchObject({
+      action: 'reject',
+      contentType: 'application/problem+json',
+    })
   })
 })
 
