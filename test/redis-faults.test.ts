@@ -18,7 +18,7 @@ import {
 } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from './harness/clients.ts'
+import { CLIENT_KINDS, type ClientKind, clientOf, closeClients, ioredis } from './harness/clients.ts'
 import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -135,7 +135,7 @@ describe.each(CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
     const store = new RedisStore({ client, timeoutMs: TIMEOUT_MS, maxInFlight: 20 })
     const rule = asRule(slidingLog({ limit: 1000, windowMs: 60_000 }))
     const prefix = `stall${run++}`
-    const admin = await clientOf('ioredis', server)
+    const admin = await ioredis(server)
     const stalled = admin.call('DEBUG', 'SLEEP', '0.6')
     await sleep(20)
     const started = performance.now()

@@ -1,6 +1,7 @@
 /**
  * @module Redis clients for the suites, one helper per library, closed by `closeClients()`.
  */
+import type { RedisClientLike } from '@sluice/redis'
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
 import { createClient, createCluster } from 'redis'
 import type { RedisCluster, RedisServer } from './redis.ts'
@@ -51,12 +52,12 @@ export async function nodeRedisCluster(cluster: RedisCluster): Promise<ReturnTyp
 }
 
 /** A client of `kind` on a standalone server. */
-export function clientOf(kind: ClientKind, server: RedisServer) {
+export function clientOf(kind: ClientKind, server: RedisServer): Promise<RedisClientLike> {
   return kind === 'ioredis' ? ioredis(server) : nodeRedis(server)
 }
 
 /** A client of `kind` on the cluster. */
-export function clusterClientOf(kind: ClientKind, cluster: RedisCluster) {
+export function clusterClientOf(kind: ClientKind, cluster: RedisCluster): Promise<RedisClientLike> {
   return kind === 'ioredis' ? ioredisCluster(cluster) : nodeRedisCluster(cluster)
 }
 
