@@ -48,15 +48,6 @@ export type RateLimitMiddleware = RequestHandler & { readonly limiter: Limiter<R
 
 const OPTION_NAMES: readonly string[] = [...HTTP_OPTION_NAMES, 'onLimited']
 
-const PROBLEM_JSON = 'application/problem+json'
-const JSON_TYPE = 'application/json'
-
-/**
- * Bodies the user supplied as objects (a `message` object, or one a `message` function built): sent as
- * plain JSON, since sluice cannot know they are problem details. Everything else is a problem.
- */
-const userBodies = new WeakSet<object>()
-
 /**
  * How sluice reads an Express request. `'ip'` is `req.ip`, so Express's `trust proxy` setting decides
  * whether `X-Forwarded-For` counts. `'route'` is the matched route's template under its mount path
@@ -87,17 +78,17 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
       throw new InvalidOptionError(`rateLimit.${name}`, value, `one of ${OPTION_NAMES.join(', ')}`)
     }
   }
-  const { onLimited, message, ...shared } = options
+  const { onLimited, ...shared } = options
   if (onLimited !== undefined && typeof onLimited !== 'function') {
     throw new InvalidOptionError('rateLimit.onLimited', onLimited, 'a function')
   }
-  const limit = resolveHttpLimit<Request>('rateLimit', { ...shared, message: markUserBodies(message) }, view)
+  const limit = resolveHttpLimit<Request>('rateLimit', shared, view)
 
   async function sluiceRateLimit(req: Request, res: Response, next: NextFunction): Promise<void> {
     try {
       const outcome = await limit.check(req)
       if (outcome.action === 'pass') return next()
-      if (outcome.action === 'reject') return sendJson(res, outcome.status, outcome.body)
+      if (outcome.action === 'reject') return sendJson(res, outcome.status, outcome.body, outcome.contentType)
       req.rateLimit = outcome.decision
       const headers = outcome.headers
       for (const name in headers) res.setHeader(name, headers[name]!)
@@ -106,7 +97,7 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
         if (waitMs > 0 && !(await held(res, waitMs))) return
         return next()
       }
-      if (onLimited === undefined) return sendJson(res, outcome.status, outcome.body)
+      if (onLimited === undefined) return sendJson(res, outcome.status, outcome.body, outcome.contentType)
       res.statusCode = outcome.status
       await onLimited(req, res, outcome.decision)
     } catch (error) {
@@ -134,23 +125,10 @@ async function held(res: Response, ms: number): Promise<boolean> {
   }
 }
 
-function sendJson(res: Response, status: number, body: ResponseBody): void {
+function sendJson(res: Response, status: number, body: ResponseBody, contentType: string): void {
   const json = JSON.stringify(body)
   res.statusCode = status
-  res.setHeader('Content-Type', userBodies.has(body) ? JSON_TYPE : PROBLEM_JSON)
+  res.setHeader('Content-Type', contentType)
   res.setHeader('Content-Length', Buffer.byteLength(json))
   res.end(json)
-}
-
-/** Notes object bodies from `message` as the user's own, to label them `application/json`. */
-function markUserBodies(message: ExpressRateLimitOptions['message']): ExpressRateLimitOptions['message'] {
-  if (typeof message === 'function') {
-    return (req, decision) => {
-      const body = message(req, decision)
-      if (body !== null && typeof body === 'object') userBodies.add(body)
-      return body
-    }
-  }
-  if (message !== null && typeof message === 'object') userBodies.add(message)
-  return message
 }
