@@ -92,10 +92,11 @@ describe('several rules: all or nothing', () => {
     await h.at(0)
     await h.at(0)
     for (let i = 0; i < 10; i++) expect((await h.at(500)).allowed).toBe(false)
-    // The fixed window still holds 2, not 12: peek sees 5 - 2 - 1 left after a unit call.
+    // The fixed window still holds 2, not 12. The peek is denied by the log, so the window reports
+    // what it has left (5 - 2), not what the denied call would have left.
     const peeked = await h.limiter.peek('k')
     expect(peeked.rules.map((r) => [r.rule, r.allowed, r.remaining])).toEqual([
-      ['5-per-10s', true, 2],
+      ['5-per-10s', true, 3],
       ['2-per-1s', false, 0],
     ])
     expect((await h.at(1000)).allowed).toBe(true)
@@ -113,9 +114,10 @@ describe('several rules: all or nothing', () => {
     expect(await h.at(0)).toMatchObject({ allowed: true, waitMs: 100 })
     for (let i = 0; i < 5; i++) expect(await h.at(0)).toMatchObject({ allowed: false, waitMs: 0 })
     const d = await h.limiter.peek('k')
+    // Denied by the fixed window, so the bucket keeps its 1 token and the queue its 9 free slots.
     expect(d.rules.map((r) => [r.allowed, r.remaining, r.waitMs])).toEqual([
-      [true, 0, 0],
-      [true, 8, 200],
+      [true, 1, 0],
+      [true, 9, 0],
       [false, 0, 0],
     ])
   })

@@ -231,16 +231,28 @@ function unitCallsLeft(model: Model, now: number, limit: number): number {
 }
 
 /** What one rule should answer for a call, from the model alone. Records it when `consume` admits. */
-function expectedFigures(model: Model, now: number, cost: number, limit: number, consume: boolean): Figures {
+/**
+ * The figures one rule reports. `callCounts` is false when another rule of the call denied it: a rule
+ * that would have admitted the call then reports its state as it stands.
+ */
+function expectedFigures(
+  model: Model,
+  now: number,
+  cost: number,
+  limit: number,
+  consume: boolean,
+  callCounts = true,
+): Figures {
   const allowed = model.fits(now, cost)
+  const counted = allowed && callCounts
   const after = model.clone()
-  if (allowed) after.admit(now, cost)
+  if (counted) after.admit(now, cost)
   const result = {
     allowed,
     remaining: unitCallsLeft(after, now, limit),
     resetMs: leastDelay((d) => after.replenished(now + d), 0),
     retryAfterMs: allowed ? 0 : leastDelay((d) => model.fits(now + d, cost), 1),
-    waitMs: allowed ? model.waitMs(now, cost) : 0,
+    waitMs: counted ? model.waitMs(now, cost) : 0,
   }
   if (allowed && consume) model.admit(now, cost)
   return result
@@ -535,7 +547,7 @@ describe('several rules on one key', () => {
           const allowed = keyModels.every((m) => m.fits(now, step.cost))
           const consume = step.op === 'consume' && allowed
           const want = keyModels.map((m, r) => ({
-            ...expectedFigures(m, now, step.cost, specs[r]!.limit, consume),
+            ...expectedFigures(m, now, step.cost, specs[r]!.limit, consume, allowed),
             rule: specs[r]!.rule.name,
           }))
           const d = await (step.op === 'consume' ? limiter.consume : limiter.peek)(step.key, {

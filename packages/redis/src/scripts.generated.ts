@@ -53,7 +53,9 @@ rules.F = {
     local allowed = count + cost <= limit
     local after = count
     if allowed then after = count + cost end
-    local resetMs = start + windowMs - now
+    -- Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
+    local resetMs = 0
+    if after > 0 then resetMs = start + windowMs - now end
     local retryAfterMs = 0
     if not allowed then retryAfterMs = resetMs end
     return { start = start, same = same }, allowed, limit - after, resetMs, retryAfterMs, 0
@@ -83,7 +85,13 @@ rules.L = {
     redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - windowMs))
     local total = redis.call('ZCARD', key)
     if total + cost <= limit then
-      return nil, true, limit - total - cost, windowMs, 0, 0
+      -- The newest entry is this call's, or with cost 0 the newest already logged.
+      local resetMs = windowMs
+      if cost == 0 then
+        resetMs = 0
+        if total > 0 then resetMs = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + windowMs - now end
+      end
+      return nil, true, limit - total - cost, resetMs, 0, 0
     end
     -- Denied: the call fits once the oldest \`mustExpire\` units have expired.
     local mustExpire = total + cost - limit
@@ -148,7 +156,12 @@ rules.W = {
     end
     local st = { current = current, stale = stale }
     if total + cost <= limit then
-      return st, true, limit - total - cost, current + windowMs - now, 0, 0
+      -- The newest counted bucket is this call's, or with cost 0 the newest holding anything.
+      local last = newest
+      if cost > 0 then last = current end
+      local resetMs = 0
+      if last ~= -math.huge then resetMs = last + windowMs - now end
+      return st, true, limit - total - cost, resetMs, 0, 0
     end
     -- Denied: walk the live buckets oldest first until enough units have expired for the call to fit.
     local mustExpire = total + cost - limit
@@ -283,6 +296,9 @@ rules.B = {
       units = tonumber(h[2])
     end
     local st = { start = start, units = units }
+    if cost == 0 then
+      return st, true, remainingAt(rate, maxQueueMs, limit, start, units, now), drainedIn(rate, start, units, now), 0, 0
+    end
     -- How far ahead of now the call's slot is (rounded up), before taking the max with now.
     local ahead = ceil(spanOf(rate, units + cost)) - (now - start)
     if ahead > maxQueueMs then
@@ -358,7 +374,19 @@ for i = 1, n do
   out[o + 4] = waitMs
 end
 
-if consume and admitted then
+if not admitted and n > 1 then
+  -- Nothing is counted: the rules that would have admitted the call report what they have left.
+  for i = 1, n do
+    local o = i * 5 - 4
+    if out[o] == 1 then
+      local _, _, remaining, resetMs = algs[i].decide(KEYS[i], offsets[i], now, 0)
+      out[o + 1] = remaining
+      out[o + 2] = resetMs
+      out[o + 3] = 0
+      out[o + 4] = 0
+    end
+  end
+elseif consume and admitted then
   for i = 1, n do algs[i].admit(KEYS[i], offsets[i], now, cost, states[i]) end
 end
 return out

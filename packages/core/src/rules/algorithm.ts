@@ -14,6 +14,8 @@ export interface Algorithm<R extends Rule, S> {
   /**
    * The rule's answer to a call of `cost` at `now`. May drop entries that no longer count,
    * but never changes the answer to any later call.
+   * `cost` 0 asks for the state as it stands: a store passes it for a rule that would have admitted
+   * a call another rule denied, so that rule reports what it has left, not what the call would leave.
    */
   decide(state: S, rule: R, now: number, cost: number): RuleDecision
   /** Records an admitted call. Called only after `decide` admitted the same call at the same `now`. */

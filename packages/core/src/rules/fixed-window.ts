@@ -50,7 +50,8 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
     const count = state.start === start ? state.count : 0
     const allowed = count + cost <= rule.limit
     const after = allowed ? count + cost : count
-    const resetMs = start + rule.windowMs - now
+    // Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
+    const resetMs = after === 0 ? 0 : start + rule.windowMs - now
     return ruleDecision(rule, allowed, rule.limit - after, resetMs, allowed ? 0 : resetMs, 0)
   },
 

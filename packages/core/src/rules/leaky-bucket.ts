@@ -85,6 +85,16 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
 
   decide(state, rule, now, cost) {
     const { start, units } = state
+    if (cost === 0) {
+      return ruleDecision(
+        rule,
+        true,
+        remainingAt(rule, start, units, now),
+        drainedIn(rule, start, units, now),
+        0,
+        0,
+      )
+    }
     // The slot is `start + span`, or `now` when that has passed; `ahead` is ceil(slot - now) before that max.
     const ahead = Math.ceil(spanOf(rule, units + cost)) - (now - start)
     if (ahead > rule.maxQueueMs) {

@@ -72,7 +72,12 @@ export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
     expire(state, rule, now)
     const { times, counts, total } = state
     const allowed = total + cost <= rule.limit
-    if (allowed) return ruleDecision(rule, true, rule.limit - total - cost, rule.windowMs, 0, 0)
+    if (allowed) {
+      // The newest entry is this call's, or with cost 0 the newest already logged.
+      const resetMs =
+        cost > 0 ? rule.windowMs : total > 0 ? times[times.length - 1]! + rule.windowMs - now : 0
+      return ruleDecision(rule, true, rule.limit - total - cost, resetMs, 0, 0)
+    }
     // Denied: the call fits once enough of the oldest units have expired.
     const mustExpire = total + cost - rule.limit
     let expired = 0

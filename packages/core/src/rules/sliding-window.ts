@@ -88,8 +88,12 @@ export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowS
       }
     }
     const allowed = total + cost <= rule.limit
-    if (allowed)
-      return ruleDecision(rule, true, rule.limit - total - cost, current + rule.windowMs - now, 0, 0)
+    if (allowed) {
+      // The newest counted bucket is this call's, or with cost 0 the newest holding anything.
+      const last = cost > 0 ? current : newest
+      const resetMs = last === Number.NEGATIVE_INFINITY ? 0 : last + rule.windowMs - now
+      return ruleDecision(rule, true, rule.limit - total - cost, resetMs, 0, 0)
+    }
     // Denied: walk the live buckets oldest first until enough units have expired for the call to fit.
     const mustExpire = total + cost - rule.limit
     let expired = 0

@@ -76,7 +76,14 @@ export class MemoryStore implements Store {
       decisions[i] = d
       if (!d.allowed) allowed = false
     }
-    if (allowed && consume) {
+    if (!allowed && rules.length > 1) {
+      // Nothing is counted: the rules that would have admitted the call report what they have left.
+      for (let i = 0; i < rules.length; i++) {
+        const rule = rules[i]!
+        if (decisions[i]!.allowed)
+          decisions[i] = algorithmOf(rule).decide(stateOf(entry, rule, now, consume), rule, now, 0)
+      }
+    } else if (allowed && consume) {
       let expiresAt = Number.NEGATIVE_INFINITY
       for (let i = 0; i < rules.length; i++) {
         const rule = rules[i]!

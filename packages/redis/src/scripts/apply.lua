@@ -35,7 +35,19 @@ for i = 1, n do
   out[o + 4] = waitMs
 end
 
-if consume and admitted then
+if not admitted and n > 1 then
+  -- Nothing is counted: the rules that would have admitted the call report what they have left.
+  for i = 1, n do
+    local o = i * 5 - 4
+    if out[o] == 1 then
+      local _, _, remaining, resetMs = algs[i].decide(KEYS[i], offsets[i], now, 0)
+      out[o + 1] = remaining
+      out[o + 2] = resetMs
+      out[o + 3] = 0
+      out[o + 4] = 0
+    end
+  end
+elseif consume and admitted then
   for i = 1, n do algs[i].admit(KEYS[i], offsets[i], now, cost, states[i]) end
 end
 return out

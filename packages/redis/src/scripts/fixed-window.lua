@@ -14,7 +14,9 @@ rules.F = {
     local allowed = count + cost <= limit
     local after = count
     if allowed then after = count + cost end
-    local resetMs = start + windowMs - now
+    -- Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
+    local resetMs = 0
+    if after > 0 then resetMs = start + windowMs - now end
     local retryAfterMs = 0
     if not allowed then retryAfterMs = resetMs end
     return { start = start, same = same }, allowed, limit - after, resetMs, retryAfterMs, 0

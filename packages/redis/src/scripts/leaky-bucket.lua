@@ -47,6 +47,9 @@ rules.B = {
       units = tonumber(h[2])
     end
     local st = { start = start, units = units }
+    if cost == 0 then
+      return st, true, remainingAt(rate, maxQueueMs, limit, start, units, now), drainedIn(rate, start, units, now), 0, 0
+    end
     -- How far ahead of now the call's slot is (rounded up), before taking the max with now.
     local ahead = ceil(spanOf(rate, units + cost)) - (now - start)
     if ahead > maxQueueMs then

@@ -11,7 +11,13 @@ rules.L = {
     redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - windowMs))
     local total = redis.call('ZCARD', key)
     if total + cost <= limit then
-      return nil, true, limit - total - cost, windowMs, 0, 0
+      -- The newest entry is this call's, or with cost 0 the newest already logged.
+      local resetMs = windowMs
+      if cost == 0 then
+        resetMs = 0
+        if total > 0 then resetMs = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + windowMs - now end
+      end
+      return nil, true, limit - total - cost, resetMs, 0, 0
     end
     -- Denied: the call fits once the oldest `mustExpire` units have expired.
     local mustExpire = total + cost - limit

@@ -28,7 +28,12 @@ rules.W = {
     end
     local st = { current = current, stale = stale }
     if total + cost <= limit then
-      return st, true, limit - total - cost, current + windowMs - now, 0, 0
+      -- The newest counted bucket is this call's, or with cost 0 the newest holding anything.
+      local last = newest
+      if cost > 0 then last = current end
+      local resetMs = 0
+      if last ~= -math.huge then resetMs = last + windowMs - now end
+      return st, true, limit - total - cost, resetMs, 0, 0
     end
     -- Denied: walk the live buckets oldest first until enough units have expired for the call to fit.
     local mustExpire = total + cost - limit
