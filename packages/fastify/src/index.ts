@@ -1,1 +1,12 @@
-export {}
+/**
+ * @module @sluice/fastify: the sluice plugin for Fastify 5. Re-exports only.
+ * Rules, stores and `createLimiter` are imported from `@sluice/core`.
+ */
+import { sluice } from './plugin.ts'
+
+export type { Decision } from '@sluice/core'
+export type { RateLimitHook } from './fastify-augmentation.ts'
+export type { OnLimited, OnLimitedResult, RouteRateLimitOptions, SluicePluginOptions } from './options.ts'
+export { RateLimitRejection } from './rejection.ts'
+export { sluice, sluice as fastifySluice }
+export default sluice
