@@ -1,0 +1,79 @@
+/**
+ * Two Fastify apps (two "processes": each its own Redis client and RedisStore) share their limits through
+ * one real redis-server: the plugin's global limit and a route's own limit, whose derived prefix is the
+ * same in both apps. Counts are exact under concurrent requests, with ioredis and with node-redis.
+ */
+import { slidingLog } from '@sluice/core'
+import { sluice } from '@sluice/fastify'
+import { RedisStore } from '@sluice/redis'
+import Fastify, { type FastifyInstance } from 'fastify'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from './harness/clients.ts'
+import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+
+let server: RedisServer
+const apps: FastifyInstance[] = []
+
+beforeAll(async () => {
+  server = await startRedis()
+})
+
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((app) => app.close()))
+})
+
+afterAll(async () => {
+  await closeClients()
+  await stopAll()
+})
+
+/** One app as one process would build it: its own client and store, the same routes and options. */
+async function appOn(kind: ClientKind): Promise<FastifyInstance> {
+  const app = Fastify()
+  apps.push(app)
+  const store = new RedisStore({ client: await clientOf(kind, server) })
+  await app.register(sluice, { rules: [slidingLog({ limit: 5, windowMs: 60_000 })], store })
+  app.get('/a', async () => 'a')
+  app.get('/b', async () => 'b')
+  app.post(
+    '/pay',
+    { config: { rateLimit: { rules: [slidingLog({ limit: 3, windowMs: 60_000 })] } } },
+    async () => 'paid',
+  )
+  await app.ready()
+  return app
+}
+
+describe.each(CLIENT_KINDS)('two Fastify apps on one Redis (%s)', (kind) => {
+  it('share the global limit: exactly 5 of 12 concurrent requests across both apps pass', async () => {
+    await server.cli('FLUSHALL')
+    const [one, two] = [await appOn(kind), await appOn(kind)]
+    const responses = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? one : two).inject(i % 3 === 0 ? '/b' : '/a')),
+    )
+    const statuses = responses.map((r) => r.statusCode)
+    expect(statuses.filter((s) => s === 200)).toHaveLength(5)
+    expect(statuses.filter((s) => s === 429)).toHaveLength(7)
+    for (const denied of responses.filter((r) => r.statusCode === 429)) {
+      expect(denied.headers['retry-after']).toBe('60')
+      expect(denied.headers['ratelimit']).toBe('"5-per-60s";r=0;t=60')
+      expect(denied.json()).toMatchObject({ status: 429, title: 'Too Many Requests' })
+    }
+  })
+
+  it("share a route's own limit under the same derived prefix, apart from the global one", async () => {
+    await server.cli('FLUSHALL')
+    const [one, two] = [await appOn(kind), await appOn(kind)]
+    const pay = await Promise.all(
+      Array.from({ length: 7 }, (_, i) => (i % 2 === 0 ? one : two).inject({ method: 'POST', url: '/pay' })),
+    )
+    expect(pay.map((r) => r.statusCode).sort()).toEqual([200, 200, 200, 429, 429, 429, 429])
+    // The global limit is untouched by /pay.
+    expect((await one.inject('/a')).headers['ratelimit']).toBe('"5-per-60s";r=4;t=60')
+    const keys = (await server.cli('KEYS', '*')).trim().split('\n').sort()
+    expect(keys).toEqual([
+      'sluice:sluice:POST /pay:{127.0.0.1}:slidingLog:3:60000',
+      'sluice:sluice:{127.0.0.1}:slidingLog:5:60000',
+    ])
+  })
+})
