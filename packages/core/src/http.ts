@@ -7,7 +7,7 @@ import { InvalidOptionError } from './errors.ts'
 import { type HeaderOptions, rateLimitHeaders, resolveHeaderOptions } from './headers.ts'
 import { compileKey, type KeySpec, type MissingKeyPolicy, type RequestView } from './keys.ts'
 import { createLimiter, type Limiter, type RulesOption, type StoreErrorPolicy } from './limiter.ts'
-import { definedOnly, functionOption, integerOption } from './options.ts'
+import { definedOnly, functionOption, integerOption, limiterOption } from './options.ts'
 import type { Decision, Store } from './types.ts'
 
 /** A problem-details body (RFC 9457) or any JSON object a user prefers. */
@@ -141,7 +141,10 @@ export function resolveHttpLimit<R>(
   const headerOptions = asAdapterOption(where, () => resolveHeaderOptions(o.headers))
   const bodyOf = bodyResolver(where, o.message)
   const status = o.statusCode === undefined ? 429 : statusOption(`${where}.statusCode`, o.statusCode)
-  const limiter = o.limiter ?? asAdapterOption(where, () => limiterFrom(where, o))
+  const limiter =
+    o.limiter === undefined
+      ? asAdapterOption(where, () => limiterFrom(where, o))
+      : limiterOption<R>(`${where}.limiter`, o.limiter)
   /** Requests this limit has counted, so one request passing it twice (app and router) counts once. */
   const counted = new WeakSet<object>()
 

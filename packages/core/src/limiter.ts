@@ -12,7 +12,7 @@ import {
   SluiceError,
   StoreError,
 } from './errors.ts'
-import { definedOnly, given, knownKeys, labelOption } from './options.ts'
+import { definedOnly, given, knownKeys, prefixOption, storeOption } from './options.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
 import type { Decision, Rule, RuleDecision, Store, StoreMode } from './types.ts'
@@ -97,16 +97,8 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   const o = definedOnly(options)
   knownKeys('createLimiter', o, ['rules', 'store', 'prefix', 'onStoreError'])
   const resolveRules = rulesResolver(o.rules)
-  const store = o.store === undefined ? new MemoryStore() : o.store
-  if (
-    store === null ||
-    typeof store !== 'object' ||
-    typeof store.apply !== 'function' ||
-    typeof store.reset !== 'function'
-  ) {
-    throw new InvalidOptionError('createLimiter.store', store, 'a store (an object with apply and reset)')
-  }
-  const prefix = labelOption('createLimiter.prefix', given(o.prefix, 'sluice'), '{}')
+  const store = o.store === undefined ? new MemoryStore() : storeOption('createLimiter.store', o.store)
+  const prefix = prefixOption('createLimiter.prefix', given(o.prefix, 'sluice'))
   const onStoreError = storeErrorPolicy<C>(o.onStoreError)
   claimPrefix(store, prefix)
 

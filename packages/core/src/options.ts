@@ -3,6 +3,8 @@
  * Each check throws `InvalidOptionError` naming the option and the value; nothing falls back silently.
  */
 import { InvalidOptionError } from './errors.ts'
+import type { Limiter } from './limiter.ts'
+import type { Store } from './types.ts'
 
 /** Copies `options` without its `undefined` properties, so an explicit `undefined` never wipes a default. */
 export function definedOnly<T extends object>(options: T | undefined): Partial<T> {
@@ -114,4 +116,51 @@ export function ruleOptions<T extends object>(
     throw new InvalidOptionError(where, options, 'an options object')
   knownKeys(where, options, known)
   return definedOnly(options)
+}
+
+/** Characters a prefix may not hold beyond labelOption's: braces would break the Redis store's hash tags. */
+const PREFIX_FORBIDDEN = '{}'
+
+/** A limiter prefix: a label without braces. */
+export function prefixOption(option: string, value: unknown): string {
+  return labelOption(option, value, PREFIX_FORBIDDEN)
+}
+
+/** Whether `value` would pass `prefixOption`, for code that derives prefixes and must stay valid. */
+export function isValidPrefix(value: string): boolean {
+  try {
+    prefixOption('prefix', value)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** A store: an object with `apply` and `reset`. */
+export function storeOption(option: string, value: unknown): Store {
+  const store = value as Partial<Store> | null
+  if (
+    store === null ||
+    typeof store !== 'object' ||
+    typeof store.apply !== 'function' ||
+    typeof store.reset !== 'function'
+  ) {
+    throw new InvalidOptionError(option, value, 'a store (an object with apply and reset)')
+  }
+  return value as Store
+}
+
+/** A limiter built by `createLimiter`. */
+export function limiterOption<C>(option: string, value: unknown): Limiter<C> {
+  const limiter = value as Partial<Limiter<C>> | null
+  if (
+    limiter === null ||
+    typeof limiter !== 'object' ||
+    typeof limiter.consume !== 'function' ||
+    typeof limiter.peek !== 'function' ||
+    typeof limiter.prefix !== 'string'
+  ) {
+    throw new InvalidOptionError(option, value, 'a limiter built with createLimiter')
+  }
+  return value as Limiter<C>
 }

@@ -24,11 +24,14 @@ import {
   type HttpOutcome,
   hold,
   InvalidOptionError,
+  isValidPrefix,
   type Limiter,
+  limiterOption,
   MemoryStore,
   type RequestView,
   resolveHttpLimit,
   type Store,
+  storeOption,
 } from '@sluice/core'
 import type {
   FastifyInstance,
@@ -95,7 +98,7 @@ const COMMON_NAMES = [
 async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOptions): Promise<void> {
   const options = checkedOptions<SluicePluginOptions>('sluice', rawOptions, PLUGIN_OPTION_NAMES)
   const { global = true, onLimited: baseOnLimited, ...base } = options
-  if (base.limiter !== undefined) checkLimiter('sluice', base.limiter)
+  if (base.limiter !== undefined) limiterOption('sluice.limiter', base.limiter)
 
   // Limiters of this registration share one store: the plugin's, its limiter's, or one made here.
   const ownStore = base.store === undefined && base.limiter === undefined ? new MemoryStore() : undefined
@@ -138,7 +141,7 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
     label: () => string,
     requestView: RequestView<Request>,
   ): HttpLimit<Request> {
-    if (override.limiter !== undefined) checkLimiter(where, override.limiter)
+    if (override.limiter !== undefined) limiterOption(`${where}.limiter`, override.limiter)
     const common: KitOptions = {}
     for (const name of COMMON_NAMES) {
       const value = override[name] ?? base[name]
@@ -322,18 +325,6 @@ function guardOf(limiter: object): symbol {
   return guard
 }
 
-function checkLimiter(where: string, limiter: unknown): void {
-  const l = limiter as Partial<Limiter> | null
-  if (
-    l === null ||
-    typeof l !== 'object' ||
-    typeof l.consume !== 'function' ||
-    typeof l.prefix !== 'string'
-  ) {
-    throw new InvalidOptionError(`${where}.limiter`, limiter, 'a limiter built with createLimiter')
-  }
-}
-
 /**
  * Checks the plugin's options when it has no rules of its own (`global: false`, rules per route): the
  * same checks as a limit, on a throwaway store, so a bad default fails at registration, not at a route.
@@ -341,12 +332,7 @@ function checkLimiter(where: string, limiter: unknown): void {
 function checkDefaults(base: Partial<SluicePluginOptions>): void {
   const scratch = new MemoryStore({ sweepIntervalMs: 0 })
   const { store, ...rest } = base
-  if (
-    store !== undefined &&
-    (store === null || typeof store !== 'object' || typeof store.apply !== 'function')
-  ) {
-    throw new InvalidOptionError('sluice.store', store, 'a store (an object with apply and reset)')
-  }
+  if (store !== undefined) storeOption('sluice.store', store)
   try {
     resolveHttpLimit<Request>(
       'sluice',
@@ -361,8 +347,7 @@ function checkDefaults(base: Partial<SluicePluginOptions>): void {
 /** `<prefix>:<label>` when that is a valid prefix (printable ASCII, no `"` `\` `{` `}`, at most 128), else a digest. */
 function labelled(prefix: string, label: string): string {
   const candidate = `${prefix}:${label}`
-  if (candidate.length <= 128 && /^[\x20-\x7e]+$/.test(candidate) && !/["\\{}]/.test(candidate))
-    return candidate
+  if (isValidPrefix(candidate)) return candidate
   const digest = createHash('sha256').update(candidate).digest('base64url').slice(0, 22)
   const short = `${prefix}:#${digest}`
   return short.length <= 128 ? short : `#${digest}`
