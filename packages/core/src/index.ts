@@ -1,5 +1,8 @@
 /**
- * @module @sluice/core: exact, fast rate limiting for Node.js. Re-exports only.
+ * Exact, fast rate limiting for Node.js: the rules, the limiter, the memory store, keys, headers and
+ * errors. Re-exports only.
+ *
+ * @module @sluice/core
  */
 export {
   describe as describeValue,

@@ -1,6 +1,8 @@
 /**
- * @module @sluice/express: the `rateLimit` middleware for Express 4 and 5. Re-exports only.
+ * The `rateLimit` middleware for Express 4 and 5. Re-exports only.
  * Rules, stores and `createLimiter` are imported from `@sluice/core`.
+ *
+ * @module @sluice/express
  */
 export type { Decision } from '@sluice/core'
 export { type ExpressRateLimitOptions, type RateLimitMiddleware, rateLimit } from './middleware.ts'

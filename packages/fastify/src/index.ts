@@ -1,6 +1,8 @@
 /**
- * @module @sluice/fastify: the sluice plugin for Fastify 5. Re-exports only.
+ * The sluice plugin for Fastify 5. Re-exports only.
  * Rules, stores and `createLimiter` are imported from `@sluice/core`.
+ *
+ * @module @sluice/fastify
  */
 import { sluice } from './plugin.ts'
 
