@@ -3,10 +3,13 @@
  */
 import type { Options } from 'tsup'
 
+/** Declarations import other sluice packages by name, from their builds, as users will; not from sources. */
+export const declarationCompilerOptions = { composite: false, incremental: false, paths: {} }
+
 export const packageBuild: Options = {
   entry: ['src/index.ts'],
   format: ['esm', 'cjs'],
-  dts: { compilerOptions: { composite: false, incremental: false } },
+  dts: { compilerOptions: declarationCompilerOptions },
   clean: true,
   sourcemap: true,
   target: 'node20',

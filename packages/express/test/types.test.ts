@@ -8,7 +8,7 @@ import type { Request, RequestHandler, Response } from 'express'
 import { build } from 'tsup'
 import ts from 'typescript'
 import { afterAll, describe, expect, expectTypeOf, it } from 'vitest'
-import { packageBuild } from '../../../tsup.base.ts'
+import { declarationCompilerOptions, packageBuild } from '../../../tsup.base.ts'
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 
@@ -67,7 +67,7 @@ limit.limiter.peek('PAYMENT:ALIPAY')
         format: ['esm', 'cjs'],
         dts: {
           only: true,
-          compilerOptions: { composite: false, incremental: false, rootDir: here('../src') },
+          compilerOptions: { ...declarationCompilerOptions, rootDir: here('../src') },
         },
         tsconfig: here('../tsconfig.json'),
         external: ['@sluice/core', 'express'],
