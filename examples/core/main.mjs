@@ -45,5 +45,7 @@ const queue = createLimiter({
 console.log('\nleaky bucket, 5 calls arriving at once:')
 for (let i = 0; i < 5; i++) {
   const d = await queue.consume('outbound')
-  console.log(`  call ${i + 1}: ${d.allowed ? `admitted, waits ${d.waitMs} ms` : `denied, retry in ${d.retryAfterMs} ms`}`)
+  console.log(
+    `  call ${i + 1}: ${d.allowed ? `admitted, waits ${d.waitMs} ms` : `denied, retry in ${d.retryAfterMs} ms`}`,
+  )
 }
