@@ -1,0 +1,94 @@
+/**
+ * @module One HTTP server for the HTTP section, in a process of its own, on a free loopback port.
+ * params: { framework: 'express' | 'fastify', variant, redisPort }
+ * Variants: `bare`, `sluice-memory`, `sluice-redis`, `peer-memory`, `peer-redis` (express-rate-limit,
+ * with rate-limit-redis for Redis; @fastify/rate-limit, with its own Redis support). Every limit is so
+ * high that nothing is denied; every limiter keys by client IP and sends its default headers.
+ * Prints `READY <port>`, serves until SIGTERM.
+ */
+import { createRequire } from 'node:module'
+import { params } from '../lib/child.mjs'
+import { sluice } from '../lib/sluice.mjs'
+import { HIGH, WINDOW_MS } from '../lib/subjects.mjs'
+
+const require = createRequire(import.meta.url)
+const p = params()
+const { fixedWindow } = await sluice('core')
+const rules = [fixedWindow({ limit: HIGH, windowMs: WINDOW_MS })]
+const closers = []
+
+async function redisClient() {
+  const { Redis } = require('ioredis')
+  const client = new Redis({
+    host: '127.0.0.1',
+    port: p.redisPort,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    enableAutoPipelining: p.autoPipelining === true,
+  })
+  await new Promise((resolve, reject) => {
+    client.once('ready', resolve)
+    client.once('error', reject)
+  })
+  closers.push(() => client.disconnect())
+  return client
+}
+
+async function sluiceStore() {
+  const { RedisStore } = await sluice('redis')
+  return new RedisStore({ client: await redisClient() })
+}
+
+async function expressApp() {
+  const express = require('express')
+  const app = express()
+  if (p.variant === 'sluice-memory' || p.variant === 'sluice-redis') {
+    const { rateLimit } = await sluice('express')
+    const store = p.variant === 'sluice-redis' ? await sluiceStore() : undefined
+    app.use(rateLimit({ rules, ...(store === undefined ? {} : { store }) }))
+  } else if (p.variant === 'peer-memory' || p.variant === 'peer-redis') {
+    const { rateLimit } = require('express-rate-limit')
+    let store
+    if (p.variant === 'peer-redis') {
+      const { RedisStore } = require('rate-limit-redis')
+      const client = await redisClient()
+      store = new RedisStore({ sendCommand: (command, ...args) => client.call(command, ...args) })
+    }
+    app.use(rateLimit({ windowMs: WINDOW_MS, limit: HIGH, validate: false, ...(store ? { store } : {}) }))
+  }
+  app.get('/', (_req, res) => {
+    res.json({ hello: 'world' })
+  })
+  return new Promise((resolve) => {
+    const server = app.listen(0, '127.0.0.1', () => resolve(server.address().port))
+    closers.push(() => server.close())
+  })
+}
+
+async function fastifyApp() {
+  const Fastify = require('fastify')
+  const app = Fastify({ logger: false })
+  if (p.variant === 'sluice-memory' || p.variant === 'sluice-redis') {
+    const { sluice: plugin } = await sluice('fastify')
+    const store = p.variant === 'sluice-redis' ? await sluiceStore() : undefined
+    await app.register(plugin, { rules, ...(store === undefined ? {} : { store }) })
+  } else if (p.variant === 'peer-memory' || p.variant === 'peer-redis') {
+    const redis = p.variant === 'peer-redis' ? await redisClient() : undefined
+    await app.register(require('@fastify/rate-limit'), {
+      max: HIGH,
+      timeWindow: WINDOW_MS,
+      ...(redis ? { redis } : {}),
+    })
+  }
+  app.get('/', async () => ({ hello: 'world' }))
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  closers.push(() => app.close())
+  return app.server.address().port
+}
+
+const port = p.framework === 'express' ? await expressApp() : await fastifyApp()
+process.stdout.write(`READY ${port}\n`)
+process.once('SIGTERM', () => {
+  for (const close of closers) close()
+  process.exit(0)
+})

@@ -1,0 +1,124 @@
+/**
+ * @module Redis decisions from one process: throughput with `inFlight` calls outstanding (each of
+ * `inFlight` workers awaits one call, then sends the next), or latency of one call at a time.
+ * params: { subject, port, measure: 'throughput' | 'latency', inFlight, warmupMs, measureMs, keys,
+ *           autoPipelining }
+ * Subjects:
+ *  - `sluice:<algorithm>`: createLimiter + RedisStore on an ioredis client (`onStoreError: 'throw'`, so a
+ *    timeout fails the case instead of passing as an admission).
+ *  - `sluice-node-redis:<algorithm>`: the same on a node-redis client.
+ *  - `rlf`: rate-limiter-flexible RateLimiterRedis (its Lua script through ioredis).
+ *  - `rlr`: rate-limit-redis (express-rate-limit's Redis store, EVALSHA through ioredis `call`).
+ *  - `ceiling:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs through ioredis.
+ */
+import { createRequire } from 'node:module'
+import { CEILING_LUA, ceilingArgs } from '../lib/ceiling-scripts.mjs'
+import { params, report } from '../lib/child.mjs'
+import { sluice } from '../lib/sluice.mjs'
+import { quantile } from '../lib/stats.mjs'
+import { HIGH, ruleFor, WINDOW_MS } from '../lib/subjects.mjs'
+
+const require = createRequire(import.meta.url)
+const p = params()
+const { createLimiter } = await sluice('core')
+const { RedisStore } = await sluice('redis')
+
+async function ioredisClient() {
+  const { Redis } = require('ioredis')
+  const client = new Redis({
+    host: '127.0.0.1',
+    port: p.port,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    enableAutoPipelining: p.autoPipelining === true,
+  })
+  await new Promise((resolve, reject) => {
+    client.once('ready', resolve)
+    client.once('error', reject)
+  })
+  return { client, close: () => client.disconnect() }
+}
+
+async function subject(name) {
+  const [kind, algorithm] = name.split(':')
+  if (kind === 'sluice' || kind === 'sluice-node-redis') {
+    let client
+    let close
+    if (kind === 'sluice') ({ client, close } = await ioredisClient())
+    else {
+      const { createClient } = require('redis')
+      client = createClient({ socket: { host: '127.0.0.1', port: p.port }, disableOfflineQueue: true })
+      await client.connect()
+      close = () => client.destroy()
+    }
+    const store = new RedisStore({ client, timeoutMs: 1000 })
+    const limiter = createLimiter({ rules: [ruleFor(algorithm)], store, onStoreError: 'throw' })
+    return { consume: (key) => limiter.consume(key), admitted: (d) => d.allowed, close }
+  }
+  const { client, close } = await ioredisClient()
+  if (kind === 'rlf') {
+    const { RateLimiterRedis } = require('rate-limiter-flexible')
+    const rl = new RateLimiterRedis({ storeClient: client, points: HIGH, duration: WINDOW_MS / 1000 })
+    return { consume: (key) => rl.consume(key), admitted: (r) => r.remainingPoints >= 0, close }
+  }
+  if (kind === 'rlr') {
+    const { RedisStore: RlrStore } = require('rate-limit-redis')
+    const store = new RlrStore({ sendCommand: (command, ...args) => client.call(command, ...args) })
+    store.init({ windowMs: WINDOW_MS })
+    await new Promise((resolve) => setTimeout(resolve, 100)) // its SCRIPT LOAD
+    return { consume: (key) => store.increment(key), admitted: (info) => info.totalHits <= HIGH, close }
+  }
+  if (kind === 'ceiling') {
+    const sha = await client.script('LOAD', CEILING_LUA[algorithm])
+    const args = ceilingArgs(ruleFor(algorithm)).map(String)
+    return {
+      consume: (key) => client.evalsha(sha, 1, `ceiling:{${key}}:${algorithm}`, '1', ...args),
+      admitted: (reply) => reply[0] === 1,
+      close,
+    }
+  }
+  throw new Error(`unknown redis subject ${name}`)
+}
+
+const s = await subject(p.subject)
+const keys = Array.from({ length: p.keys }, (_, i) => `client:${i}`)
+
+async function throughput(ms) {
+  let n = 0
+  let k = 0
+  const end = performance.now() + ms
+  const t0 = performance.now()
+  async function worker() {
+    while (performance.now() < end) {
+      const key = keys[k]
+      if (++k === keys.length) k = 0
+      await s.consume(key)
+      n++
+    }
+  }
+  await Promise.all(Array.from({ length: p.inFlight }, worker))
+  return { perSecond: n / ((performance.now() - t0) / 1000) }
+}
+
+async function latency(ms) {
+  const samples = []
+  let k = 0
+  const end = performance.now() + ms
+  while (performance.now() < end) {
+    const key = keys[k]
+    if (++k === keys.length) k = 0
+    const t0 = performance.now()
+    await s.consume(key)
+    samples.push(performance.now() - t0)
+  }
+  samples.sort((a, b) => a - b)
+  return { p50Ms: quantile(samples, 0.5), p99Ms: quantile(samples, 0.99), calls: samples.length }
+}
+
+const run = p.measure === 'latency' ? latency : throughput
+await run(p.warmupMs)
+const result = await run(p.measureMs)
+const admitted = s.admitted(await s.consume(keys[0]))
+s.close()
+if (!admitted) throw new Error(`${p.subject} denied a call: the bench limits are too low`)
+report(result)

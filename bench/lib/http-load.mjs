@@ -1,0 +1,60 @@
+/**
+ * @module The HTTP section's two sides: servers in processes of their own (cases/http-server.mjs), and
+ * autocannon driving them from this process, over loopback only, for a fixed time.
+ */
+import { spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+
+const require = createRequire(import.meta.url)
+const autocannon = require('autocannon')
+const serverScript = fileURLToPath(new URL('../cases/http-server.mjs', import.meta.url))
+
+/** Starts a server; resolves with `{ port, stop() }` once it listens. */
+export function startServer(params) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [serverScript, JSON.stringify(params)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let err = ''
+    child.stderr.on('data', (c) => {
+      err = (err + c).slice(-4000)
+    })
+    const kill = () => child.kill('SIGKILL')
+    process.once('exit', kill)
+    child.once('exit', (code) =>
+      reject(new Error(`server ${JSON.stringify(params)} exited (${code}):\n${err}`)),
+    )
+    child.stdout.on('data', (c) => {
+      const m = /READY (\d+)/.exec(String(c))
+      if (m === null) return
+      resolve({
+        port: Number(m[1]),
+        stop() {
+          process.off('exit', kill)
+          child.removeAllListeners('exit')
+          return new Promise((done) => {
+            child.once('exit', done)
+            child.kill('SIGTERM')
+            setTimeout(kill, 3000).unref()
+          })
+        },
+      })
+    })
+  })
+}
+
+/** Requests per second `connections` keep-alive connections get from `port` in `seconds`; throws on any non-2xx. */
+export async function load(port, seconds, connections) {
+  const result = await autocannon({ url: `http://127.0.0.1:${port}/`, connections, duration: seconds })
+  if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+    throw new Error(
+      `port ${port}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
+    )
+  }
+  return {
+    perSecond: result.requests.total / result.duration,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+  }
+}

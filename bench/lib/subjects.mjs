@@ -1,0 +1,118 @@
+/**
+ * @module What each bench case measures: a `consume(key) => Promise` per subject, built the way each
+ * library's README shows, with limits so high that nothing is denied (every subject is checked for that).
+ *
+ * sluice runs all five algorithms; the peers only have fixed windows (rate-limiter-flexible's
+ * RateLimiterMemory/RateLimiterRedis count points per `duration`, express-rate-limit's stores and
+ * @fastify/rate-limit count hits per `windowMs`), so they stand next to sluice's fixedWindow.
+ */
+import { createRequire } from 'node:module'
+import { sluice } from './sluice.mjs'
+
+const { createLimiter, fixedWindow, leakyBucket, MemoryStore, slidingLog, slidingWindow, tokenBucket } =
+  await sluice('core')
+
+export const ALGORITHMS = ['fixedWindow', 'slidingLog', 'slidingWindow', 'tokenBucket', 'leakyBucket']
+
+/** Huge limits: the bench measures admitted calls. */
+export const HIGH = 1e12
+export const WINDOW_MS = 60_000
+
+/** One rule per algorithm at limits nothing reaches. slidingLog keeps a 1 s window so its log stays small. */
+export function ruleFor(algorithm) {
+  switch (algorithm) {
+    case 'fixedWindow':
+      return fixedWindow({ limit: HIGH, windowMs: WINDOW_MS })
+    case 'slidingLog':
+      return slidingLog({ limit: HIGH, windowMs: 1000 })
+    case 'slidingWindow':
+      return slidingWindow({ limit: HIGH, windowMs: WINDOW_MS, buckets: 10 })
+    case 'tokenBucket':
+      return tokenBucket({ capacity: HIGH, refillPerSecond: 1e9 })
+    case 'leakyBucket':
+      return leakyBucket({ ratePerSecond: 1e9, maxQueueMs: 1000 })
+    default:
+      throw new Error(`unknown algorithm ${algorithm}`)
+  }
+}
+
+const require = createRequire(import.meta.url)
+
+/**
+ * In-memory subjects. Each returns `{ consume(key): Promise, admitted(result): boolean, close() }`.
+ *  - `sluice:<algorithm>`: createLimiter on a default MemoryStore, `await limiter.consume(key)`.
+ *  - `rlf`: rate-limiter-flexible RateLimiterMemory, `await rl.consume(key)` (rejects when limited).
+ *  - `erl`: express-rate-limit's MemoryStore, `await store.increment(key)` (the middleware compares hits).
+ *  - `map`: a bare Map counter, `Promise.resolve(count)`: the ceiling, with no clock and no window.
+ *  - `map+clock`: a Map of fixed windows read with Date.now(): the least any fixed window must do.
+ */
+export function memorySubject(name, options = {}) {
+  if (name.startsWith('sluice:')) {
+    const store = new MemoryStore(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys })
+    const limiter = createLimiter({ rules: [ruleFor(name.slice(7))], store })
+    return {
+      consume: (key) => limiter.consume(key),
+      admitted: (d) => d.allowed === true,
+      close: () => store.close(),
+    }
+  }
+  if (name === 'rlf') {
+    const { RateLimiterMemory } = require('rate-limiter-flexible')
+    const rl = new RateLimiterMemory({ points: HIGH, duration: WINDOW_MS / 1000 })
+    return { consume: (key) => rl.consume(key), admitted: (r) => r.remainingPoints >= 0, close() {} }
+  }
+  if (name === 'erl') {
+    const { MemoryStore: ErlMemoryStore } = require('express-rate-limit')
+    const store = new ErlMemoryStore()
+    store.init({ windowMs: WINDOW_MS })
+    return {
+      consume: (key) => store.increment(key),
+      admitted: (info) => info.totalHits <= HIGH,
+      close: () => store.shutdown(),
+    }
+  }
+  if (name === 'fastify-local') {
+    // @fastify/rate-limit's in-memory store (an LRU), sized to hold every key of the run.
+    const LocalStore = require('@fastify/rate-limit/store/LocalStore.js')
+    const store = new LocalStore(false, false, options.maxKeys ?? 1_000_000)
+    const incr = (key) =>
+      new Promise((resolve, reject) =>
+        store.incr(key, (error, result) => (error ? reject(error) : resolve(result)), WINDOW_MS, HIGH),
+      )
+    return { consume: incr, admitted: (r) => r.current <= HIGH, close() {} }
+  }
+  if (name === 'map') {
+    const counts = new Map()
+    return {
+      consume(key) {
+        const count = (counts.get(key) ?? 0) + 1
+        counts.set(key, count)
+        return Promise.resolve(count)
+      },
+      admitted: (count) => count <= HIGH,
+      close() {},
+    }
+  }
+  if (name === 'map+clock') {
+    const windows = new Map()
+    return {
+      consume(key) {
+        const now = Date.now()
+        const start = now - (now % WINDOW_MS)
+        let w = windows.get(key)
+        if (w === undefined) {
+          w = { start, count: 0 }
+          windows.set(key, w)
+        } else if (w.start !== start) {
+          w.start = start
+          w.count = 0
+        }
+        w.count++
+        return Promise.resolve(w.count)
+      },
+      admitted: (count) => count <= HIGH,
+      close() {},
+    }
+  }
+  throw new Error(`unknown memory subject ${name}`)
+}

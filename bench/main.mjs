@@ -1,0 +1,287 @@
+#!/usr/bin/env node
+/**
+ * @module sluice against its peers, side by side, in one run. Run it with `pnpm bench` (builds first) or
+ * `node bench/main.mjs [--quick] [--only memory,redis,http,heap,flood]` against the current builds.
+ *
+ * Every measurement runs in a fresh node process (lib/child.mjs), runs of different subjects alternate so
+ * a change in the machine's load touches them all alike, and each figure is the median (min–max) of the
+ * runs. A redis-server of the bench's own runs on a free loopback port for the Redis sections. Writes
+ * bench/RESULTS.md (bench/RESULTS.quick.md with --quick: a smoke check, not figures to quote).
+ */
+import { spawnSync } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { cpus, loadavg, totalmem } from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { runCase } from './lib/child.mjs'
+import { load, startServer } from './lib/http-load.mjs'
+import { redisVersion, startRedis } from './lib/redis-server.mjs'
+import { renderResults } from './lib/report.mjs'
+import { snapshot } from './lib/snapshot.mjs'
+import { summary } from './lib/stats.mjs'
+import { ALGORITHMS } from './lib/subjects.mjs'
+
+const args = process.argv.slice(2)
+const quick = args.includes('--quick')
+const onlyArg = args.find((a) => a.startsWith('--only'))
+const only =
+  onlyArg === undefined ? undefined : (onlyArg.split('=')[1] ?? args[args.indexOf(onlyArg) + 1]).split(',')
+const wanted = (section) => only === undefined || only.includes(section)
+
+/** How long and how often: `--quick` is a smoke check in under a minute, the full run stays under 15. */
+const PLAN = quick
+  ? {
+      runs: 1,
+      memory: {
+        warmupMs: 100,
+        measureMs: 200,
+        subjects: ['sluice:fixedWindow', 'rlf', 'erl', 'map', 'map+clock'],
+      },
+      redis: {
+        warmupMs: 200,
+        measureMs: 400,
+        throughput: [
+          'sluice:fixedWindow',
+          'sluice:slidingLog',
+          'ceiling:fixedWindow',
+          'ceiling:slidingLog',
+          'rlf',
+          'rlr',
+        ],
+        latency: ['sluice:fixedWindow', 'ceiling:fixedWindow'],
+      },
+      http: { warmupS: 1, measureS: 1, rounds: 1 },
+      heap: { keys: 100_000, runs: 1, subjects: ['sluice:fixedWindow', 'rlf', 'erl', 'map'] },
+      flood: { calls: 5000, runs: 1 },
+    }
+  : {
+      runs: 3,
+      memory: {
+        warmupMs: 300,
+        measureMs: 800,
+        subjects: [
+          ...ALGORITHMS.map((a) => `sluice:${a}`),
+          'rlf',
+          'erl',
+          'fastify-local',
+          'map',
+          'map+clock',
+        ],
+      },
+      redis: {
+        warmupMs: 500,
+        measureMs: 1500,
+        throughput: [
+          ...ALGORITHMS.map((a) => `sluice:${a}`),
+          'sluice-node-redis:fixedWindow',
+          ...ALGORITHMS.map((a) => `ceiling:${a}`),
+          'rlf',
+          'rlr',
+        ],
+        latency: [
+          ...ALGORITHMS.map((a) => `sluice:${a}`),
+          ...ALGORITHMS.map((a) => `ceiling:${a}`),
+          'rlf',
+          'rlr',
+        ],
+      },
+      http: { warmupS: 2, measureS: 3, rounds: 3 },
+      heap: {
+        keys: 1_000_000,
+        runs: 2,
+        subjects: [
+          ...ALGORITHMS.map((a) => `sluice:${a}`),
+          'rlf',
+          'erl',
+          'fastify-local',
+          'map',
+          'map+clock',
+        ],
+      },
+      flood: { calls: 20_000, runs: 3 },
+    }
+
+const KEY_COUNTS = [1, 100_000]
+const MODES = ['serial', 'batch']
+const BATCH = 256
+const IN_FLIGHT = 256
+const HTTP_CONNECTIONS = 64
+const FRAMEWORKS = ['express', 'fastify']
+const VARIANTS = ['bare', 'sluice-memory', 'peer-memory', 'sluice-redis', 'peer-redis']
+const FLOOD_SUBJECTS = ['sluice', 'sluice-nocache', 'rlf', 'rlf-block', 'rlr']
+
+const started = Date.now()
+const log = (...a) => console.log(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s]`, ...a)
+
+/** Runs every config `runs` times, alternating; the summary of each result field, per config key. */
+async function alternate(configs, runs, measure) {
+  const raw = new Map(configs.map((c) => [c.key, []]))
+  for (let r = 0; r < runs; r++) {
+    for (const c of configs) {
+      const result = await measure(c)
+      raw.get(c.key).push(result)
+    }
+  }
+  const out = {}
+  for (const c of configs) {
+    const results = raw.get(c.key)
+    out[c.key] = {}
+    for (const field of Object.keys(results[0])) out[c.key][field] = summary(results.map((x) => x[field]))
+  }
+  return out
+}
+
+function machine() {
+  const version = (name) =>
+    JSON.parse(readFileSync(`${dir}node_modules/${name}/package.json`, 'utf8')).version
+  const git = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', cwd: dir })
+  const dirty = spawnSync('git', ['status', '--porcelain', '--', '../packages'], {
+    encoding: 'utf8',
+    cwd: dir,
+  })
+  return {
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    redis: redisVersion(),
+    commit: `${git.stdout.trim()}${dirty.stdout.trim() === '' ? '' : ' + uncommitted changes'}`,
+    packages: {
+      '@sluice/core': version('@sluice/core'),
+      'rate-limiter-flexible': version('rate-limiter-flexible'),
+      'express-rate-limit': version('express-rate-limit'),
+      'rate-limit-redis': version('rate-limit-redis'),
+      '@fastify/rate-limit': version('@fastify/rate-limit'),
+      ioredis: version('ioredis'),
+      redis: version('redis'),
+      express: version('express'),
+      fastify: version('fastify'),
+      autocannon: version('autocannon'),
+    },
+  }
+}
+
+async function flushRedis(port) {
+  const { Redis } = createRequire(import.meta.url)('ioredis')
+  const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true })
+  await client.connect()
+  await client.flushall()
+  client.disconnect()
+}
+
+const dir = fileURLToPath(new URL('./', import.meta.url))
+snapshot()
+const results = { quick, machine: machine(), load: { start: loadavg() }, plan: PLAN, sections: {} }
+log(
+  `sluice bench${quick ? ' --quick' : ''}: ${results.machine.cpu}, ${results.machine.cores} cores, Node ${process.version}`,
+)
+
+if (wanted('memory')) {
+  log('1. in-memory decisions/s')
+  const configs = []
+  for (const subject of PLAN.memory.subjects)
+    for (const keys of KEY_COUNTS)
+      for (const mode of MODES) configs.push({ key: `${subject}|${keys}|${mode}`, subject, keys, mode })
+  results.sections.memory = await alternate(configs, PLAN.runs, (c) =>
+    runCase('memory', {
+      ...c,
+      batch: BATCH,
+      warmupMs: PLAN.memory.warmupMs,
+      measureMs: PLAN.memory.measureMs,
+    }),
+  )
+}
+
+const needsRedis = wanted('redis') || wanted('http') || wanted('flood')
+const redis = needsRedis ? await startRedis() : undefined
+try {
+  if (wanted('redis')) {
+    log(
+      `2. Redis decisions/s (${IN_FLIGHT} in flight) and latency (1 in flight), redis-server on ${redis.port}`,
+    )
+    const configs = [
+      ...PLAN.redis.throughput.map((subject) => ({
+        key: `${subject}|throughput`,
+        subject,
+        measure: 'throughput',
+        inFlight: IN_FLIGHT,
+      })),
+      ...PLAN.redis.latency.map((subject) => ({
+        key: `${subject}|latency`,
+        subject,
+        measure: 'latency',
+        inFlight: 1,
+      })),
+    ]
+    results.sections.redis = await alternate(configs, PLAN.runs, async (c) => {
+      await flushRedis(redis.port)
+      return runCase('redis', {
+        ...c,
+        port: redis.port,
+        keys: 10_000,
+        warmupMs: PLAN.redis.warmupMs,
+        measureMs: PLAN.redis.measureMs,
+      })
+    })
+  }
+
+  if (wanted('http')) {
+    log(`3. HTTP req/s, ${HTTP_CONNECTIONS} connections, servers in processes of their own`)
+    results.sections.http = {}
+    for (const framework of FRAMEWORKS) {
+      const servers = {}
+      try {
+        for (const variant of VARIANTS) {
+          servers[variant] = await startServer({ framework, variant, redisPort: redis.port })
+          await load(servers[variant].port, PLAN.http.warmupS, HTTP_CONNECTIONS)
+        }
+        const configs = VARIANTS.map((variant) => ({ key: `${framework}|${variant}`, variant }))
+        Object.assign(
+          results.sections.http,
+          await alternate(configs, PLAN.http.rounds, (c) =>
+            load(servers[c.variant].port, PLAN.http.measureS, HTTP_CONNECTIONS),
+          ),
+        )
+      } finally {
+        for (const server of Object.values(servers)) await server.stop()
+      }
+      await flushRedis(redis.port)
+    }
+  }
+
+  if (wanted('flood')) {
+    log('5. a flood from one key: Redis commands per denied call')
+    const configs = FLOOD_SUBJECTS.map((subject) => ({ key: subject, subject }))
+    results.sections.flood = await alternate(configs, PLAN.flood.runs, async (c) => {
+      await flushRedis(redis.port)
+      return runCase('flood', {
+        subject: c.subject,
+        port: redis.port,
+        calls: PLAN.flood.calls,
+        inFlight: IN_FLIGHT,
+        limit: 10,
+      })
+    })
+  }
+} finally {
+  await redis?.stop()
+}
+
+if (wanted('heap')) {
+  log(`4. heap bytes per key after ${PLAN.heap.keys.toLocaleString('en')} keys`)
+  const configs = PLAN.heap.subjects.map((subject) => ({ key: subject, subject }))
+  results.sections.heap = await alternate(configs, PLAN.heap.runs, (c) =>
+    runCase('heap', { subject: c.subject, keys: PLAN.heap.keys }, { nodeArgs: ['--expose-gc'] }),
+  )
+}
+
+results.load.end = loadavg()
+results.seconds = (Date.now() - started) / 1000
+const target = `${dir}${quick ? 'RESULTS.quick.md' : 'RESULTS.md'}`
+const analysis = quick ? '' : readFileSync(`${dir}analysis.md`, 'utf8')
+writeFileSync(target, renderResults(results, analysis))
+writeFileSync(
+  `${dir}${quick ? '.results.quick.json' : 'results.json'}`,
+  `${JSON.stringify(results, null, 1)}\n`,
+)
+log(`wrote ${target} in ${results.seconds.toFixed(0)} s`)
