@@ -25,7 +25,6 @@ import {
   hold,
   InvalidOptionError,
   isValidPrefix,
-  type Limiter,
   limiterOption,
   MemoryStore,
   type RequestView,
