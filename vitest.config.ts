@@ -9,6 +9,7 @@ export default defineConfig({
     alias: [{ find: /^@sluice\/(core|redis|express|fastify)$/, replacement: `${packages}$1/src/index.ts` }],
   },
   test: {
+    reporters: ['default', './test/summary-reporter.ts'],
     include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts', 'examples/**/*.test.ts'],
     testTimeout: 20_000,
     hookTimeout: 60_000,
