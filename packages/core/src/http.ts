@@ -85,13 +85,11 @@ export interface HttpLimit<R> {
   check(request: R): Promise<HttpOutcome>
 }
 
-/** The option names adapters accept in common; an adapter adds its own (such as `onLimited`). */
-export const HTTP_OPTION_NAMES = [
-  'rules',
-  'store',
-  'prefix',
-  'onStoreError',
-  'limiter',
+/** The options that build a limiter; `limiter` takes their place. */
+export const LIMITER_OPTION_NAMES = ['rules', 'store', 'prefix', 'onStoreError'] as const
+
+/** The options that say how a request is counted and answered. */
+export const REQUEST_OPTION_NAMES = [
   'key',
   'onMissingKey',
   'ipv6Subnet',
@@ -101,6 +99,9 @@ export const HTTP_OPTION_NAMES = [
   'message',
   'statusCode',
 ] as const
+
+/** The option names adapters accept in common; an adapter adds its own (such as `onLimited`). */
+export const HTTP_OPTION_NAMES = [...LIMITER_OPTION_NAMES, 'limiter', ...REQUEST_OPTION_NAMES] as const
 
 const PASS: HttpOutcome = Object.freeze({ action: 'pass' })
 
@@ -115,7 +116,7 @@ export function resolveHttpLimit<R>(
 ): HttpLimit<R> {
   const o = definedOnly(options)
   if (o.limiter !== undefined) {
-    for (const name of ['rules', 'store', 'prefix', 'onStoreError'] as const) {
+    for (const name of LIMITER_OPTION_NAMES) {
       if (o[name] !== undefined) {
         throw new InvalidOptionError(
           `${where}.${name}`,

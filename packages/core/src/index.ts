@@ -29,8 +29,10 @@ export {
   type HttpOutcome,
   hold,
   JSON_TYPE,
+  LIMITER_OPTION_NAMES,
   limitedBody,
   PROBLEM_JSON,
+  REQUEST_OPTION_NAMES,
   type ResponseBody,
   resolveHttpLimit,
 } from './http.ts'

@@ -49,9 +49,6 @@ export const ROUTE_OPTION_NAMES: readonly string[] = Object.freeze([...HTTP_OPTI
 /** The names the plugin accepts. */
 export const PLUGIN_OPTION_NAMES: readonly string[] = Object.freeze([...ROUTE_OPTION_NAMES, 'global'])
 
-/** The options that make a limiter: a route giving any of them gets a limiter of its own. */
-export const LIMITER_OPTION_NAMES = ['rules', 'store', 'prefix', 'onStoreError'] as const
-
 /**
  * Checks an options object's shape and names, and returns it without `undefined` values (an explicit
  * `undefined` never wipes what the plugin set). `where` names it in errors: `sluice`,

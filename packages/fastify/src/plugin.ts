@@ -25,8 +25,10 @@ import {
   hold,
   InvalidOptionError,
   isValidPrefix,
+  LIMITER_OPTION_NAMES,
   limiterOption,
   MemoryStore,
+  REQUEST_OPTION_NAMES,
   type RequestView,
   resolveHttpLimit,
   type Store,
@@ -45,7 +47,6 @@ import fp from 'fastify-plugin'
 import type { RateLimitHook } from './fastify-augmentation.ts'
 import {
   checkedOptions,
-  LIMITER_OPTION_NAMES,
   type OnLimited,
   PLUGIN_OPTION_NAMES,
   ROUTE_OPTION_NAMES,
@@ -82,17 +83,6 @@ type Next = undefined | RateLimitRejection | typeof STOP
 
 /** One guard per limiter given as `limiter` to several registrations, so it counts a request once. */
 const limiterGuards = new WeakMap<object, symbol>()
-
-const COMMON_NAMES = [
-  'key',
-  'onMissingKey',
-  'ipv6Subnet',
-  'cost',
-  'skip',
-  'headers',
-  'message',
-  'statusCode',
-] as const
 
 async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOptions): Promise<void> {
   const options = checkedOptions<SluicePluginOptions>('sluice', rawOptions, PLUGIN_OPTION_NAMES)
@@ -142,7 +132,7 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
   ): HttpLimit<Request> {
     if (override.limiter !== undefined) limiterOption(`${where}.limiter`, override.limiter)
     const common: KitOptions = {}
-    for (const name of COMMON_NAMES) {
+    for (const name of REQUEST_OPTION_NAMES) {
       const value = override[name] ?? base[name]
       if (value !== undefined) (common as Record<string, unknown>)[name] = value
     }
@@ -173,7 +163,7 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
     if (pluginLimit === undefined || pluginLimiter === undefined) {
       throw new InvalidOptionError(`${where}.rules`, undefined, 'rules or a limiter (the plugin has none)')
     }
-    if (!COMMON_NAMES.some((name) => override[name] !== undefined)) return pluginLimit
+    if (!REQUEST_OPTION_NAMES.some((name) => override[name] !== undefined)) return pluginLimit
     return resolveHttpLimit(where, { ...common, limiter: pluginLimiter }, requestView)
   }
 
