@@ -9,6 +9,7 @@
  * unref'd sweep.
  */
 import { definedOnly, functionOption, given, integerOption, knownKeys } from '../options.ts'
+import type { Algorithm } from '../rules/algorithm.ts'
 import { algorithmOf } from '../rules/index.ts'
 import type { Rule, RuleDecision, Store, StoreMode } from '../types.ts'
 
@@ -21,12 +22,28 @@ export interface MemoryStoreOptions {
   sweepIntervalMs?: number
 }
 
-/** One key's state: one slot per rule id it has seen. */
+/**
+ * One key's state, one slot per rule id it has seen. Most keys only ever see one rule, so the first
+ * rule's state sits in the entry itself (`id`, `state`): a call then reaches it without an array walk,
+ * and a key costs two objects (entry and state) instead of four. Further rules go in `ids`/`states`.
+ */
 interface Entry {
-  ids: string[]
-  states: unknown[]
+  id: string | undefined
+  state: unknown
+  ids: string[] | undefined
+  states: unknown[] | undefined
   /** From this time on every state answers as a fresh one would. */
   expiresAt: number
+}
+
+function emptyEntry(): Entry {
+  return {
+    id: undefined,
+    state: undefined,
+    ids: undefined,
+    states: undefined,
+    expiresAt: Number.NEGATIVE_INFINITY,
+  }
 }
 
 /** The keys of one prefix, in two generations. */
@@ -68,32 +85,34 @@ export class MemoryStore implements Store {
     const now = this.#now()
     const consume = mode === 'consume'
     const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
-    const decisions = new Array<RuleDecision>(rules.length)
+    if (rules.length === 1) return [applyOne(entry, rules[0]!, now, cost, consume)]
+    const n = rules.length
+    const algorithms = new Array<Algorithm<Rule, unknown>>(n)
+    const states = new Array<unknown>(n)
+    const decisions = new Array<RuleDecision>(n)
     let allowed = true
-    for (let i = 0; i < rules.length; i++) {
+    for (let i = 0; i < n; i++) {
       const rule = rules[i]!
-      const d = algorithmOf(rule).decide(stateOf(entry, rule, now, consume), rule, now, cost)
+      const algorithm = algorithmOf(rule)
+      const state = stateOf(entry, rule, now, consume, algorithm)
+      const d = algorithm.decide(state, rule, now, cost)
+      algorithms[i] = algorithm
+      states[i] = state
       decisions[i] = d
       if (!d.allowed) allowed = false
     }
-    if (!allowed && rules.length > 1) {
+    if (!allowed) {
       // Nothing is counted: the rules that would have admitted the call report what they have left.
-      for (let i = 0; i < rules.length; i++) {
-        const rule = rules[i]!
-        if (decisions[i]!.allowed)
-          decisions[i] = algorithmOf(rule).decide(stateOf(entry, rule, now, consume), rule, now, 0)
+      for (let i = 0; i < n; i++) {
+        if (decisions[i]!.allowed) decisions[i] = algorithms[i]!.decide(states[i], rules[i]!, now, 0)
       }
-    } else if (allowed && consume) {
-      let expiresAt = Number.NEGATIVE_INFINITY
-      for (let i = 0; i < rules.length; i++) {
-        const rule = rules[i]!
-        const algorithm = algorithmOf(rule)
-        const state = stateOf(entry, rule, now, true)
-        algorithm.admit(state, rule, now, cost)
-        const until = algorithm.expiresAt(state, rule)
+    } else if (consume) {
+      let expiresAt = entry.expiresAt
+      for (let i = 0; i < n; i++) {
+        const until = admit(algorithms[i]!, states[i], rules[i]!, now, cost)
         if (until > expiresAt) expiresAt = until
       }
-      if (expiresAt > entry.expiresAt) entry.expiresAt = expiresAt
+      entry.expiresAt = expiresAt
     }
     return decisions
   }
@@ -141,13 +160,15 @@ export class MemoryStore implements Store {
     let entry = ns.current.get(key)
     if (entry === undefined) {
       entry = ns.previous.get(key)
-      if (entry === undefined) entry = { ids: [], states: [], expiresAt: Number.NEGATIVE_INFINITY }
+      if (entry === undefined) entry = emptyEntry()
       else ns.previous.delete(key)
       this.#admitKey(ns, key, entry)
     }
-    if (entry.expiresAt <= now && entry.ids.length > 0) {
-      entry.ids.length = 0
-      entry.states.length = 0
+    if (entry.expiresAt <= now && entry.id !== undefined) {
+      entry.id = undefined
+      entry.state = undefined
+      entry.ids = undefined
+      entry.states = undefined
       entry.expiresAt = Number.NEGATIVE_INFINITY
     }
     return entry
@@ -160,9 +181,7 @@ export class MemoryStore implements Store {
   #peekEntry(prefix: string, key: string, now: number): Entry {
     const ns = this.#namespaces.get(prefix)
     const entry = ns?.current.get(key) ?? ns?.previous.get(key)
-    if (entry === undefined || entry.expiresAt <= now) {
-      return { ids: [], states: [], expiresAt: Number.NEGATIVE_INFINITY }
-    }
+    if (entry === undefined || entry.expiresAt <= now) return emptyEntry()
     return entry
   }
 
@@ -180,14 +199,54 @@ export class MemoryStore implements Store {
   }
 }
 
+/** The one rule of a call: the common case, without the arrays of the all-or-nothing loop. */
+function applyOne(entry: Entry, rule: Rule, now: number, cost: number, consume: boolean): RuleDecision {
+  const algorithm = algorithmOf(rule)
+  const state = stateOf(entry, rule, now, consume, algorithm)
+  const d = algorithm.decide(state, rule, now, cost)
+  if (consume && d.allowed) {
+    const until = admit(algorithm, state, rule, now, cost)
+    if (until > entry.expiresAt) entry.expiresAt = until
+  }
+  return d
+}
+
+/** Records an admitted call; returns when the state will answer as a fresh one would. */
+function admit(
+  algorithm: Algorithm<Rule, unknown>,
+  state: unknown,
+  rule: Rule,
+  now: number,
+  cost: number,
+): number {
+  algorithm.admit(state, rule, now, cost)
+  return algorithm.expiresAt(state, rule)
+}
+
 /** The state `entry` keeps for `rule`; when missing, a fresh one, kept in `entry` only if `keep`. */
-function stateOf(entry: Entry, rule: Rule, now: number, keep: boolean): unknown {
+function stateOf(
+  entry: Entry,
+  rule: Rule,
+  now: number,
+  keep: boolean,
+  algorithm: Algorithm<Rule, unknown>,
+): unknown {
+  const id = rule.id
+  if (entry.id === id) return entry.state
   const { ids } = entry
-  for (let i = 0; i < ids.length; i++) if (ids[i] === rule.id) return entry.states[i]
-  const state = algorithmOf(rule).create(rule, now)
+  if (ids !== undefined) for (let i = 0; i < ids.length; i++) if (ids[i] === id) return entry.states![i]
+  const state = algorithm.create(rule, now)
   if (keep) {
-    ids.push(rule.id)
-    entry.states.push(state)
+    if (entry.id === undefined) {
+      entry.id = id
+      entry.state = state
+    } else if (ids === undefined) {
+      entry.ids = [id]
+      entry.states = [state]
+    } else {
+      ids.push(id)
+      entry.states!.push(state)
+    }
   }
   return state
 }
