@@ -1,0 +1,114 @@
+/**
+ * examples/express as its users run it (`node examples/express/server.mjs`, the root `pnpm start`):
+ * a real server process on a free port, real HTTP requests, and the exact limits it promises.
+ * Each test starts a server of its own, so every count starts from zero.
+ */
+import { afterAll, describe, expect, it } from 'vitest'
+import { many, request, startServer, statuses, stopExamples } from './examples-harness.ts'
+
+const SERVER = 'examples/express/server.mjs'
+
+afterAll(stopExamples)
+
+const pay = (bizType: string, channel?: string): RequestInit => ({
+  method: 'POST',
+  headers: { 'x-biz-type': bizType, ...(channel === undefined ? {} : { 'x-channel': channel }) },
+})
+
+describe('examples/express', () => {
+  it('limits POST /pay per bizType + channel from its table; -1 and missing pairs are not limited', async () => {
+    const server = await startServer(SERVER)
+    const url = `${server.url}/pay`
+
+    // 3 a second on PAYMENT/ALIPAY: ten at once, three go through.
+    const alipay = await many(10, url, pay('PAYMENT', 'ALIPAY'))
+    expect(statuses(alipay)).toEqual({ 200: 3, 429: 7 })
+    const admitted = alipay.filter((r) => r.status === 200)
+    expect(admitted.map((r) => r.headers.get('ratelimit')).sort()).toEqual([
+      '"3-per-1s";r=0;t=1',
+      '"3-per-1s";r=1;t=1',
+      '"3-per-1s";r=2;t=1',
+    ])
+    for (const r of admitted) {
+      expect(r.headers.get('ratelimit-policy')).toBe('"3-per-1s";q=3;w=1')
+      expect(r.body).toEqual({ paid: true, limitedBy: '3-per-1s' })
+    }
+    for (const r of alipay.filter((r) => r.status === 429)) {
+      expect(r.headers.get('retry-after')).toBe('1')
+      expect(r.headers.get('ratelimit')).toBe('"3-per-1s";r=0;t=1')
+      expect(r.headers.get('content-type')).toBe('application/problem+json')
+      expect(r.body).toEqual({
+        type: 'about:blank',
+        title: 'Too Many Requests',
+        status: 429,
+        detail: 'Rate limit 3-per-1s exceeded; retry in 1 s.',
+        retryAfter: 1,
+      })
+    }
+
+    // 2 a second on PAYMENT/WECHAT, counted apart from ALIPAY.
+    expect(statuses(await many(10, url, pay('PAYMENT', 'WECHAT')))).toEqual({ 200: 2, 429: 8 })
+
+    // REFUND/ALIPAY is -1 and QUERY/ALIPAY is not in the table: never limited by the route, so only
+    // the app-wide limit's headers are on the response.
+    for (const bizType of ['REFUND', 'QUERY']) {
+      const free = await many(10, url, pay(bizType, 'ALIPAY'))
+      expect(statuses(free)).toEqual({ 200: 10 })
+      for (const r of free) {
+        expect(r.body).toEqual({ paid: true, limitedBy: null })
+        expect(r.headers.get('ratelimit-policy')).toBe('"100-per-60s";q=100;w=60')
+      }
+    }
+
+    // No x-channel: 400, never counted under a key like "PAYMENT:undefined".
+    const missing = await request(url, pay('PAYMENT'))
+    expect(missing.status).toBe(400)
+    expect(missing.headers.get('content-type')).toBe('application/problem+json')
+    expect(missing.body.detail).toBe('This request needs header x-channel to be rate limited.')
+  })
+
+  it('limits every request to 100 a minute per client IP (app.use)', async () => {
+    const server = await startServer(SERVER)
+    // Any path counts, even one with no route: the limit runs before routing.
+    const first = await many(100, `${server.url}/anything`)
+    expect(statuses(first)).toEqual({ 404: 100 })
+    const remaining = first.map((r) => Number(/;r=(\d+);/.exec(r.headers.get('ratelimit') ?? '')?.[1]))
+    expect(remaining.sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, i) => i))
+
+    const denied = await request(`${server.url}/anything`)
+    expect(denied.status).toBe(429)
+    expect(denied.headers.get('ratelimit-policy')).toBe('"100-per-60s";q=100;w=60')
+    expect(denied.headers.get('ratelimit')).toMatch(/^"100-per-60s";r=0;t=\d+$/)
+    // 10 buckets of 6 s: the 100 calls sit in the current bucket, which leaves the window 54 to 60 s on.
+    const retryAfter = Number(denied.headers.get('retry-after'))
+    expect(retryAfter).toBeGreaterThanOrEqual(54)
+    expect(retryAfter).toBeLessThanOrEqual(60)
+  })
+
+  it('queues GET /report at 2 a second, and refuses a request that would wait past 2 s', async () => {
+    const server = await startServer(SERVER)
+    const replies = await many(6, `${server.url}/report`)
+    expect(statuses(replies)).toEqual({ 200: 5, 429: 1 })
+    // Slots 500 ms apart from the first arrival: waits of about 0, 500, 1000, 1500 and 2000 ms (a little
+    // less for requests that arrived a few ms after the first), and each reply came no sooner.
+    const served = replies
+      .filter((r) => r.status === 200)
+      .sort((a, b) => (a.body.waitedMs as number) - (b.body.waitedMs as number))
+    served.forEach((r, i) => {
+      const waitedMs = r.body.waitedMs as number
+      expect(waitedMs).toBeLessThanOrEqual(i * 500)
+      expect(waitedMs).toBeGreaterThan(i * 500 - 150)
+      expect(r.tookMs).toBeGreaterThanOrEqual(waitedMs - 1)
+    })
+    const refused = replies.find((r) => r.status === 429)!
+    expect(refused.headers.get('retry-after')).toBe('1')
+    expect(refused.body.detail).toBe('Rate limit 2-per-s-queue-2000ms exceeded; retry in 1 s.')
+  })
+
+  it('stops on SIGTERM', async () => {
+    const server = await startServer(SERVER)
+    expect((await request(`${server.url}/report`)).status).toBe(200)
+    // Express installs no signal handler, so the process ends by the signal itself.
+    expect(await server.stop()).toBe(null)
+  })
+})
