@@ -2,7 +2,7 @@
  * @module Redis clients for the suites, one helper per library, closed by `closeClients()`.
  */
 import type { RedisClientLike } from '@sluice/redis'
-import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
 import { createClient, createCluster } from 'redis'
 import type { RedisCluster, RedisServer } from './redis.ts'
 
@@ -33,17 +33,21 @@ export async function nodeRedis(
   return client
 }
 
-export async function ioredisCluster(cluster: RedisCluster): Promise<Cluster> {
-  const client = new Cluster([...cluster.startupNodes], { lazyConnect: true })
+export async function ioredisCluster(cluster: RedisCluster, options: ClusterOptions = {}): Promise<Cluster> {
+  const client = new Cluster([...cluster.startupNodes], { lazyConnect: true, ...options })
   client.on('error', () => {})
   open.add({ close: () => client.disconnect() })
   await client.connect()
   return client
 }
 
-export async function nodeRedisCluster(cluster: RedisCluster): Promise<ReturnType<typeof createCluster>> {
+export async function nodeRedisCluster(
+  cluster: RedisCluster,
+  options: Omit<Parameters<typeof createCluster>[0], 'rootNodes'> = {},
+): Promise<ReturnType<typeof createCluster>> {
   const client = createCluster({
     rootNodes: cluster.startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } })),
+    ...options,
   })
   client.on('error', () => {})
   open.add({ close: () => client.destroy() })

@@ -233,8 +233,15 @@ export async function startRedis(extraArgs: string[] = []): Promise<RedisServer>
   return server
 }
 
+export interface ClusterOptions {
+  /** `cluster-node-timeout`: how long a node may be unreachable before it is failed over. Default 2000. */
+  nodeTimeoutMs?: number
+  /** More redis-server arguments for every node, e.g. `['--cluster-require-full-coverage', 'no']`. */
+  extraArgs?: string[]
+}
+
 /** Starts 3 masters and 3 replicas and waits until every node reports `cluster_state:ok`. */
-export async function startCluster(): Promise<RedisCluster> {
+export async function startCluster(options: ClusterOptions = {}): Promise<RedisCluster> {
   requireRedis()
   const dir = tempDir()
   const nodes: Server[] = []
@@ -248,7 +255,8 @@ export async function startCluster(): Promise<RedisCluster> {
         '--cluster-config-file',
         `nodes-${port}.conf`,
         '--cluster-node-timeout',
-        '2000',
+        String(options.nodeTimeoutMs ?? 2000),
+        ...(options.extraArgs ?? []),
       ]),
     )
   }
