@@ -7,7 +7,7 @@ import { InvalidOptionError } from './errors.ts'
 import { type HeaderOptions, rateLimitHeaders, resolveHeaderOptions } from './headers.ts'
 import { compileKey, type KeySpec, type MissingKeyPolicy, type RequestView } from './keys.ts'
 import { createLimiter, type Limiter, type RulesOption, type StoreErrorPolicy } from './limiter.ts'
-import { definedOnly, functionOption, integerOption, limiterOption } from './options.ts'
+import { definedOnly, functionOption, given, integerOption, limiterOption } from './options.ts'
 import type { Decision, Store } from './types.ts'
 
 /** A problem-details body (RFC 9457) or any JSON object a user prefers. */
@@ -129,7 +129,7 @@ export function resolveHttpLimit<R>(
   // Options are checked in the adapter's words (`rateLimit.onMissingKey`), and all of them before the
   // limiter is built: building it claims its prefix on the store, so a failed start must not.
   const keyOf = asAdapterOption(where, () =>
-    compileKey(o.key ?? 'ip', view, {
+    compileKey(given(o.key, 'ip'), view, {
       ...(o.ipv6Subnet === undefined ? {} : { ipv6Subnet: o.ipv6Subnet }),
       ...(o.onMissingKey === undefined ? {} : { onMissing: o.onMissingKey }),
     }),
