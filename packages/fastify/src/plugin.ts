@@ -133,7 +133,7 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
     if (override.limiter !== undefined) limiterOption(`${where}.limiter`, override.limiter)
     const common: KitOptions = {}
     for (const name of REQUEST_OPTION_NAMES) {
-      const value = override[name] ?? base[name]
+      const value = inherited(override[name], base[name])
       if (value !== undefined) (common as Record<string, unknown>)[name] = value
     }
     if (override.limiter !== undefined) {
@@ -145,16 +145,16 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
       return resolveHttpLimit(where, { ...common, ...own }, requestView)
     }
     if (LIMITER_OPTION_NAMES.some((name) => override[name] !== undefined)) {
-      const rules = override.rules ?? base.rules
-      const onStoreError = override.onStoreError ?? base.onStoreError
-      const routeStore = override.store ?? store
+      const rules = inherited(override.rules, base.rules)
+      const onStoreError = inherited(override.onStoreError, base.onStoreError)
+      const routeStore = inherited(override.store, store)
       return resolveHttpLimit(
         where,
         {
           ...common,
           ...(rules === undefined ? {} : { rules }),
           ...(routeStore === undefined ? {} : { store: routeStore }),
-          prefix: override.prefix ?? prefixFor(label()),
+          prefix: override.prefix === undefined ? prefixFor(label()) : override.prefix,
           ...(onStoreError === undefined ? {} : { onStoreError }),
         },
         requestView,
@@ -293,6 +293,14 @@ function held(reply: FastifyReply, ms: number): Next | Promise<Next> {
     res.removeListener('close', abort)
     return waited ? undefined : STOP
   })
+}
+
+/**
+ * A route's own option, else the plugin's. Only `undefined` inherits: a route's `null` or other bad value
+ * goes on to be rejected, never replaced by the plugin's.
+ */
+function inherited<T>(own: T | undefined, plugin: T): T {
+  return own === undefined ? plugin : own
 }
 
 function isPromise<T>(value: unknown): value is Promise<T> {
