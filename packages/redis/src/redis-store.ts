@@ -17,11 +17,12 @@ import {
   StoreError,
   type StoreMode,
 } from '@sluice/core'
+import { ruleArgs, scriptFor } from './compose.ts'
 import { Deadlines } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
 import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
-import { APPLY_LUA, PRELUDE_LUA, RESET_LUA, RULE_LUA } from './scripts.generated.ts'
+import { RESET_LUA } from './scripts.generated.ts'
 
 /**
  * A Redis client the store can use: an ioredis `Redis` or `Cluster`, or a node-redis client
@@ -80,37 +81,14 @@ interface Plan {
   readonly id: string
   /** Per rule: `<rule.id>`, appended to the key base. */
   readonly ids: readonly string[]
-  /** Per rule: its one-letter code and its numbers, as the script reads them. */
+  /** Every rule's numbers, in order, as the script reads them. */
   readonly args: readonly string[]
-  /** The script holding just the rule kinds this combination uses. */
+  /** The script for this sequence of rule kinds (src/compose.ts). */
   readonly script: Script
   readonly limits: readonly number[]
 }
 
 const RESET = script(RESET_LUA)
-type RuleCode = keyof typeof RULE_LUA
-const CODES: { readonly [K in Rule['kind']]: RuleCode } = {
-  fixedWindow: 'F',
-  slidingLog: 'L',
-  slidingWindow: 'W',
-  tokenBucket: 'T',
-  leakyBucket: 'B',
-}
-/** One composed script per set of rule kinds (at most 31), built on first use. */
-const composed = new Map<string, Script>()
-
-/** The prelude, the chunk of each kind in `codes` (sorted, unique), and the apply loop, as one script. */
-function composedScript(codes: string): Script {
-  let s = composed.get(codes)
-  if (s === undefined) {
-    const chunks = [PRELUDE_LUA]
-    for (const code of codes) chunks.push(RULE_LUA[code as RuleCode])
-    chunks.push(APPLY_LUA)
-    s = script(chunks.join('\n'))
-    composed.set(codes, s)
-  }
-  return s
-}
 const DEFAULT_DENIED_CACHE_KEYS = 10_000
 /** Rule combinations remembered by their ids; a rules function could otherwise grow the map forever. */
 const MAX_PLANS = 1024
@@ -294,31 +272,11 @@ export class RedisStore implements Store {
 }
 
 function planOf(id: string, rules: readonly Rule[]): Plan {
-  const args: string[] = []
-  for (const rule of rules) {
-    const code = CODES[rule.kind]
-    switch (rule.kind) {
-      case 'fixedWindow':
-      case 'slidingLog':
-        args.push(code, String(rule.limit), String(rule.windowMs))
-        break
-      case 'slidingWindow':
-        args.push(code, String(rule.limit), String(rule.windowMs), String(rule.bucketMs))
-        break
-      case 'tokenBucket':
-        args.push(code, String(rule.capacity), String(rule.refillPerSecond))
-        break
-      case 'leakyBucket':
-        args.push(code, String(rule.ratePerSecond), String(rule.maxQueueMs), String(rule.limit))
-        break
-    }
-  }
-  const codes = [...new Set(rules.map((r) => CODES[r.kind]))].sort().join('')
   return {
     id,
     ids: rules.map((r) => r.id),
-    args,
-    script: composedScript(codes),
+    args: rules.flatMap(ruleArgs),
+    script: scriptFor(rules.map((r) => r.kind)),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
   }
 }

@@ -1,4 +1,4 @@
--- leakyBucket (code B; params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units }: `start`
+-- leakyBucket (params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units }: `start`
 -- is the whole ms at which a call last found the bucket drained, `units` the cost queued behind that call,
 -- so the last admitted unit passes at `start + units * 1000 / rate`, computed afresh and never summed up
 -- as a float. A missing key has never let anything through. Slots are reserved inside this script, so
@@ -35,52 +35,46 @@ local function drainedIn(rate, start, units, now)
   return 0
 end
 
-rules.B = {
-  params = 3,
-
-  decide = function(key, a, now, cost)
-    local rate, maxQueueMs, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local h = redis.call('HMGET', key, 's', 'u')
-    local start, units = -math.huge, 0
-    if h[1] then
-      start = tonumber(h[1])
-      units = tonumber(h[2])
-    end
-    local st = { start = start, units = units }
-    if cost == 0 then
-      return st, true, remainingAt(rate, maxQueueMs, limit, start, units, now), drainedIn(rate, start, units, now), 0, 0
-    end
-    -- How far ahead of now the call's slot is (rounded up), before taking the max with now.
-    local ahead = ceil(spanOf(rate, units + cost)) - (now - start)
-    if ahead > maxQueueMs then
-      return st,
-        false,
-        remainingAt(rate, maxQueueMs, limit, start, units, now),
-        drainedIn(rate, start, units, now),
-        ahead - maxQueueMs,
-        0
-    end
-    if ahead <= 0 then
-      return st, true, remainingAt(rate, maxQueueMs, limit, now, 0, now), drainedIn(rate, now, 0, now), 0, 0
-    end
-    return st,
-      true,
-      remainingAt(rate, maxQueueMs, limit, start, units + cost, now),
-      drainedIn(rate, start, units + cost, now),
+local function leakyBucketDecide(key, now, cost, rate, maxQueueMs, limit)
+  local h = redis.call('HMGET', key, 's', 'u')
+  local start, units = -math.huge, 0
+  if h[1] then
+    start = tonumber(h[1])
+    units = tonumber(h[2])
+  end
+  if cost == 0 then
+    return true, remainingAt(rate, maxQueueMs, limit, start, units, now), drainedIn(rate, start, units, now), 0, 0, start, units
+  end
+  -- How far ahead of now the call's slot is (rounded up), before taking the max with now.
+  local ahead = ceil(spanOf(rate, units + cost)) - (now - start)
+  if ahead > maxQueueMs then
+    return false,
+      remainingAt(rate, maxQueueMs, limit, start, units, now),
+      drainedIn(rate, start, units, now),
+      ahead - maxQueueMs,
       0,
-      ahead
-  end,
+      start,
+      units
+  end
+  if ahead <= 0 then
+    return true, remainingAt(rate, maxQueueMs, limit, now, 0, now), drainedIn(rate, now, 0, now), 0, 0, start, units
+  end
+  return true,
+    remainingAt(rate, maxQueueMs, limit, start, units + cost, now),
+    drainedIn(rate, start, units + cost, now),
+    0,
+    ahead,
+    start,
+    units
+end
 
-  admit = function(key, a, now, cost, st)
-    local rate, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
-    local start, units = st.start, st.units
-    if ceil(spanOf(rate, units + cost)) > now - start then
-      units = units + cost
-    else
-      start = now
-      units = 0
-    end
-    redis.call('HSET', key, 's', num(start), 'u', num(units))
-    redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
-  end,
-}
+local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start, units)
+  if ceil(spanOf(rate, units + cost)) > now - start then
+    units = units + cost
+  else
+    start = now
+    units = 0
+  end
+  redis.call('HSET', key, 's', num(start), 'u', num(units))
+  redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
+end

@@ -1,11 +1,14 @@
--- sluice: the head of a composed script. The rule chunks that follow (those the call uses) register
--- themselves in `rules` under a one-letter code; apply.lua, at the end, runs them all or nothing.
+-- sluice: the head of a composed script. The chunks that follow define, for each rule kind the call uses,
+-- `<kind>Decide` and `<kind>Admit`; the foot, generated per sequence of rule kinds (src/compose.ts),
+-- calls them for each rule in turn, all or nothing, and replies.
+--
+-- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost, then each rule's params.
 --
 -- Lua numbers are doubles, as in JavaScript. Every rule does the same float operations in the same order
 -- as its TypeScript twin in @sluice/core, so both stores agree to the last bit. Floats are stored with
 -- 17 significant digits (tostring keeps only 14), and `%` is math.fmod, which is JavaScript's `%`.
-
-local rules = {}
+-- Everything a call needs is a local of this one script run: no tables of functions, no closures per
+-- rule, so a call allocates next to nothing besides its reply.
 
 local function num(x)
   return string.format('%.17g', x)
@@ -25,3 +28,13 @@ if ARGV[1] ~= '' then ttlSlack = 1000 end
 local function pttl(ms)
   return num(ms + ttlSlack)
 end
+
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local consume = ARGV[2] == '1'
+local cost = tonumber(ARGV[3])

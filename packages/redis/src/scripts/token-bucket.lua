@@ -1,4 +1,4 @@
--- tokenBucket (code T; params: capacity, refillPerSecond). A hash { m = level, l = last refill }: the level
+-- tokenBucket (params: capacity, refillPerSecond). A hash { m = level, l = last refill }: the level
 -- is kept in thousandths of a token, so one ms of refill adds exactly `refillPerSecond` (whole tokens as
 -- floats drift: 1.03 - 1 is 0.030000000000000027). A missing key is a full bucket. The key lives until
 -- the bucket is full again.
@@ -25,37 +25,29 @@ local function msUntil(capacity, refill, milli0, t0, target, now)
   return ms
 end
 
-rules.T = {
-  params = 2,
+local function tokenBucketDecide(key, now, cost, capacity, refill)
+  local full = capacity * 1000
+  local h = redis.call('HMGET', key, 'm', 'l')
+  local milli0, last = full, now
+  if h[1] then
+    milli0 = tonumber(h[1])
+    last = tonumber(h[2])
+  end
+  local milli = milliAt(capacity, refill, milli0, last, now)
+  if milli >= cost * 1000 then
+    local after = milli - cost * 1000
+    local resetMs = msUntil(capacity, refill, after, math.max(now, last), full, now)
+    return true, floor(after / 1000), resetMs, 0, 0, milli0, last
+  end
+  local resetMs = msUntil(capacity, refill, milli0, last, full, now)
+  local retryAfterMs = msUntil(capacity, refill, milli0, last, cost * 1000, now)
+  return false, floor(milli / 1000), resetMs, retryAfterMs, 0, milli0, last
+end
 
-  decide = function(key, a, now, cost)
-    local capacity, refill = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    local full = capacity * 1000
-    local h = redis.call('HMGET', key, 'm', 'l')
-    local milli0, last = full, now
-    if h[1] then
-      milli0 = tonumber(h[1])
-      last = tonumber(h[2])
-    end
-    local st = { milli0 = milli0, last = last }
-    local milli = milliAt(capacity, refill, milli0, last, now)
-    if milli >= cost * 1000 then
-      local after = milli - cost * 1000
-      local resetMs = msUntil(capacity, refill, after, math.max(now, last), full, now)
-      return st, true, floor(after / 1000), resetMs, 0, 0
-    end
-    local resetMs = msUntil(capacity, refill, milli0, last, full, now)
-    local retryAfterMs = msUntil(capacity, refill, milli0, last, cost * 1000, now)
-    return st, false, floor(milli / 1000), resetMs, retryAfterMs, 0
-  end,
-
-  admit = function(key, a, now, cost, st)
-    local capacity, refill = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    local milli = milliAt(capacity, refill, st.milli0, st.last, now) - cost * 1000
-    local last = st.last
-    if now > last then last = now end
-    redis.call('HSET', key, 'm', num(milli), 'l', num(last))
-    local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
-    redis.call('PEXPIRE', key, pttl(expiresAt - now))
-  end,
-}
+local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
+  local milli = milliAt(capacity, refill, milli0, last, now) - cost * 1000
+  if now > last then last = now end
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last))
+  local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
