@@ -122,7 +122,7 @@ export class RedisStore implements Store {
       }
     }
     this.#runner = scriptRunnerFor(options.client, 'RedisStore.client')
-    const prefix = options.prefix ?? 'sluice'
+    const prefix = options.prefix === undefined ? 'sluice' : options.prefix
     if (typeof prefix !== 'string' || !PREFIX.test(prefix) || /["'\\{}]/.test(prefix)) {
       throw new InvalidOptionError(
         'RedisStore.prefix',
@@ -131,8 +131,15 @@ export class RedisStore implements Store {
       )
     }
     this.#prefix = prefix
-    this.#timeoutMs = integer('RedisStore.timeoutMs', options.timeoutMs ?? 100)
-    this.#maxInFlight = integer('RedisStore.maxInFlight', options.maxInFlight ?? 10_000)
+    // Only an option left out (or undefined) takes its default: a null is rejected like any wrong value.
+    this.#timeoutMs = integer(
+      'RedisStore.timeoutMs',
+      options.timeoutMs === undefined ? 100 : options.timeoutMs,
+    )
+    this.#maxInFlight = integer(
+      'RedisStore.maxInFlight',
+      options.maxInFlight === undefined ? 10_000 : options.maxInFlight,
+    )
     const clock = options.clock
     if (clock !== undefined && typeof clock !== 'function') {
       throw new InvalidOptionError('RedisStore.clock', clock, 'a function returning ms')
@@ -327,7 +334,8 @@ function deniedCache(option: unknown): DeniedCache | undefined {
         throw new InvalidOptionError(`RedisStore.deniedCache.${key}`, o[key], 'the known option maxKeys')
       }
     }
-    return new DeniedCache(integer('RedisStore.deniedCache.maxKeys', o.maxKeys ?? DEFAULT_DENIED_CACHE_KEYS))
+    const maxKeys = o.maxKeys === undefined ? DEFAULT_DENIED_CACHE_KEYS : o.maxKeys
+    return new DeniedCache(integer('RedisStore.deniedCache.maxKeys', maxKeys))
   }
   throw new InvalidOptionError('RedisStore.deniedCache', option, 'true, false or { maxKeys }')
 }
