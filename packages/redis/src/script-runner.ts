@@ -77,7 +77,7 @@ class IoRedisRunner implements ScriptRunner {
   readonly #client: IoRedisLike
   /** Command name per script SHA, defined on the client once. */
   readonly #commands = new Map<string, string>()
-  /** True from a tick's first call until the end of that tick (see `#coalesceWrites`). */
+  /** True from the first call of an event-loop turn until its writes are flushed (see `#coalesceWrites`). */
   #corked = false
 
   constructor(client: IoRedisLike) {
@@ -98,21 +98,21 @@ class IoRedisRunner implements ScriptRunner {
   }
 
   /**
-   * Calls sent in one tick leave in one socket write. ioredis writes each command to its socket at once,
-   * and a write syscall costs more than the command itself (on a busy server, many calls start in one
-   * tick, as replies to earlier calls arrive together). So the tick's first call corks the socket and the
-   * end of the tick uncorks it: Node then flushes every command written meanwhile in one writev. What is
-   * sent, its order and the replies are unchanged; node-redis batches its own writes the same way.
+   * Calls started close together leave in one socket write. ioredis writes each command to its socket at
+   * once, and a write syscall costs more than the command itself. A busy server starts many calls per turn
+   * of the event loop: one per request read in that turn, or per reply that arrived in one chunk. So the
+   * first call corks the socket, and `setImmediate` uncorks it once the turn's I/O callbacks and their
+   * promise continuations have run: Node then flushes every command written meanwhile in one writev.
+   * What is sent, its order and the replies are unchanged; the wait is at most the rest of one loop turn.
    * A Cluster has a socket per node and is left as it is.
    */
   #coalesceWrites(): void {
     if (this.#corked) return
     const stream = this.#client.stream
-    if (stream === undefined || typeof stream.cork !== 'function' || typeof stream.uncork !== 'function')
-      return
+    if (stream === undefined || typeof stream.cork !== 'function' || typeof stream.uncork !== 'function') return
     stream.cork()
     this.#corked = true
-    process.nextTick(() => {
+    setImmediate(() => {
       this.#corked = false
       stream.uncork!()
     })
