@@ -147,14 +147,13 @@ export function resolveHttpLimit<R>(
       ? asAdapterOption(where, () => limiterFrom(where, o))
       : limiterOption<R>(`${where}.limiter`, o.limiter)
   /**
-   * Marks the requests this limit has counted, so one request passing it twice (app and router) counts
-   * once. A symbol property on the request, not a WeakSet: a WeakSet entry per request costs every
-   * garbage collection work until the request dies (measured: ~1 us of server CPU per request). Symbol
-   * keys stay out of `Object.keys`, `for...in` and JSON. A request that cannot take a property (frozen)
-   * is remembered in a WeakSet instead.
+   * Marks the requests this limiter has counted, so one request passing it twice (app and router, or two
+   * limits given the same limiter) counts once. A symbol property on the request, not a WeakSet: a
+   * WeakSet entry per request costs every garbage collection work until the request dies (measured: ~1 us
+   * of server CPU per request). Symbol keys stay out of `Object.keys`, `for...in` and JSON. A request that
+   * cannot take a property (frozen) is remembered in a WeakSet instead.
    */
-  const counted = Symbol('sluice.counted')
-  const countedFrozen = new WeakSet<object>()
+  const { counted, countedFrozen } = marksOf(limiter)
 
   function countedBefore(request: object): boolean {
     const marks = request as Record<symbol, true>
@@ -184,6 +183,18 @@ export function resolveHttpLimit<R>(
   }
 
   return { limiter, check }
+}
+
+/** The counted-request marks of each limiter, shared by every limit built on it. */
+const limiterMarks = new WeakMap<object, { counted: symbol; countedFrozen: WeakSet<object> }>()
+
+function marksOf(limiter: object): { counted: symbol; countedFrozen: WeakSet<object> } {
+  let marks = limiterMarks.get(limiter)
+  if (marks === undefined) {
+    marks = { counted: Symbol('sluice.counted'), countedFrozen: new WeakSet() }
+    limiterMarks.set(limiter, marks)
+  }
+  return marks
 }
 
 /**
