@@ -357,6 +357,22 @@ describe('one store, one prefix, one count', () => {
     }
   })
 
+  it('regression: two Express middlewares given one limiter counted a request twice on its one counter', async () => {
+    const limiter = createLimiter({ rules: limit(), store: new MemoryStore({ sweepIntervalMs: 0 }) })
+    const app = express()
+    app.use(rateLimit({ limiter }), rateLimit({ limiter, headers: false }))
+    app.get('/', (_req, res) => res.send('ok'))
+    const { url, close } = await listen(app)
+    const via = agent(1)
+    try {
+      for (let i = 0; i < 3; i++) expect((await get(url, '/', 'k', via)).status).toBe(200)
+      // 5 - 3 counted - 1 = 1 left; counted twice, six units would have been taken.
+      expect((await limiter.peek('127.0.0.1')).remaining).toBe(1)
+    } finally {
+      await close()
+    }
+  })
+
   it('the Fastify plugin registered twice: on one store with one prefix it is refused (ERR_SLUICE_PREFIX_COLLISION); with two limiters, or one shared limiter, each limiter counts every request exactly once', async () => {
     const store = new MemoryStore({ sweepIntervalMs: 0 })
     const collides = Fastify()
