@@ -4,9 +4,11 @@
  * A master is SIGKILLed while limiters keep calling keys on every shard; the cluster promotes its replica.
  *
  * What is asserted, for the ioredis Cluster and the node-redis cluster: every call settles within the
- * store's timeout plus a margin (none stuck); no call ever fails with CROSSSLOT; keys on the healthy shards
- * never fail and stay exact (each admits exactly its limit); the replica is promoted and every live node
- * reports `cluster_state:ok`; then calls on the failed-over shard are decided by Redis again, exactly.
+ * store's timeout plus a margin (none stuck) and nothing rejects unhandled; no call ever fails with
+ * CROSSSLOT; keys on the healthy shards never fail and stay exact (each admits exactly its limit); the
+ * replica is promoted and every live node reports `cluster_state:ok`; then calls on the failed-over shard
+ * are decided by Redis again, exactly (ioredis by itself; node-redis through a new client, see below).
+ * The old master is restarted last and rejoins as a replica.
  */
 import { createLimiter, type Decision, ErrorCode, type Limiter, SluiceError, slidingLog } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
@@ -15,8 +17,11 @@ import { closeClients, ioredisCluster, nodeRedisCluster } from './harness/client
 import { type RedisCluster, type RedisServer, sleep, startCluster, stopAll } from './harness/redis.ts'
 
 let cluster: RedisCluster
+const unhandled: unknown[] = []
+const onUnhandled = (reason: unknown) => unhandled.push(reason)
 
 beforeAll(async () => {
+  process.on('unhandledRejection', onUnhandled)
   cluster = await startCluster({
     nodeTimeoutMs: 1000,
     // Replicas sync at once (a replica that never synced is never promoted), and healthy shards serve on.
@@ -25,6 +30,7 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
+  process.off('unhandledRejection', onUnhandled)
   await closeClients()
   await stopAll()
 })
@@ -221,6 +227,7 @@ describe('Redis Cluster: a master killed under load, its replica promoted', () =
       }
 
       for (const c of calls) expect(c.ms, c.key).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS)
+      expect(unhandled).toEqual([])
       const errors = calls.filter((c) => c.error !== undefined)
       for (const c of errors) {
         expect(c.error).toBeInstanceOf(SluiceError)
