@@ -43,6 +43,7 @@ export function ruleArgs(rule: Rule): string[] {
  * allows 200 locals per function; a call may have any number of rules).
  */
 export function footOf(kinds: readonly Kind[]): string {
+  if (kinds.length === 1) return footOfOne(kinds[0]!)
   // The reply table built at its full size, so its slots are an array from the start.
   const lines = [
     `local out, st = { ${Array(kinds.length * 5)
@@ -94,6 +95,17 @@ export function footOf(kinds: readonly Kind[]): string {
   }
   lines.push('end', 'return out')
   return lines.join('\n')
+}
+
+/** The foot for one rule, the common case: its results in locals, the reply built once at the end. */
+function footOfOne(kind: Kind): string {
+  const params = Array.from({ length: PARAMS[kind] }, (_, j) => `tonumber(ARGV[${4 + j}])`).join(', ')
+  return [
+    `local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${kind}Decide(KEYS[1], now, cost, ${params})`,
+    `if ok and consume then ${kind}Admit(KEYS[1], now, cost, ${params}, a, b) end`,
+    'if ok then return { 1, remaining, resetMs, retryAfterMs, waitMs } end',
+    'return { 0, remaining, resetMs, retryAfterMs, waitMs }',
+  ].join('\n')
 }
 
 /** One script per sequence of kinds; a rules function could ask for many, so the cache is bounded. */

@@ -25,9 +25,9 @@ end
 
 local function fixedWindowAdmit(key, now, cost, limit, windowMs, start, same)
   if same then
-    redis.call('HINCRBY', key, 'c', num(cost))
+    redis.call('HINCRBY', key, 'c', cost)
   else
-    redis.call('HSET', key, 's', num(start), 'c', num(cost))
+    redis.call('HSET', key, 's', start, 'c', cost)
     redis.call('PEXPIRE', key, pttl(start + windowMs - now))
   end
 end

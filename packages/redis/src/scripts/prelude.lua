@@ -7,6 +7,8 @@
 -- Lua numbers are doubles, as in JavaScript. Every rule does the same float operations in the same order
 -- as its TypeScript twin in @sluice/core, so both stores agree to the last bit. Floats are stored with
 -- 17 significant digits (tostring keeps only 14), and `%` is math.fmod, which is JavaScript's `%`.
+-- Whole numbers (costs, ms) go to redis.call as numbers: Redis writes a number argument with 17
+-- significant digits itself, so the text is the same without a string.format per call.
 -- Everything a call needs is a local of this one script run: no tables of functions, no closures per
 -- rule, so a call allocates next to nothing besides its reply.
 
@@ -26,7 +28,7 @@ local ttlSlack = 0
 if ARGV[1] ~= '' then ttlSlack = 1000 end
 
 local function pttl(ms)
-  return num(ms + ttlSlack)
+  return ms + ttlSlack
 end
 
 local now

@@ -45,6 +45,6 @@ end
 
 local function slidingWindowAdmit(key, now, cost, _limit, windowMs, _bucketMs, current, stale)
   if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
-  redis.call('HINCRBY', key, num(current), num(cost))
+  redis.call('HINCRBY', key, num(current), cost)
   redis.call('PEXPIRE', key, pttl(current + windowMs - now))
 end
