@@ -218,6 +218,7 @@ try {
       return runCase('redis', {
         ...c,
         port: redis.port,
+        redisPid: redis.pid,
         keys: 10_000,
         warmupMs: PLAN.redis.warmupMs,
         measureMs: PLAN.redis.measureMs,
@@ -233,13 +234,13 @@ try {
       try {
         for (const variant of VARIANTS) {
           servers[variant] = await startServer({ framework, variant, redisPort: redis.port })
-          await load(servers[variant].port, PLAN.http.warmupS, HTTP_CONNECTIONS)
+          await load(servers[variant], PLAN.http.warmupS, HTTP_CONNECTIONS)
         }
         const configs = VARIANTS.map((variant) => ({ key: `${framework}|${variant}`, variant }))
         Object.assign(
           results.sections.http,
           await alternate(configs, PLAN.http.rounds, (c) =>
-            load(servers[c.variant].port, PLAN.http.measureS, HTTP_CONNECTIONS),
+            load(servers[c.variant], PLAN.http.measureS, HTTP_CONNECTIONS),
           ),
         )
       } finally {

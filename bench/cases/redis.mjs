@@ -1,8 +1,8 @@
 /**
  * @module Redis decisions from one process: throughput with `inFlight` calls outstanding (each of
  * `inFlight` workers awaits one call, then sends the next), or latency of one call at a time.
- * params: { subject, port, measure: 'throughput' | 'latency', inFlight, warmupMs, measureMs, keys,
- *           autoPipelining }
+ * params: { subject, port, redisPid, measure: 'throughput' | 'latency', inFlight, warmupMs, measureMs,
+ *           keys, autoPipelining }
  * Subjects:
  *  - `sluice:<algorithm>`: createLimiter + RedisStore on an ioredis client (`onStoreError: 'throw'`, so a
  *    timeout fails the case instead of passing as an admission).
@@ -11,6 +11,7 @@
  *  - `rlr`: rate-limit-redis (express-rate-limit's Redis store, EVALSHA through ioredis `call`).
  *  - `ceiling:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs through ioredis.
  */
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { CEILING_LUA, ceilingArgs } from '../lib/ceiling-scripts.mjs'
 import { params, report } from '../lib/child.mjs'
@@ -83,11 +84,23 @@ async function subject(name) {
 const s = await subject(p.subject)
 const keys = Array.from({ length: p.keys }, (_, i) => `client:${i}`)
 
+/** redis-server's CPU time so far in µs (Linux /proc; NaN elsewhere or without its pid). */
+function redisCpuUs() {
+  try {
+    const fields = readFileSync(`/proc/${p.redisPid}/stat`, 'utf8').split(') ')[1].split(' ')
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100
+  } catch {
+    return Number.NaN
+  }
+}
+
 async function throughput(ms) {
   let n = 0
   let k = 0
   const end = performance.now() + ms
   const t0 = performance.now()
+  const cpu0 = process.cpuUsage()
+  const redis0 = redisCpuUs()
   async function worker() {
     while (performance.now() < end) {
       const key = keys[k]
@@ -97,7 +110,14 @@ async function throughput(ms) {
     }
   }
   await Promise.all(Array.from({ length: p.inFlight }, worker))
-  return { perSecond: n / ((performance.now() - t0) / 1000) }
+  const cpu = process.cpuUsage(cpu0)
+  // CPU per call of this client and of redis-server (user + system): what each side spends on a call,
+  // whatever else runs on the machine.
+  return {
+    perSecond: n / ((performance.now() - t0) / 1000),
+    clientCpuUsPerCall: (cpu.user + cpu.system) / n,
+    redisCpuUsPerCall: (redisCpuUs() - redis0) / n,
+  }
 }
 
 async function latency(ms) {

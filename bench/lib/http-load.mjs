@@ -3,6 +3,7 @@
  * autocannon driving them from this process, over loopback only, for a fixed time.
  */
 import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 
@@ -30,6 +31,7 @@ export function startServer(params) {
       if (m === null) return
       resolve({
         port: Number(m[1]),
+        pid: child.pid,
         stop() {
           process.off('exit', kill)
           child.removeAllListeners('exit')
@@ -44,16 +46,34 @@ export function startServer(params) {
   })
 }
 
-/** Requests per second `connections` keep-alive connections get from `port` in `seconds`; throws on any non-2xx. */
-export async function load(port, seconds, connections) {
-  const result = await autocannon({ url: `http://127.0.0.1:${port}/`, connections, duration: seconds })
+/** CPU time (user + system) a process has used, in µs, from /proc (Linux); undefined elsewhere. */
+function cpuUs(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+    // utime and stime are fields 14 and 15 of stat (12 and 13 after the name), in ticks of 1/100 s.
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Requests per second `connections` keep-alive connections get from `server` in `seconds`, and the
+ * server's CPU time per request (what the server spends, whatever else runs on the machine); throws on
+ * any non-2xx.
+ */
+export async function load(server, seconds, connections) {
+  const cpu0 = cpuUs(server.pid)
+  const result = await autocannon({ url: `http://127.0.0.1:${server.port}/`, connections, duration: seconds })
+  const cpu1 = cpuUs(server.pid)
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
     throw new Error(
-      `port ${port}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
+      `port ${server.port}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
     )
   }
   return {
     perSecond: result.requests.total / result.duration,
+    serverCpuUsPerRequest: cpu0 === undefined ? Number.NaN : (cpu1 - cpu0) / result.requests.total,
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
   }
