@@ -109,7 +109,7 @@ class IoRedisRunner implements ScriptRunner {
   #coalesceWrites(): void {
     if (this.#corked) return
     const stream = this.#client.stream
-    if (stream === undefined || typeof stream.cork !== 'function' || typeof stream.uncork !== 'function') return
+    if (typeof stream?.cork !== 'function' || typeof stream.uncork !== 'function') return
     stream.cork()
     this.#corked = true
     setImmediate(() => {
