@@ -129,15 +129,22 @@ function expectInsuranceExact(fallbacks: Answer[]): void {
   }
 }
 
+/**
+ * Both adapters, on ioredis. Not node-redis here: node-redis 5.9 reconnects at once when its socket is
+ * reset, and now and then that first reconnect reaches the Redis process that is being killed; the new
+ * socket is reset in turn, yet the client goes on to report itself ready, on a dead socket, for good
+ * (seen as: error ECONNRESET, reconnecting, connect, error ECONNRESET, ready). Every call then times out,
+ * as it should, but no store can make that client recover. node-redis meets a stalled Redis below.
+ */
 const cases: [Adapter, ClientKind, Mode][] = [
   ['express', 'ioredis', 'allow'],
   ['express', 'ioredis', 'deny'],
   ['express', 'ioredis', 'throw'],
   ['express', 'ioredis', 'insurance'],
-  ['fastify', 'node-redis', 'allow'],
-  ['fastify', 'node-redis', 'deny'],
-  ['fastify', 'node-redis', 'throw'],
-  ['fastify', 'node-redis', 'insurance'],
+  ['fastify', 'ioredis', 'allow'],
+  ['fastify', 'ioredis', 'deny'],
+  ['fastify', 'ioredis', 'throw'],
+  ['fastify', 'ioredis', 'insurance'],
 ]
 
 describe('Redis killed under HTTP load, and restarted', () => {
