@@ -75,6 +75,7 @@ const PLAN = quick
           ...ALGORITHMS.map((a) => `sluice:${a}`),
           'sluice-node-redis:fixedWindow',
           ...ALGORITHMS.map((a) => `ceiling:${a}`),
+          'ceiling-autopipelined:fixedWindow',
           'rlf',
           'rlr',
         ],
@@ -281,8 +282,4 @@ results.seconds = (Date.now() - started) / 1000
 const target = `${dir}${quick ? 'RESULTS.quick.md' : 'RESULTS.md'}`
 const analysis = quick ? '' : readFileSync(`${dir}analysis.md`, 'utf8')
 writeFileSync(target, renderResults(results, analysis))
-writeFileSync(
-  `${dir}${quick ? '.results.quick.json' : 'results.json'}`,
-  `${JSON.stringify(results, null, 1)}\n`,
-)
 log(`wrote ${target} in ${results.seconds.toFixed(0)} s`)

@@ -10,6 +10,7 @@
  *  - `rlf`: rate-limiter-flexible RateLimiterRedis (its Lua script through ioredis).
  *  - `rlr`: rate-limit-redis (express-rate-limit's Redis store, EVALSHA through ioredis `call`).
  *  - `ceiling:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs through ioredis.
+ *  - `ceiling-autopipelined:<algorithm>`: the same with ioredis `enableAutoPipelining` (batched writes).
  */
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -31,7 +32,7 @@ async function ioredisClient() {
     port: p.port,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
-    enableAutoPipelining: p.autoPipelining === true,
+    enableAutoPipelining: p.autoPipelining === true || p.subject.startsWith('ceiling-autopipelined:'),
   })
   await new Promise((resolve, reject) => {
     client.once('ready', resolve)
@@ -69,7 +70,7 @@ async function subject(name) {
     await new Promise((resolve) => setTimeout(resolve, 100)) // its SCRIPT LOAD
     return { consume: (key) => store.increment(key), admitted: (info) => info.totalHits <= HIGH, close }
   }
-  if (kind === 'ceiling') {
+  if (kind === 'ceiling' || kind === 'ceiling-autopipelined') {
     const sha = await client.script('LOAD', CEILING_LUA[algorithm])
     const args = ceilingArgs(ruleFor(algorithm)).map(String)
     return {

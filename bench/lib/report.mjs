@@ -28,6 +28,9 @@ function nameOf(subject, names) {
   if (subject.startsWith('sluice:')) return `sluice ${subject.slice(7)}`
   if (subject.startsWith('sluice-node-redis:')) return `sluice ${subject.slice(18)} (node-redis client)`
   if (subject.startsWith('ceiling:')) return `ceiling: raw EVALSHA, ${subject.slice(8)}`
+  if (subject.startsWith('ceiling-autopipelined:')) {
+    return `raw EVALSHA, ${subject.slice(22)}, ioredis enableAutoPipelining`
+  }
   return names[subject] ?? subject
 }
 
