@@ -4,7 +4,7 @@
  *
  * Protocol over IPC: the parent sends { setup }, the child answers { ready }; the parent sends { go },
  * the child makes `calls` calls to one limiter with `inFlight` of them outstanding at a time and answers
- * { done, results }, where each result is [sentAtMs, allowed ? 1 : 0, waitMs, retryAfterMs].
+ * { done, results }, where each result is [sentAtMs, allowed ? 1 : 0, waitMs, retryAfterMs, answeredAtMs].
  */
 import { createLimiter, fixedWindow, leakyBucket, slidingLog, slidingWindow, tokenBucket } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
@@ -48,7 +48,7 @@ async function go() {
       next++
       const sentAt = Date.now()
       const d = await limiter.consume(setup.key)
-      results.push([sentAt, d.allowed ? 1 : 0, d.waitMs, d.retryAfterMs])
+      results.push([sentAt, d.allowed ? 1 : 0, d.waitMs, d.retryAfterMs, Date.now()])
     }
   }
   await Promise.all(Array.from({ length: setup.inFlight }, lane))
