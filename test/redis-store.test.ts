@@ -202,3 +202,40 @@ describe('denied-key cache', () => {
     expect(await evalshas()).toBe(6)
   })
 })
+
+describe('RedisStore regressions', () => {
+  it('a reset made while a denied call is on its way keeps that denial out of the denied-key cache', async () => {
+    const client = await ioredis(server)
+    const store = new RedisStore({ client })
+    const rule = asRule(fixedWindow({ limit: 1, windowMs: 60_000 }))
+    await store.apply('race', 'k', [rule], 1, 'consume')
+    const denied = store.apply('race', 'k', [rule], 1, 'consume')
+    const reset = store.reset('race', 'k', [rule])
+    expect((await denied)[0]!.allowed).toBe(false)
+    await reset
+    // Redis holds nothing for the key now, so the next call is admitted, not answered by the cache.
+    expect((await store.apply('race', 'k', [rule], 1, 'consume'))[0]!.allowed).toBe(true)
+  })
+
+  it('takes a fractional clock in whole ms, as Redis TIME is', async () => {
+    const client = await ioredis(server)
+    const store = new RedisStore({ client, clock: () => 1_000_000.75 })
+    const rule = asRule(fixedWindow({ limit: 1, windowMs: 1000 }))
+    expect((await store.apply('fraction', 'k', [rule], 1, 'consume'))[0]).toMatchObject({
+      allowed: true,
+      resetMs: 1000,
+    })
+  })
+
+  it('refuses a store prefix with a colon, and timeouts no timer can hold', async () => {
+    const client = await ioredis(server)
+    for (const [option, value] of [
+      ['prefix', 'a:b'],
+      ['timeoutMs', 2 ** 31],
+    ] as const) {
+      expect(() => new RedisStore({ client, [option]: value })).toThrowError(
+        expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option: `RedisStore.${option}` }),
+      )
+    }
+  })
+})

@@ -13,7 +13,10 @@ interface Entry {
   /** The rule combination (its ids) the denial was for. */
   readonly plan: string
   readonly cost: number
-  /** Local clock when Redis answered. */
+  /**
+   * Local clock when the call was sent, not when Redis answered: Redis decided somewhere in between, so
+   * counting the denial's wait from the send can only end the entry early, never keep it past the wait.
+   */
   readonly at: number
   /** Local clock from which the call may be admitted again. */
   readonly until: number

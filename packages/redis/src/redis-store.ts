@@ -106,6 +106,8 @@ export class RedisStore implements Store {
   readonly #plans = new WeakMap<readonly Rule[], Plan>()
   readonly #plansById = new Map<string, Plan>()
   #inFlight = 0
+  /** Resets made so far: a denial sent before the latest one is not cached. */
+  #resets = 0
   #closed = false
 
   constructor(options: RedisStoreOptions) {
@@ -123,11 +125,13 @@ export class RedisStore implements Store {
     }
     this.#runner = scriptRunnerFor(options.client, 'RedisStore.client')
     const prefix = options.prefix === undefined ? 'sluice' : options.prefix
-    if (typeof prefix !== 'string' || !PREFIX.test(prefix) || /["'\\{}]/.test(prefix)) {
+    // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
+    // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
+    if (typeof prefix !== 'string' || !PREFIX.test(prefix) || /["'\\{}:]/.test(prefix)) {
       throw new InvalidOptionError(
         'RedisStore.prefix',
         prefix,
-        '1 to 128 printable ASCII characters without spaces, quotes, backslashes or braces',
+        '1 to 128 printable ASCII characters without spaces, quotes, backslashes, braces or colons',
       )
     }
     this.#prefix = prefix
@@ -159,12 +163,16 @@ export class RedisStore implements Store {
     const plan = this.#plan(rules)
     const consume = mode === 'consume'
     const cache = consume ? this.#cache : undefined
-    const now = this.#clock === undefined ? undefined : this.#clock()
+    // Whole ms, as TIME gives them inside the script: PEXPIRE takes integers only.
+    const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
     const localNow = cache === undefined ? 0 : (now ?? performance.now())
+    const cacheKey = cache === undefined ? '' : `${prefix}\u0000${key}`
     if (cache !== undefined && cache.size > 0) {
-      const hit = cache.get(`${prefix}\u0000${key}`, plan.id, cost, localNow)
+      const hit = cache.get(cacheKey, plan.id, cost, localNow)
       if (hit !== undefined) return Promise.resolve(hit)
     }
+    // A reset while this call is on its way may have removed what denies it: then its denial is not cached.
+    const resets = this.#resets
     const refused = this.#refuse()
     if (refused !== undefined) return Promise.reject(refused)
 
@@ -193,8 +201,8 @@ export class RedisStore implements Store {
         if (cache !== undefined) {
           let denied = false
           for (const d of decisions) if (!d.allowed) denied = true
-          if (denied) cache.set(`${prefix}\u0000${key}`, plan.id, cost, localNow, decisions)
-          else if (cache.size > 0) cache.delete(`${prefix}\u0000${key}`)
+          if (denied && resets === this.#resets) cache.set(cacheKey, plan.id, cost, localNow, decisions)
+          else if (cache.size > 0) cache.delete(cacheKey)
         }
         call.resolve(decisions)
       },
@@ -207,6 +215,7 @@ export class RedisStore implements Store {
   }
 
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {
+    this.#resets++
     this.#cache?.delete(`${prefix}\u0000${key}`)
     const refused = this.#refuse()
     if (refused !== undefined) return Promise.reject(refused)
@@ -317,9 +326,12 @@ function storeError(error: unknown): StoreError {
   return new StoreError(ErrorCode.STORE_ERROR, `Redis failed: ${message}`, { cause: error })
 }
 
+/** Node's timers take at most 2^31 - 1 ms; a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647
+
 function integer(option: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    throw new InvalidOptionError(option, value, 'an integer >= 1')
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > MAX_TIMER_MS) {
+    throw new InvalidOptionError(option, value, `an integer from 1 to ${MAX_TIMER_MS}`)
   }
   return value
 }
