@@ -144,7 +144,7 @@ function resolved(
       if (legacy) writeLegacy(decision, out)
     }
     // A denial always says at least 1 s: `0` would invite a retry that is refused again.
-    if (retryAfter && !decision.allowed) out['Retry-After'] = `${Math.max(1, seconds(decision.retryAfterMs))}`
+    if (retryAfter && !decision.allowed) out['Retry-After'] = `${retryAfterSeconds(decision)}`
     return out
   }
   return Object.freeze({ standard, legacy, retryAfter, enabled: limits || retryAfter, build })
@@ -195,4 +195,12 @@ function units(n: number): number {
 function seconds(ms: number): number {
   if (!(ms > 0)) return 0
   return ms >= MAX_INTEGER ? MAX_INTEGER : Math.ceil(ms / 1000)
+}
+
+/**
+ * The wait a denied client is told, in whole seconds: rounded up, and at least 1 so a denial never
+ * invites an immediate retry. `Retry-After` and the problem body both say this.
+ */
+export function retryAfterSeconds(decision: Decision): number {
+  return Math.max(1, seconds(decision.retryAfterMs))
 }

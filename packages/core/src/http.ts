@@ -3,8 +3,9 @@
  * decision turned into an outcome the adapter only has to write out. Adapters supply a
  * `RequestView` for their framework's request and stay thin; nothing here knows a framework.
  */
+import { STATUS_CODES } from 'node:http'
 import { InvalidOptionError } from './errors.ts'
-import { type HeaderOptions, rateLimitHeaders, resolveHeaderOptions } from './headers.ts'
+import { type HeaderOptions, rateLimitHeaders, resolveHeaderOptions, retryAfterSeconds } from './headers.ts'
 import { compileKey, type KeySpec, type MissingKeyPolicy, type RequestView } from './keys.ts'
 import { createLimiter, type Limiter, type RulesOption, type StoreErrorPolicy } from './limiter.ts'
 import { definedOnly, functionOption, given, integerOption, limiterOption } from './options.ts'
@@ -140,8 +141,8 @@ export function resolveHttpLimit<R>(
       ? undefined
       : functionOption<(request: R) => boolean | Promise<boolean>>(`${where}.skip`, o.skip)
   const headerOptions = asAdapterOption(where, () => resolveHeaderOptions(o.headers))
-  const bodyOf = bodyResolver(where, o.message)
   const status = o.statusCode === undefined ? 429 : statusOption(`${where}.statusCode`, o.statusCode)
+  const bodyOf = bodyResolver(where, o.message, status)
   const limiter =
     o.limiter === undefined
       ? asAdapterOption(where, () => limiterFrom(where, o))
@@ -217,15 +218,20 @@ export function hold(ms: number, signal: AbortSignal): Promise<boolean> {
 }
 
 /** The body of a 429 when the user gave no `message`: problem details naming the rule and the wait. */
-export function limitedBody(decision: Decision, detail?: string): ResponseBody {
-  const seconds = Math.ceil(decision.retryAfterMs / 1000)
+export function limitedBody(decision: Decision, status = 429, detail?: string): ResponseBody {
   return {
     type: 'about:blank',
-    title: 'Too Many Requests',
-    status: 429,
-    detail: detail ?? `Rate limit ${decision.rule} exceeded; retry in ${seconds} s.`,
-    retryAfter: seconds,
+    // With type about:blank, the title is the status's own reason phrase (RFC 9457).
+    title: STATUS_CODES[status] ?? 'Too Many Requests',
+    status,
+    detail: detail ?? limitedDetail(decision),
+    retryAfter: retryAfterSeconds(decision),
   }
+}
+
+/** One sentence on a denial: the rule and the wait. */
+export function limitedDetail(decision: Decision): string {
+  return `Rate limit ${decision.rule} exceeded; retry in ${retryAfterSeconds(decision)} s.`
 }
 
 function missingKeyBody(missing: string): ResponseBody {
@@ -271,9 +277,13 @@ interface DeniedBody {
 }
 
 /** Builds the denied body: sluice's problem details (around the user's text, if any), or the user's own object. */
-function bodyResolver<R>(where: string, message: unknown): (request: R, decision: Decision) => DeniedBody {
+function bodyResolver<R>(
+  where: string,
+  message: unknown,
+  status: number,
+): (request: R, decision: Decision) => DeniedBody {
   const problem = (decision: Decision, detail?: string): DeniedBody => ({
-    body: limitedBody(decision, detail),
+    body: limitedBody(decision, status, detail),
     contentType: PROBLEM_JSON,
   })
   const own = (body: ResponseBody): DeniedBody => ({ body, contentType: JSON_TYPE })

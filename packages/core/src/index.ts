@@ -21,6 +21,7 @@ export {
   type ResolvedHeaderOptions,
   rateLimitHeaders,
   resolveHeaderOptions,
+  retryAfterSeconds,
 } from './headers.ts'
 export {
   HTTP_OPTION_NAMES,
@@ -31,6 +32,7 @@ export {
   JSON_TYPE,
   LIMITER_OPTION_NAMES,
   limitedBody,
+  limitedDetail,
   PROBLEM_JSON,
   REQUEST_OPTION_NAMES,
   type ResponseBody,

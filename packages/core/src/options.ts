@@ -27,12 +27,22 @@ export function given<T>(value: T | undefined, fallback: T): T {
 }
 
 /** A safe integer `>= min`. */
-export function integerOption(option: string, value: unknown, min: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    throw new InvalidOptionError(option, value, `an integer >= ${min}`)
+export function integerOption(
+  option: string,
+  value: unknown,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    const expected =
+      max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`
+    throw new InvalidOptionError(option, value, expected)
   }
   return value
 }
+
+/** The longest delay a Node timer holds (2^31 - 1 ms); a longer one fires at once. */
+export const MAX_TIMER_MS = 2_147_483_647
 
 /** A finite number `> 0`. */
 export function positiveOption(option: string, value: unknown): number {

@@ -264,3 +264,15 @@ describe('hold', () => {
     expect(vi.getTimerCount()).toBe(0)
   })
 })
+
+describe('timers', () => {
+  it('refuses a queue or a sweep longer than a Node timer can wait (it would fire at once)', () => {
+    expect(() => leakyBucket({ ratePerSecond: 1, maxQueueMs: 2 ** 31 })).toThrowError(
+      expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option: 'leakyBucket.maxQueueMs' }),
+    )
+    expect(() => new MemoryStore({ sweepIntervalMs: 2 ** 31 })).toThrowError(
+      expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option: 'MemoryStore.sweepIntervalMs' }),
+    )
+    expect(leakyBucket({ ratePerSecond: 1, maxQueueMs: 2 ** 31 - 1 }).maxQueueMs).toBe(2 ** 31 - 1)
+  })
+})

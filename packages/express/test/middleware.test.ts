@@ -152,8 +152,8 @@ describe.each(flavours)('rateLimit on $name', ({ express }) => {
     expect(denied.headers['retry-after']).toBe('60')
     expect(JSON.parse(denied.text)).toEqual({
       type: 'about:blank',
-      title: 'Too Many Requests',
-      status: 429,
+      title: 'Service Unavailable',
+      status: 503,
       detail: 'Payments are busy.',
       retryAfter: 60,
     })

@@ -8,7 +8,7 @@
  * `toJSON()`: the problem-details object. An `Error` would be rendered as Fastify's own
  * `{ statusCode, code, error, message }` instead. This is how @fastify/rate-limit answers too.
  */
-import { type Decision, ErrorCode, type ResponseBody } from '@sluice/core'
+import { type Decision, ErrorCode, limitedDetail, type ResponseBody } from '@sluice/core'
 
 export class RateLimitRejection {
   /** `'RateLimitRejection'`, as on an error, for logs. */
@@ -59,11 +59,10 @@ export function denial(
   body: ResponseBody,
   contentType: string,
 ): RateLimitRejection {
-  const seconds = Math.max(1, Math.ceil(decision.retryAfterMs / 1000))
   return new RateLimitRejection(
     ErrorCode.RATE_LIMITED,
     statusCode,
-    `Rate limit ${decision.rule} exceeded; retry in ${seconds} s.`,
+    limitedDetail(decision),
     decision,
     { ...headers, 'content-type': contentType },
     body,

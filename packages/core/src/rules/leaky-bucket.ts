@@ -4,7 +4,7 @@
  * it is admitted when the slot is at most `maxQueueMs` ahead, and must then wait until its slot
  * (`waitMs`). Adapters hold the request that long: queue-and-wait. `maxQueueMs = 0` is a strict meter.
  */
-import { given, integerOption, labelOption, positiveOption, ruleOptions } from '../options.ts'
+import { given, integerOption, labelOption, MAX_TIMER_MS, positiveOption, ruleOptions } from '../options.ts'
 import type { LeakyBucketRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
 
@@ -21,7 +21,8 @@ export interface LeakyBucketOptions {
 export function leakyBucket(options: LeakyBucketOptions): LeakyBucketRule {
   const o = ruleOptions('leakyBucket', options, ['ratePerSecond', 'maxQueueMs', 'name'])
   const ratePerSecond = positiveOption('leakyBucket.ratePerSecond', o.ratePerSecond)
-  const maxQueueMs = integerOption('leakyBucket.maxQueueMs', given(o.maxQueueMs, 0), 0)
+  // A held request waits on a timer, so the queue can be no longer than a timer holds.
+  const maxQueueMs = integerOption('leakyBucket.maxQueueMs', given(o.maxQueueMs, 0), 0, MAX_TIMER_MS)
   const intervalMs = 1000 / ratePerSecond
   const limit = unitsWithin(ratePerSecond, maxQueueMs) + 1
   return Object.freeze({

@@ -8,7 +8,7 @@
  * dropped are always the least recently used. Idle keys also expire lazily on access and in one
  * unref'd sweep.
  */
-import { definedOnly, functionOption, given, integerOption, knownKeys } from '../options.ts'
+import { definedOnly, functionOption, given, integerOption, knownKeys, MAX_TIMER_MS } from '../options.ts'
 import type { Algorithm } from '../rules/algorithm.ts'
 import { algorithmOf } from '../rules/index.ts'
 import type { Rule, RuleDecision, Store, StoreMode } from '../types.ts'
@@ -67,7 +67,12 @@ export class MemoryStore implements Store {
     this.#clock = o.clock === undefined ? Date.now : functionOption('MemoryStore.clock', o.clock)
     this.#maxKeys = integerOption('MemoryStore.maxKeys', given(o.maxKeys, 1_000_000), 2)
     this.#generationSize = Math.floor(this.#maxKeys / 2)
-    const sweepIntervalMs = integerOption('MemoryStore.sweepIntervalMs', given(o.sweepIntervalMs, 60_000), 0)
+    const sweepIntervalMs = integerOption(
+      'MemoryStore.sweepIntervalMs',
+      given(o.sweepIntervalMs, 60_000),
+      0,
+      MAX_TIMER_MS,
+    )
     if (sweepIntervalMs > 0) {
       this.#sweep = setInterval(() => this.sweep(), sweepIntervalMs)
       this.#sweep.unref()
