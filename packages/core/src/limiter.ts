@@ -66,6 +66,11 @@ export interface Limiter<C = unknown> {
   /** Forgets the key's state under every rule that applies to it. */
   reset(key: string, options?: { context?: C }): Promise<void>
   /**
+   * Releases this limiter's prefix on its store, so a new limiter may take it (an app closed and built
+   * again on a long-lived store). Call it when the limiter is no longer used.
+   */
+  close(): void
+  /**
    * Consumes and then waits out `waitMs` (leaky-bucket queues). Resolves with the decision when the
    * caller may proceed; rejects with `RateLimitedError` when denied, or an abort error from `signal`.
    */
@@ -147,12 +152,18 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       const storageKey = keyOf(key)
       const rules = resolveRules(key, options?.context as C)
       if (rules.length === 0) return
+      // The insurance limiter is reset too, or its old counts would greet the next outage.
+      if (typeof onStoreError === 'object') await onStoreError.reset(key, options)
+      // A reset that did not happen is never reported as done, whatever the policy for decisions.
       try {
         await store.reset(prefix, storageKey, rules)
       } catch (error) {
-        if (onStoreError === 'throw') throw asStoreError(error)
-        if (typeof onStoreError === 'object') await onStoreError.reset(key, options)
+        throw asStoreError(error)
       }
+    },
+
+    close() {
+      prefixesInUse.get(store)?.delete(prefix)
     },
 
     async acquire(key, options) {

@@ -127,7 +127,10 @@ export interface Store {
     cost: number,
     mode: StoreMode,
   ): Promise<readonly RuleDecision[]> | readonly RuleDecision[]
-  /** Forgets every rule's state for `key`. */
+  /**
+   * Forgets the state of `rules` for `key`. A store may forget more of the key (the memory store forgets
+   * the whole key; the Redis store deletes exactly the keys of `rules`).
+   */
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> | void
   /** Releases timers and connections the store owns. */
   close?(): Promise<void> | void

@@ -467,7 +467,8 @@ describe('onStoreError', () => {
           rules: [],
         })
         expect((await l.peek('k')).allowed).toBe(true)
-        await l.reset('k')
+        // A reset is never reported as done when the store failed to do it.
+        expect(await rejection(l.reset('k'))).toMatchObject({ code: ErrorCode.STORE_ERROR })
       }
       expect(store.calls).toBe(6)
     },
@@ -515,7 +516,8 @@ describe('onStoreError', () => {
       expect((await l.consume('k')).allowed).toBe(true)
       expect((await l.consume('k')).allowed).toBe(false)
       expect((await insurance.peek('k')).allowed).toBe(false)
-      await l.reset('k')
+      // The insurance is reset as well; the failed store's reset still rejects.
+      expect(await rejection(l.reset('k'))).toMatchObject({ code: ErrorCode.STORE_ERROR })
       expect((await insurance.peek('k')).allowed).toBe(true)
     },
   )
@@ -607,3 +609,17 @@ describe('reset', () => {
     expect(await h.at(2)).toEqual(admitted(0, 998))
   })
 })
+
+describe('close', () => {
+  it('releases the prefix, so a limiter built again on the same store may take it', () => {
+    const store = new MemoryStore()
+    const rules = [fixedWindow({ limit: 1, windowMs: 1000 })]
+    const first = createLimiter({ rules, store, prefix: 'app' })
+    expect(() => createLimiter({ rules, store, prefix: 'app' })).toThrowError(
+      expect.objectContaining({ code: ErrorCode.PREFIX_COLLISION }),
+    )
+    first.close()
+    expect(() => createLimiter({ rules, store, prefix: 'app' })).not.toThrow()
+  })
+})
+

@@ -26,6 +26,7 @@ import {
   InvalidOptionError,
   isValidPrefix,
   LIMITER_OPTION_NAMES,
+  type Limiter,
   limiterOption,
   MemoryStore,
   REQUEST_OPTION_NAMES,
@@ -91,7 +92,16 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
 
   // Limiters of this registration share one store: the plugin's, its limiter's, or one made here.
   const ownStore = base.store === undefined && base.limiter === undefined ? new MemoryStore() : undefined
-  if (ownStore !== undefined) fastify.addHook('onClose', async () => ownStore.close())
+  /** Limiters this registration built: closing the app releases their prefixes for a new registration. */
+  const built: Limiter[] = []
+  const own = (limit: HttpLimit<Request>): HttpLimit<Request> => {
+    built.push(limit.limiter)
+    return limit
+  }
+  fastify.addHook('onClose', async () => {
+    for (const limiter of built) limiter.close()
+    ownStore?.close()
+  })
   const store: Store | undefined = base.store ?? base.limiter?.store ?? ownStore
   const basePrefix = base.prefix ?? base.limiter?.prefix ?? 'sluice'
 
@@ -99,6 +109,7 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
   if (base.rules !== undefined || base.limiter !== undefined) {
     const shared = ownStore === undefined ? base : { ...base, store: ownStore }
     pluginLimit = resolveHttpLimit<Request>('sluice', shared, view)
+    if (base.limiter === undefined) own(pluginLimit)
   } else if (global) {
     throw new InvalidOptionError(
       'sluice.rules',
@@ -148,7 +159,7 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
       const rules = inherited(override.rules, base.rules)
       const onStoreError = inherited(override.onStoreError, base.onStoreError)
       const routeStore = inherited(override.store, store)
-      return resolveHttpLimit(
+      const limit = resolveHttpLimit(
         where,
         {
           ...common,
@@ -159,6 +170,7 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
         },
         requestView,
       )
+      return own(limit)
     }
     if (pluginLimit === undefined || pluginLimiter === undefined) {
       throw new InvalidOptionError(`${where}.rules`, undefined, 'rules or a limiter (the plugin has none)')

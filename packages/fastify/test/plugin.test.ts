@@ -804,3 +804,22 @@ describe('options are checked at registration', () => {
     expect(() => a.rateLimit()).toThrowError(expect.objectContaining({ option: 'rateLimit.rules' }))
   })
 })
+
+describe('closing the app', () => {
+  it('releases its limiters prefixes, so the plugin registers again on the same long-lived store', async () => {
+    const { store } = clocked()
+    const config = { store, rules: [fixedWindow({ limit: 1, windowMs: 1000 })] }
+    for (let round = 0; round < 2; round++) {
+      const server = Fastify()
+      await server.register(sluice, config)
+      server.get(
+        '/',
+        { config: { rateLimit: { rules: [fixedWindow({ limit: 5, windowMs: 1000 })] } } },
+        async () => 'ok',
+      )
+      await server.ready()
+      expect((await server.inject('/')).statusCode).toBe(200)
+      await server.close()
+    }
+  })
+})
