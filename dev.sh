@@ -2,6 +2,7 @@
 # The two commands a fresh machine needs, each setting itself up first:
 #   bash dev.sh start   runs the example server on the in-memory store
 #   bash dev.sh test    runs every test suite (Redis suites start their own redis-server)
+# and `bash dev.sh setup`, which only installs (CI runs it before its checks).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -27,5 +28,6 @@ ensure_redis() {
 case "${1:-}" in
   start) ensure_pnpm; pnpm start ;;
   test) ensure_pnpm; ensure_redis; pnpm test ;;
-  *) echo "usage: bash dev.sh start|test" >&2; exit 2 ;;
+  setup) ensure_pnpm; ensure_redis ;;
+  *) echo "usage: bash dev.sh start|test|setup" >&2; exit 2 ;;
 esac
