@@ -82,7 +82,11 @@ export const JSON_TYPE = 'application/json'
 
 export interface HttpLimit<R> {
   readonly limiter: Limiter<R>
-  /** Decides a request. Rejects only when the store fails with `onStoreError: 'throw'`, or on a bad cost. */
+  /**
+   * Decides a request. Rejects when the store fails under `onStoreError: 'throw'`, on a cost no rule can
+   * admit, and when a user function (key, cost, skip, rules, message) throws: adapters pass that on to
+   * their framework's error path.
+   */
   check(request: R): Promise<HttpOutcome>
 }
 

@@ -68,7 +68,7 @@ function unitsWithin(ratePerSecond: number, ms: number): number {
   return n
 }
 
-/** Units of cost 1 that could still be admitted at `now`, one after another, behind `last`. */
+/** Units of cost 1 that could still be admitted at `now`, one after another, behind the queued units. */
 function remainingAt(rule: LeakyBucketRule, start: number, units: number, now: number): number {
   const elapsed = now - start
   if (spanOf(rule, units + 1) <= elapsed) return rule.limit
