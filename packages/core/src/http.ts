@@ -202,25 +202,6 @@ function marksOf(limiter: object): { counted: symbol; countedFrozen: WeakSet<obj
   return marks
 }
 
-/**
- * Waits `ms` for a held (queued) request. Resolves `true` when the wait is over, `false` as soon as
- * `signal` aborts (the client went away). Leaves no timer behind either way.
- */
-export function hold(ms: number, signal: AbortSignal): Promise<boolean> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve(false)
-    const onAbort = () => {
-      clearTimeout(timer)
-      resolve(false)
-    }
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort)
-      resolve(true)
-    }, ms)
-    signal.addEventListener('abort', onAbort, { once: true })
-  })
-}
-
 /** The body of a 429 when the user gave no `message`: problem details naming the rule and the wait. */
 export function limitedBody(decision: Decision, status = 429, detail?: string): ResponseBody {
   return {

@@ -23,12 +23,12 @@ export {
   resolveHeaderOptions,
   retryAfterSeconds,
 } from './headers.ts'
+export { type ClosableResponse, hold, holdResponse } from './hold.ts'
 export {
   HTTP_OPTION_NAMES,
   type HttpLimit,
   type HttpLimitOptions,
   type HttpOutcome,
-  hold,
   JSON_TYPE,
   LIMITER_OPTION_NAMES,
   limitedBody,

@@ -12,6 +12,7 @@ import {
   SluiceError,
   StoreError,
 } from './errors.ts'
+import { hold } from './hold.ts'
 import { definedOnly, given, knownKeys, prefixOption, storeOption } from './options.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
@@ -171,7 +172,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       signal?.throwIfAborted()
       const decision = await decide(key, options, 'consume')
       if (!decision.allowed) throw new RateLimitedError(decision)
-      if (decision.waitMs > 0) await wait(decision.waitMs, signal)
+      if (decision.waitMs > 0 && !(await hold(decision.waitMs, signal))) throw signal!.reason
       return decision
     },
   }
@@ -333,20 +334,4 @@ function asStoreError(error: unknown): SluiceError {
 
 function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
   return typeof (value as Promise<T>)?.then === 'function'
-}
-
-/** Resolves after `ms`, or rejects with the signal's reason when aborted; leaves no timer behind. */
-function wait(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason)
-    const onAbort = () => {
-      clearTimeout(timer)
-      reject(signal!.reason)
-    }
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort)
-      resolve()
-    }, ms)
-    signal?.addEventListener('abort', onAbort, { once: true })
-  })
 }

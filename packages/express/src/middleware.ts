@@ -7,7 +7,7 @@ import {
   type Decision,
   HTTP_OPTION_NAMES,
   type HttpLimitOptions,
-  hold,
+  holdResponse,
   InvalidOptionError,
   type Limiter,
   type RequestView,
@@ -94,7 +94,7 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
       for (const name in headers) res.setHeader(name, headers[name]!)
       if (outcome.action === 'allow') {
         const waitMs = outcome.decision.waitMs
-        if (waitMs > 0 && !(await held(res, waitMs))) return
+        if (waitMs > 0 && !(await holdResponse(res, waitMs))) return
         return next()
       }
       if (onLimited === undefined) return sendJson(res, outcome.status, outcome.body, outcome.contentType)
@@ -107,22 +107,6 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
   }
 
   return Object.assign(sluiceRateLimit, { limiter: limit.limiter })
-}
-
-/**
- * Holds a queued request `ms`; false when the client went away first. Listens to the response's
- * `close` (the request's `close` only says its body was read), and removes the listener either way.
- */
-async function held(res: Response, ms: number): Promise<boolean> {
-  if (res.closed) return false
-  const gone = new AbortController()
-  const abort = () => gone.abort()
-  res.on('close', abort)
-  try {
-    return await hold(ms, gone.signal)
-  } finally {
-    res.off('close', abort)
-  }
 }
 
 function sendJson(res: Response, status: number, body: ResponseBody, contentType: string): void {

@@ -22,7 +22,7 @@ import {
   type HttpLimit,
   type HttpLimitOptions,
   type HttpOutcome,
-  hold,
+  holdResponse,
   InvalidOptionError,
   isValidPrefix,
   LIMITER_OPTION_NAMES,
@@ -295,16 +295,8 @@ function respond(
  * `close` before it was sent) the wait ends at once, its timer cleared, and the request stops there:
  * the handler never runs.
  */
-function held(reply: FastifyReply, ms: number): Next | Promise<Next> {
-  const res = reply.raw
-  if (res.destroyed) return STOP
-  const gone = new AbortController()
-  const abort = () => gone.abort()
-  res.once('close', abort)
-  return hold(ms, gone.signal).then((waited) => {
-    res.removeListener('close', abort)
-    return waited ? undefined : STOP
-  })
+function held(reply: FastifyReply, ms: number): Promise<Next> {
+  return holdResponse(reply.raw, ms).then((waited) => (waited ? undefined : STOP))
 }
 
 /**
