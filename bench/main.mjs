@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * @module sluice against its peers, side by side, in one run. Run it with `pnpm bench` (builds first) or
- * `node bench/main.mjs [--quick] [--only memory,redis,http,heap,flood]` against the current builds.
+ * `node bench/main.mjs [--quick] [--only memory,redis,http,heap,flood]` against the current builds;
+ * `--report` writes RESULTS.md again from the last run (after editing analysis.md).
  *
  * Every measurement runs in a fresh node process (lib/child.mjs), runs of different subjects alternate so
  * a change in the machine's load touches them all alike, and each figure is the median (min–max) of the
@@ -9,7 +10,7 @@
  * bench/RESULTS.md (bench/RESULTS.quick.md with --quick: a smoke check, not figures to quote).
  */
 import { spawnSync } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { cpus, loadavg, totalmem } from 'node:os'
 import { fileURLToPath } from 'node:url'
@@ -23,6 +24,8 @@ import { ALGORITHMS } from './lib/subjects.mjs'
 
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
+/** `--report`: write RESULTS.md again from the last full run's figures (after editing analysis.md), measuring nothing. */
+const reportOnly = args.includes('--report')
 const onlyArg = args.find((a) => a.startsWith('--only'))
 const only =
   onlyArg === undefined ? undefined : (onlyArg.split('=')[1] ?? args[args.indexOf(onlyArg) + 1]).split(',')
@@ -55,7 +58,7 @@ const PLAN = quick
       flood: { calls: 5000, runs: 1 },
     }
   : {
-      runs: 3,
+      runs: 5,
       memory: {
         warmupMs: 300,
         measureMs: 800,
@@ -70,7 +73,7 @@ const PLAN = quick
       },
       redis: {
         warmupMs: 500,
-        measureMs: 1500,
+        measureMs: 1200,
         throughput: [
           ...ALGORITHMS.map((a) => `sluice:${a}`),
           'sluice-node-redis:fixedWindow',
@@ -86,7 +89,7 @@ const PLAN = quick
           'rlr',
         ],
       },
-      http: { warmupS: 2, measureS: 3, rounds: 3 },
+      http: { warmupS: 2, measureS: 3, rounds: 5 },
       heap: {
         keys: 1_000_000,
         runs: 2,
@@ -99,7 +102,7 @@ const PLAN = quick
           'map+clock',
         ],
       },
-      flood: { calls: 20_000, runs: 3 },
+      flood: { calls: 20_000, runs: 2 },
     }
 
 const KEY_COUNTS = [1, 100_000]
@@ -171,6 +174,18 @@ async function flushRedis(port) {
 }
 
 const dir = fileURLToPath(new URL('./', import.meta.url))
+/** The last run's figures, kept where tools keep caches (out of git and of the linter's way). */
+const cacheDir = `${dir}node_modules/.cache/sluice-bench/`
+const lastResults = `${cacheDir}${quick ? 'last-quick.json' : 'last.json'}`
+
+if (reportOnly) {
+  if (!existsSync(lastResults)) throw new Error('no earlier run to report: run node bench/main.mjs first')
+  const results = JSON.parse(readFileSync(lastResults, 'utf8'))
+  writeFileSync(`${dir}RESULTS.md`, renderResults(results, readFileSync(`${dir}analysis.md`, 'utf8')))
+  console.log(`wrote ${dir}RESULTS.md from ${lastResults}`)
+  process.exit(0)
+}
+
 snapshot()
 const results = { quick, machine: machine(), load: { start: loadavg() }, plan: PLAN, sections: {} }
 log(
@@ -183,7 +198,7 @@ if (wanted('memory')) {
   for (const subject of PLAN.memory.subjects)
     for (const keys of KEY_COUNTS)
       for (const mode of MODES) configs.push({ key: `${subject}|${keys}|${mode}`, subject, keys, mode })
-  results.sections.memory = await alternate(configs, PLAN.runs, (c) =>
+  results.sections.memory = await alternate(configs, PLAN.memory.runs ?? PLAN.runs, (c) =>
     runCase('memory', {
       ...c,
       batch: BATCH,
@@ -282,4 +297,6 @@ results.seconds = (Date.now() - started) / 1000
 const target = `${dir}${quick ? 'RESULTS.quick.md' : 'RESULTS.md'}`
 const analysis = quick ? '' : readFileSync(`${dir}analysis.md`, 'utf8')
 writeFileSync(target, renderResults(results, analysis))
+mkdirSync(cacheDir, { recursive: true })
+writeFileSync(lastResults, JSON.stringify(results))
 log(`wrote ${target} in ${results.seconds.toFixed(0)} s`)
