@@ -622,4 +622,3 @@ describe('close', () => {
     expect(() => createLimiter({ rules, store, prefix: 'app' })).not.toThrow()
   })
 })
-
