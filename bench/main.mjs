@@ -181,8 +181,9 @@ const lastResults = `${cacheDir}${quick ? 'last-quick.json' : 'last.json'}`
 if (reportOnly) {
   if (!existsSync(lastResults)) throw new Error('no earlier run to report: run node bench/main.mjs first')
   const results = JSON.parse(readFileSync(lastResults, 'utf8'))
-  writeFileSync(`${dir}RESULTS.md`, renderResults(results, readFileSync(`${dir}analysis.md`, 'utf8')))
-  console.log(`wrote ${dir}RESULTS.md from ${lastResults}`)
+  const target = `${dir}${quick ? 'RESULTS.quick.md' : 'RESULTS.md'}`
+  writeFileSync(target, renderResults(results, quick ? '' : readFileSync(`${dir}analysis.md`, 'utf8')))
+  console.log(`wrote ${target} from ${lastResults}`)
   process.exit(0)
 }
 
