@@ -37,75 +37,70 @@ export function ruleArgs(rule: Rule): string[] {
   }
 }
 
+/** Lua reading a rule's params from ARGV: `tonumber(ARGV[first])`, `tonumber(ARGV[first + 1])`, ... */
+function paramsOf(kind: Kind, first: number): string {
+  return Array.from({ length: PARAMS[kind] }, (_, j) => `tonumber(ARGV[${first + j}])`).join(', ')
+}
+
 /**
- * The Lua after the chunks: decide every rule, admit all or none, reply. Results go straight into the
- * reply table and what admit needs into one `st` table, so the foot declares no local per rule (Lua
- * allows 200 locals per function; a call may have any number of rules).
+ * The Lua after the chunks: decide every rule, admit all or none, reply. A one-rule call (the common case)
+ * keeps its results in locals. With several rules, results go straight into the reply table and what
+ * admit needs into one `st` table, so the foot declares no local per rule (Lua allows 200 locals per
+ * function; a call may have any number of rules).
  */
 export function footOf(kinds: readonly Kind[]): string {
-  if (kinds.length === 1) return footOfOne(kinds[0]!)
-  // The reply table built at its full size, so its slots are an array from the start.
-  const lines = [
-    `local out, st = { ${Array(kinds.length * 5)
-      .fill(0)
-      .join(', ')} }, {}`,
-    'local admitted, ok = true, true',
-  ]
-  // The call expression of rule `i` (1-based) with `cost`, its params read from ARGV in place.
-  const calls: string[] = []
+  if (kinds.length === 1) {
+    const params = paramsOf(kinds[0]!, 4)
+    return [
+      `local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${kinds[0]}Decide(KEYS[1], now, cost, ${params})`,
+      `if ok and consume then ${kinds[0]}Admit(KEYS[1], now, cost, ${params}, a, b) end`,
+      'if ok then return { 1, remaining, resetMs, retryAfterMs, waitMs } end',
+      'return { 0, remaining, resetMs, retryAfterMs, waitMs }',
+    ].join('\n')
+  }
+  // Rule i (1-based) replies in out[5i - 4 .. 5i] and keeps what its admit needs in st[2i - 1], st[2i].
+  const params: string[] = []
   let argv = 4
   for (const kind of kinds) {
-    const i = calls.length + 1
-    const params = Array.from({ length: PARAMS[kind] }, (_, j) => `tonumber(ARGV[${argv + j}])`)
-    argv += params.length
-    calls.push(`(KEYS[${i}], now, COST, ${params.join(', ')})`)
+    params.push(paramsOf(kind, argv))
+    argv += PARAMS[kind]
   }
+  const zeros = kinds.flatMap(() => [0, 0, 0, 0, 0]).join(', ')
+  // The reply table is built at its full size, so its slots are an array from the start.
+  const lines = [`local out, st = { ${zeros} }, {}`, 'local admitted, ok = true, true']
   kinds.forEach((kind, index) => {
     const i = index + 1
     const o = index * 5
     lines.push(
       `-- rule ${i}: ${kind}`,
       `ok, out[${o + 2}], out[${o + 3}], out[${o + 4}], out[${o + 5}], st[${2 * i - 1}], st[${2 * i}] = ` +
-        `${kind}Decide${calls[index]!.replace('COST', 'cost')}`,
+        `${kind}Decide(KEYS[${i}], now, cost, ${params[index]})`,
       `if ok then out[${o + 1}] = 1 else out[${o + 1}] = 0; admitted = false end`,
     )
   })
   lines.push('if admitted then', '  if consume then')
   kinds.forEach((kind, index) => {
     const i = index + 1
-    const call = calls[index]!.replace('COST', 'cost').replace(/\)$/, `, st[${2 * i - 1}], st[${2 * i}])`)
-    lines.push(`    ${kind}Admit${call}`)
+    lines.push(`    ${kind}Admit(KEYS[${i}], now, cost, ${params[index]}, st[${2 * i - 1}], st[${2 * i}])`)
   })
-  lines.push('  end')
-  if (kinds.length > 1) {
+  lines.push(
+    '  end',
+    'else',
+    '  -- Nothing is counted: the rules that would have admitted the call report what they have left.',
+    '  local _',
+  )
+  kinds.forEach((kind, index) => {
+    const i = index + 1
+    const o = index * 5
     lines.push(
-      'else',
-      '  -- Nothing is counted: the rules that would have admitted the call report what they have left.',
-      '  local _',
+      `  if out[${o + 1}] == 1 then`,
+      `    _, out[${o + 2}], out[${o + 3}] = ${kind}Decide(KEYS[${i}], now, 0, ${params[index]})`,
+      `    out[${o + 4}], out[${o + 5}] = 0, 0`,
+      '  end',
     )
-    kinds.forEach((kind, index) => {
-      const o = index * 5
-      lines.push(
-        `  if out[${o + 1}] == 1 then`,
-        `    _, out[${o + 2}], out[${o + 3}] = ${kind}Decide${calls[index]!.replace('COST', '0')}`,
-        `    out[${o + 4}], out[${o + 5}] = 0, 0`,
-        '  end',
-      )
-    })
-  }
+  })
   lines.push('end', 'return out')
   return lines.join('\n')
-}
-
-/** The foot for one rule, the common case: its results in locals, the reply built once at the end. */
-function footOfOne(kind: Kind): string {
-  const params = Array.from({ length: PARAMS[kind] }, (_, j) => `tonumber(ARGV[${4 + j}])`).join(', ')
-  return [
-    `local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${kind}Decide(KEYS[1], now, cost, ${params})`,
-    `if ok and consume then ${kind}Admit(KEYS[1], now, cost, ${params}, a, b) end`,
-    'if ok then return { 1, remaining, resetMs, retryAfterMs, waitMs } end',
-    'return { 0, remaining, resetMs, retryAfterMs, waitMs }',
-  ].join('\n')
 }
 
 /** One script per sequence of kinds; a rules function could ask for many, so the cache is bounded. */
