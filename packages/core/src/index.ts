@@ -61,7 +61,7 @@ export {
   type StoreErrorPolicy,
   UNLIMITED_DECISION,
 } from './limiter.ts'
-export { isValidPrefix, limiterOption, prefixOption, storeOption } from './options.ts'
+export { isValidPrefix, knownOptions, limiterOption, prefixOption, storeOption } from './options.ts'
 export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
 export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'
 export { type SlidingLogOptions, slidingLog } from './rules/sliding-log.ts'

@@ -174,3 +174,28 @@ export function limiterOption<C>(option: string, value: unknown): Limiter<C> {
   }
   return value as Limiter<C>
 }
+
+/**
+ * Reads an adapter's options object: an object (not an array), no name outside `known` that carries a
+ * value, and `undefined` values dropped so they never wipe a default. `where` names it in errors
+ * (`rateLimit.<name>`, `sluice.<name>`).
+ */
+export function knownOptions<T extends object>(
+  where: string,
+  options: unknown,
+  known: readonly string[],
+): Partial<T> {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidOptionError(where, options, 'an options object')
+  }
+  const out: Record<string, unknown> = {}
+  for (const name of Object.keys(options)) {
+    const value = (options as Record<string, unknown>)[name]
+    if (value === undefined) continue
+    if (!known.includes(name)) {
+      throw new InvalidOptionError(`${where}.${name}`, value, `one of the known options: ${known.join(', ')}`)
+    }
+    out[name] = value
+  }
+  return out as Partial<T>
+}

@@ -9,6 +9,7 @@ import {
   type HttpLimitOptions,
   holdResponse,
   InvalidOptionError,
+  knownOptions,
   type Limiter,
   type RequestView,
   type ResponseBody,
@@ -69,16 +70,7 @@ const view: RequestView<Request> = {
  * invalid or unknown one throws `InvalidOptionError` naming it (`rateLimit.<name>`).
  */
 export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new InvalidOptionError('rateLimit', options, 'an options object')
-  }
-  for (const name of Object.keys(options)) {
-    const value = (options as unknown as Record<string, unknown>)[name]
-    if (value !== undefined && !OPTION_NAMES.includes(name)) {
-      throw new InvalidOptionError(`rateLimit.${name}`, value, `one of ${OPTION_NAMES.join(', ')}`)
-    }
-  }
-  const { onLimited, ...shared } = options
+  const { onLimited, ...shared } = knownOptions<ExpressRateLimitOptions>('rateLimit', options, OPTION_NAMES)
   if (onLimited !== undefined && typeof onLimited !== 'function') {
     throw new InvalidOptionError('rateLimit.onLimited', onLimited, 'a function')
   }

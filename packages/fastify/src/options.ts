@@ -3,7 +3,13 @@
  * and the checks that run on them once, at registration. Everything a limit decides is core's
  * (`HttpLimitOptions`); this file adds the Fastify-only options and rejects names nobody knows.
  */
-import { type Decision, HTTP_OPTION_NAMES, type HttpLimitOptions, InvalidOptionError } from '@sluice/core'
+import {
+  type Decision,
+  HTTP_OPTION_NAMES,
+  type HttpLimitOptions,
+  InvalidOptionError,
+  knownOptions,
+} from '@sluice/core'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 /**
@@ -60,18 +66,7 @@ export function checkedOptions<T extends object>(
   known: readonly string[],
 ): Partial<T> {
   if (options === undefined) return {}
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new InvalidOptionError(where, options, 'an options object')
-  }
-  const out: Record<string, unknown> = {}
-  for (const name of Object.keys(options)) {
-    const value = (options as Record<string, unknown>)[name]
-    if (value === undefined) continue
-    if (!known.includes(name)) {
-      throw new InvalidOptionError(`${where}.${name}`, value, `one of the known options: ${known.join(', ')}`)
-    }
-    out[name] = value
-  }
+  const out = knownOptions<Record<string, unknown>>(where, options, known)
   if (out.onLimited !== undefined && typeof out.onLimited !== 'function') {
     throw new InvalidOptionError(`${where}.onLimited`, out.onLimited, 'a function')
   }
