@@ -93,12 +93,33 @@ const writeStructured: Writer = (decision, out) => {
     const rule = rules[i]!
     const separator = i === 0 ? '' : ', '
     // Rule names are printable ASCII without `"` or `\` (checked where rules are built): a valid sf-string.
-    policy += `${separator}"${rule.rule}";q=${units(rule.limit)}${windowParameter(rule)}`
+    policy += rules.length === 1 ? policyItem(rule) : `${separator}${policyText(rule)}`
     limit += `${separator}"${rule.rule}";r=${units(rule.remaining)};t=${seconds(rule.resetMs)}`
   }
   out['RateLimit-Policy'] = policy
   out['RateLimit'] = limit
 }
+
+/** `"100-per-60s";q=100;w=60`: one rule's item of `RateLimit-Policy`. */
+function policyText(rule: RuleDecision): string {
+  return `"${rule.rule}";q=${units(rule.limit)}${windowParameter(rule)}`
+}
+
+/**
+ * The item of a call's only rule. It is the same on every response while the rule is, so the last one
+ * built is kept and given again: no string is built for it per response.
+ */
+function policyItem(rule: RuleDecision): string {
+  const last = lastPolicy
+  if (rule.rule === last.name && rule.limit === last.limit && rule.windowSeconds === last.windowSeconds) {
+    return last.item
+  }
+  const item = policyText(rule)
+  lastPolicy = { name: rule.rule, limit: rule.limit, windowSeconds: rule.windowSeconds, item }
+  return item
+}
+
+let lastPolicy = { name: '', limit: 0, windowSeconds: 0, item: '' }
 
 /** draft-7: one `RateLimit` dictionary for the deciding rule, a policy list for all rules. */
 const writeDraft7: Writer = (decision, out) => {

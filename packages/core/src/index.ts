@@ -61,7 +61,14 @@ export {
   type StoreErrorPolicy,
   UNLIMITED_DECISION,
 } from './limiter.ts'
-export { isValidPrefix, knownOptions, limiterOption, prefixOption, storeOption } from './options.ts'
+export {
+  isPromise,
+  isValidPrefix,
+  knownOptions,
+  limiterOption,
+  prefixOption,
+  storeOption,
+} from './options.ts'
 export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
 export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'
 export { type SlidingLogOptions, slidingLog } from './rules/sliding-log.ts'

@@ -13,7 +13,7 @@ import {
   StoreError,
 } from './errors.ts'
 import { hold } from './hold.ts'
-import { definedOnly, given, knownKeys, prefixOption, storeOption } from './options.ts'
+import { definedOnly, given, isPromise, knownKeys, prefixOption, storeOption } from './options.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
 import type { Decision, Rule, RuleDecision, Store, StoreMode } from './types.ts'
@@ -108,37 +108,49 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   const onStoreError = storeErrorPolicy<C>(o.onStoreError)
   claimPrefix(store, prefix)
 
-  function decide(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Promise<Decision> {
-    let rules: readonly Rule[]
-    let cost: number
-    let storageKey: string
+  /**
+   * Decides a call, synchronously when the store answers synchronously (the memory store): the HTTP kit
+   * then answers without a promise hop. Throws on a bad key, cost or rules function.
+   */
+  function decideNow(key: string, callCost: unknown, context: C, mode: StoreMode): Decided {
+    const storageKey = keyOf(key)
+    const cost = costOf(callCost)
+    const rules = resolveRules(key, context)
+    checkCost(cost, rules)
+    if (rules.length === 0) return UNLIMITED_DECISION
+    let answer: readonly RuleDecision[] | Promise<readonly RuleDecision[]>
     try {
-      storageKey = keyOf(key)
-      cost = costOf(options?.cost)
-      rules = resolveRules(key, options?.context as C)
-      checkCost(cost, rules)
+      answer = store.apply(prefix, storageKey, rules, cost, mode)
+    } catch (error) {
+      return fallback(error, key, callCost, context, mode)
+    }
+    if (isPromise(answer)) {
+      // A native promise even when the store answers with another thenable.
+      return Promise.resolve(answer).then(compose, (error) => fallback(error, key, callCost, context, mode))
+    }
+    return compose(answer)
+  }
+
+  function decide(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Promise<Decision> {
+    try {
+      const decision = decideNow(key, options?.cost, options?.context as C, mode)
+      return decision instanceof Promise ? decision : Promise.resolve(decision)
     } catch (error) {
       return Promise.reject(error)
-    }
-    if (rules.length === 0) return Promise.resolve(UNLIMITED_DECISION)
-    try {
-      const answer = store.apply(prefix, storageKey, rules, cost, mode)
-      if (isPromise(answer)) return answer.then(compose, (error) => fallback(error, key, options, mode))
-      return Promise.resolve(compose(answer))
-    } catch (error) {
-      return fallback(error, key, options, mode)
     }
   }
 
   function fallback(
     error: unknown,
     key: string,
-    options: CallOptions<C> | undefined,
+    cost: unknown,
+    context: C,
     mode: StoreMode,
   ): Promise<Decision> {
     if (onStoreError === 'allow') return Promise.resolve(STORE_ALLOW_DECISION)
     if (onStoreError === 'deny') return Promise.resolve(STORE_DENY_DECISION)
     if (onStoreError === 'throw') return Promise.reject(asStoreError(error))
+    const options = { cost: cost as number | undefined, context }
     return mode === 'consume' ? onStoreError.consume(key, options) : onStoreError.peek(key, options)
   }
 
@@ -176,7 +188,37 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       return decision
     },
   }
+  immediate.set(limiter, {
+    consume: limiter.consume,
+    now: (key, cost, context) => decideNow(key, cost, context as C, 'consume'),
+  })
   return limiter
+}
+
+/** A decision, or the promise of one when the store answers asynchronously. */
+type Decided = Decision | Promise<Decision>
+
+/** Each limiter built here: its own `consume`, and a consume that answers synchronously when its store does. */
+const immediate = new WeakMap<
+  object,
+  { consume: unknown; now: (key: string, cost: number | undefined, context: unknown) => Decided }
+>()
+
+/**
+ * `limiter.consume`, but without the promise when the store answers synchronously (for core's HTTP kit,
+ * so a request limited on a memory store goes on in the same tick); otherwise a native promise. A limiter
+ * not built by `createLimiter`, or whose `consume` has been replaced (say, wrapped for metrics), is asked
+ * through `consume`. Throws where `consume` would reject on its arguments.
+ */
+export function consumeNow<C>(
+  limiter: Limiter<C>,
+  key: string,
+  cost: number | undefined,
+  context: C,
+): Decided {
+  const own = immediate.get(limiter)
+  if (own !== undefined && own.consume === limiter.consume) return own.now(key, cost, context)
+  return Promise.resolve(limiter.consume(key, { cost, context }))
 }
 
 /** Turns the `rules` option into a per-call resolver that returns only limiting rules. */
@@ -330,8 +372,4 @@ function asStoreError(error: unknown): SluiceError {
   return new StoreError(ErrorCode.STORE_ERROR, `The rate-limit store failed: ${String(error)}`, {
     cause: error,
   })
-}
-
-function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
-  return typeof (value as Promise<T>)?.then === 'function'
 }

@@ -199,3 +199,8 @@ export function knownOptions<T extends object>(
   }
   return out as Partial<T>
 }
+
+/** True for a promise or any thenable (a store or a user function may answer either way). */
+export function isPromise<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as PromiseLike<T> | undefined)?.then === 'function'
+}

@@ -179,6 +179,65 @@ describe('resolveHttpLimit', () => {
     await expect(thrower.check(request())).rejects.toMatchObject({ code: ErrorCode.STORE_ERROR })
   })
 
+  it('answers at once on a synchronous store, and otherwise with a native promise that never throws', async () => {
+    const rules = [fixedWindow({ limit: 5, windowMs: 1000 })]
+    const sync = resolveHttpLimit('test', { rules, store: clockedStore().store }, view)
+    const outcome = sync.check(request())
+    expect(outcome).not.toBeInstanceOf(Promise)
+    expect(outcome).toMatchObject({ action: 'allow', decision: { remaining: 4 } })
+
+    // A store (or skip) answering with a thenable that is not a native promise.
+    const thenable = <T>(value: T) => ({
+      // biome-ignore lint/suspicious/noThenProperty: a thenable that is not a native promise, on purpose
+      then(ok: (v: T) => unknown): void {
+        queueMicrotask(() => ok(value))
+      },
+    })
+    const inner = clockedStore().store
+    const lazy: Store = {
+      apply: (...a) => thenable(inner.apply(...a)) as never,
+      reset: () => undefined,
+    }
+    const viaThenables = resolveHttpLimit<FakeRequest>(
+      'test',
+      { rules, store: lazy, skip: () => thenable(false) as never },
+      view,
+    )
+    const later = viaThenables.check(request())
+    expect(later).toBeInstanceOf(Promise)
+    expect(await later).toMatchObject({ action: 'allow', decision: { remaining: 4 } })
+
+    const broken = resolveHttpLimit<FakeRequest>(
+      'test',
+      {
+        rules,
+        store: clockedStore().store,
+        key: () => {
+          throw new Error('no key here')
+        },
+      },
+      view,
+    )
+    let answer: unknown
+    expect(() => {
+      answer = broken.check(request())
+    }).not.toThrow()
+    await expect(answer).rejects.toThrow('no key here')
+  })
+
+  it("asks a limiter's consume when it has been replaced (wrapped for metrics, say)", async () => {
+    const limiter = createLimiter<FakeRequest>({ rules: [fixedWindow({ limit: 5, windowMs: 1000 })] })
+    const consume = limiter.consume
+    let calls = 0
+    limiter.consume = (key, options) => {
+      calls++
+      return consume(key, options)
+    }
+    const limit = resolveHttpLimit('test', { limiter }, view)
+    expect(await limit.check(request())).toMatchObject({ action: 'allow', decision: { remaining: 4 } })
+    expect(calls).toBe(1)
+  })
+
   it('hands a leaky-bucket wait to the adapter as decision.waitMs', async () => {
     const { store } = clockedStore()
     const limit = resolveHttpLimit(
