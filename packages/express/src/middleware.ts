@@ -7,8 +7,10 @@ import {
   type Decision,
   HTTP_OPTION_NAMES,
   type HttpLimitOptions,
+  type HttpOutcome,
   holdResponse,
   InvalidOptionError,
+  isPromise,
   knownOptions,
   type Limiter,
   type RequestView,
@@ -47,6 +49,8 @@ export interface ExpressRateLimitOptions extends HttpLimitOptions<Request> {
 /** The middleware, with the limiter it counts on (for `peek` and `reset`). */
 export type RateLimitMiddleware = RequestHandler & { readonly limiter: Limiter<Request> }
 
+type Denied = Extract<HttpOutcome, { action: 'deny' }>
+
 const OPTION_NAMES: readonly string[] = [...HTTP_OPTION_NAMES, 'onLimited']
 
 /**
@@ -76,30 +80,106 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
   }
   const limit = resolveHttpLimit<Request>('rateLimit', shared, view)
 
-  async function sluiceRateLimit(req: Request, res: Response, next: NextFunction): Promise<void> {
+  /**
+   * Not an async function: on a memory store the outcome is there at once, and `next()` runs in the same
+   * tick, as it would for a request no limit applies to.
+   */
+  function sluiceRateLimit(req: Request, res: Response, next: NextFunction): void {
+    const outcome = limit.check(req)
+    if (outcome instanceof Promise) outcome.then((o) => respond(o, req, res, next), next)
+    else respond(outcome, req, res, next)
+  }
+
+  /** Writes out an outcome. Never throws: whatever fails goes to `next(err)`. */
+  function respond(outcome: HttpOutcome, req: Request, res: Response, next: NextFunction): void {
+    if (outcome.action === 'pass') {
+      next()
+      return
+    }
     try {
-      const outcome = await limit.check(req)
-      if (outcome.action === 'pass') return next()
-      if (outcome.action === 'reject') return sendJson(res, outcome.status, outcome.body, outcome.contentType)
-      req.rateLimit = outcome.decision
+      if (outcome.action === 'reject') {
+        sendJson(res, outcome.status, outcome.body, outcome.contentType)
+        return
+      }
+      keepDecision(req, outcome.decision)
       const headers = outcome.headers
       for (const name in headers) res.setHeader(name, headers[name]!)
-      if (outcome.action === 'allow') {
-        const waitMs = outcome.decision.waitMs
-        if (waitMs > 0 && !(await holdResponse(res, waitMs))) return
-        return next()
+      if (outcome.action === 'deny') {
+        limited(outcome, req, res, next)
+        return
       }
-      if (onLimited === undefined) return sendJson(res, outcome.status, outcome.body, outcome.contentType)
-      res.statusCode = outcome.status
-      await onLimited(req, res, outcome.decision)
     } catch (error) {
-      // Express catches what later handlers throw, so an error here is sluice's or a user callback's.
       next(error)
+      return
     }
+    const waitMs = outcome.decision.waitMs
+    if (waitMs === 0) next()
+    else holdResponse(res, waitMs).then((waited) => waited && next(), next)
+  }
+
+  /** Answers a denied request: sluice's JSON, or the user's `onLimited` (whose failure goes to `next`). */
+  function limited(outcome: Denied, req: Request, res: Response, next: NextFunction): void {
+    if (onLimited === undefined) {
+      sendJson(res, outcome.status, outcome.body, outcome.contentType)
+      return
+    }
+    res.statusCode = outcome.status
+    const done = onLimited(req, res, outcome.decision)
+    if (isPromise(done)) done.then(undefined, next)
   }
 
   return Object.assign(sluiceRateLimit, { limiter: limit.limiter })
 }
+
+/**
+ * Puts the decision on `req.rateLimit` without adding a property to the request. Express gives each
+ * request its app's prototype after Node has built it, and V8 then makes a new hidden class for every
+ * property added to that request: about 2 us and a class's worth of garbage per request. So
+ * `req.rateLimit` is an accessor on the prototype every app's request prototype inherits from
+ * (`express.request`), defined once, reading a WeakMap that the middleware writes directly. The decision
+ * is then seen from every app the request passes (a mounted app swaps the prototype back and forth).
+ * A request without an app prototype (one made by hand), or one whose `rateLimit` something else
+ * defines, gets an ordinary assignment.
+ */
+function keepDecision(req: Request, decision: Decision): void {
+  const own: object | null = Object.getPrototypeOf(req)
+  let ours = own === null ? false : servedByAccessor.get(own)
+  if (ours === undefined && own !== null) {
+    ours = installAccessor(own)
+    servedByAccessor.set(own, ours)
+  }
+  if (ours === true) decisions.set(req, decision)
+  else req.rateLimit = decision
+}
+
+/** Defines the accessor above the app's request prototype `own`; true when it (this copy's) serves `own`. */
+function installAccessor(own: object): boolean {
+  // An app's request prototype is the one holding `app`; a mounted app's inherits from its parent's.
+  // Above the outermost one sits `express.request`.
+  let shared: object | null = own
+  while (shared !== null && Object.hasOwn(shared, 'app')) shared = Object.getPrototypeOf(shared)
+  if (shared === own || shared === null || shared === Object.prototype) return false
+  const existing = Object.getOwnPropertyDescriptor(shared, 'rateLimit')
+  if (existing !== undefined) return existing.get === readDecision
+  if ('rateLimit' in shared) return false
+  Object.defineProperty(shared, 'rateLimit', {
+    configurable: true,
+    enumerable: false,
+    get: readDecision,
+    set(this: object, decision: Decision) {
+      decisions.set(this, decision)
+    },
+  })
+  return true
+}
+
+function readDecision(this: object): Decision | undefined {
+  return decisions.get(this)
+}
+
+/** The decisions behind `req.rateLimit`, and for each request prototype seen, whether the accessor serves it. */
+const decisions = new WeakMap<object, Decision>()
+const servedByAccessor = new WeakMap<object, boolean>()
 
 function sendJson(res: Response, status: number, body: ResponseBody, contentType: string): void {
   const json = JSON.stringify(body)

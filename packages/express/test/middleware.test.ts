@@ -134,6 +134,32 @@ describe.each(flavours)('rateLimit on $name', ({ express }) => {
     })
   })
 
+  it('keeps req.rateLimit off the request itself, and visible across mounted apps', async () => {
+    const app = express()
+    const api = express()
+    const payments = express()
+    const seen: unknown[] = []
+    payments.use(rateLimit({ rules: [fixedWindow({ limit: 5, windowMs: 60_000 })], store: clocked().store }))
+    payments.get('/pay', (req, _res, next) => {
+      seen.push(req.rateLimit?.remaining, Object.hasOwn(req, 'rateLimit'))
+      next()
+    })
+    api.use('/payments', payments)
+    // Express has left each mounted app (and its request prototype) when these run.
+    api.use((req, _res, next) => {
+      seen.push(req.rateLimit?.remaining)
+      next()
+    })
+    app.use('/api', api)
+    app.use((req, res) => {
+      seen.push(req.rateLimit?.remaining)
+      res.end()
+    })
+    await request(app).get('/api/payments/pay')
+    await request(app).get('/other')
+    expect(seen).toEqual([4, false, 4, 4, undefined])
+  })
+
   it('answers statusCode with a message as the problem detail', async () => {
     const app = express()
     app.use(
