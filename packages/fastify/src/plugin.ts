@@ -24,6 +24,7 @@ import {
   type HttpOutcome,
   holdResponse,
   InvalidOptionError,
+  isPromise,
   isValidPrefix,
   LIMITER_OPTION_NAMES,
   type Limiter,
@@ -244,18 +245,30 @@ function hookFor(
     }
     marks[guard] = true
     const go = done as (next?: unknown) => void
-    limit.check(request).then((outcome) => {
-      let next: Next | Promise<Next>
-      try {
-        next = respond(outcome, request, reply, onLimited)
-      } catch (error) {
-        go(error)
-        return
-      }
-      if (isPromise(next)) next.then((n) => n !== STOP && go(n), go)
-      else if (next !== STOP) go(next)
-    }, go)
+    // On a memory store the outcome is there at once, and the request goes on in the same tick.
+    const outcome = limit.check(request)
+    if (outcome instanceof Promise) outcome.then((o) => proceed(o, request, reply, onLimited, go), go)
+    else proceed(outcome, request, reply, onLimited, go)
   }
+}
+
+/** Writes out an outcome, then goes on (`go()`), to the error path (`go(error)`), or stops. */
+function proceed(
+  outcome: HttpOutcome,
+  request: Request,
+  reply: FastifyReply,
+  onLimited: OnLimited | undefined,
+  go: (next?: unknown) => void,
+): void {
+  let next: Next | Promise<Next>
+  try {
+    next = respond(outcome, request, reply, onLimited)
+  } catch (error) {
+    go(error)
+    return
+  }
+  if (isPromise(next)) next.then((n) => n !== STOP && go(n), go)
+  else if (next !== STOP) go(next)
 }
 
 function respond(
@@ -305,10 +318,6 @@ function held(reply: FastifyReply, ms: number): Promise<Next> {
  */
 function inherited<T>(own: T | undefined, plugin: T): T {
   return own === undefined ? plugin : own
-}
-
-function isPromise<T>(value: unknown): value is Promise<T> {
-  return typeof (value as Promise<T> | undefined)?.then === 'function'
 }
 
 function appended(existing: unknown, hook: onRequestHookHandler): RouteOptions['onRequest'] {
