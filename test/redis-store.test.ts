@@ -203,6 +203,47 @@ describe('denied-key cache', () => {
   })
 })
 
+describe('RedisStore writes (ioredis)', () => {
+  /** Counts the writes the client's socket hands to the OS: one per write, one per flushed batch. */
+  function countWrites(stream: { _write: unknown; _writev: unknown }): { writes: number; batched: number[] } {
+    const seen = { writes: 0, batched: [] as number[] }
+    const write = stream._write as (...a: unknown[]) => void
+    const writev = stream._writev as (chunks: unknown[], ...a: unknown[]) => void
+    stream._write = function (this: unknown, ...a: unknown[]) {
+      seen.writes++
+      return write.apply(this, a)
+    }
+    stream._writev = function (this: unknown, chunks: unknown[], ...a: unknown[]) {
+      seen.batched.push(chunks.length)
+      return writev.call(this, chunks, ...a)
+    }
+    return seen
+  }
+
+  it('sends a call at once when none is in flight, and coalesces the calls started while others are', async () => {
+    const client = await ioredis(server)
+    const store = new RedisStore({ client })
+    const rule = asRule(fixedWindow({ limit: 1000, windowMs: 60_000 }))
+    await store.apply('writes', 'warm', [rule], 1, 'consume')
+    const stream = client.stream as unknown as { _write: unknown; _writev: unknown; writableCorked: number }
+    const seen = countWrites(stream)
+
+    // Idle: the call leaves in its own write before apply returns, not held for the turn to end.
+    const alone = store.apply('writes', 'a', [rule], 1, 'consume')
+    expect(stream.writableCorked).toBe(0)
+    expect(seen.writes).toBe(1)
+    await alone
+
+    // 20 calls in one turn: the first goes at once, the other 19 share one write.
+    const calls = Array.from({ length: 20 }, (_, i) => store.apply('writes', `k${i}`, [rule], 1, 'consume'))
+    expect(stream.writableCorked).toBe(1)
+    const decisions = await Promise.all(calls)
+    expect(decisions.map((d) => d[0]!.remaining)).toEqual(Array(20).fill(999))
+    expect(seen.writes).toBe(2)
+    expect(seen.batched).toEqual([19])
+  })
+})
+
 describe('RedisStore regressions', () => {
   it('a reset made while a denied call is on its way keeps that denial out of the denied-key cache', async () => {
     const client = await ioredis(server)

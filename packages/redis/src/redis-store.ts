@@ -261,7 +261,7 @@ export class RedisStore implements Store {
   #send(s: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
     this.#inFlight++
     try {
-      return this.#runner.run(s, keys, args)
+      return this.#runner.run(s, keys, args, this.#inFlight === 1)
     } catch (error) {
       return Promise.reject(error)
     }

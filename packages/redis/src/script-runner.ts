@@ -22,8 +22,11 @@ export function script(lua: string): Script {
 
 /** Runs scripts on one client. Every key of one call must hash to the same slot. */
 export interface ScriptRunner {
-  /** Resolves with the script's raw reply, or rejects with the client's error. */
-  run(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown>
+  /**
+   * Resolves with the script's raw reply, or rejects with the client's error. `alone`: no other call
+   * awaits a reply, so this one is sent at once rather than held to share a write with the next ones.
+   */
+  run(script: Script, keys: readonly string[], args: readonly string[], alone: boolean): Promise<unknown>
   /** False when the client is known to be disconnected, so calls can fail fast instead of queueing. */
   connected(): boolean
 }
@@ -84,7 +87,7 @@ class IoRedisRunner implements ScriptRunner {
     this.#client = client
   }
 
-  run(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  run(script: Script, keys: readonly string[], args: readonly string[], alone: boolean): Promise<unknown> {
     let name = this.#commands.get(script.sha)
     if (name === undefined) {
       // The name carries the SHA: two versions of sluice on one client never overwrite each other.
@@ -92,7 +95,7 @@ class IoRedisRunner implements ScriptRunner {
       if (typeof this.#client[name] !== 'function') this.#client.defineCommand(name, { lua: script.lua })
       this.#commands.set(script.sha, name)
     }
-    this.#coalesceWrites()
+    if (!alone) this.#coalesceWrites()
     // ioredis flattens array arguments one level; without `numberOfKeys` the first one is the key count.
     return (this.#client[name] as (...a: unknown[]) => Promise<unknown>)(keys.length, keys, args)
   }
@@ -104,7 +107,8 @@ class IoRedisRunner implements ScriptRunner {
    * first call corks the socket, and `setImmediate` uncorks it once the turn's I/O callbacks and their
    * promise continuations have run: Node then flushes every command written meanwhile in one writev.
    * What is sent, its order and the replies are unchanged; the wait is at most the rest of one loop turn.
-   * A Cluster has a socket per node and is left as it is.
+   * A call with none other in flight (an idle client) is not held: nothing is coalesced while the client is
+   * idle, and the wait would be all latency. A Cluster has a socket per node and is left as it is.
    */
   #coalesceWrites(): void {
     if (this.#corked) return
