@@ -111,7 +111,15 @@ const BATCH = 256
 const IN_FLIGHT = 256
 const HTTP_CONNECTIONS = 64
 const FRAMEWORKS = ['express', 'fastify']
-const VARIANTS = ['bare', 'sluice-memory', 'peer-memory', 'sluice-redis', 'peer-redis']
+const VARIANTS = [
+  'bare',
+  'noop',
+  'noop-headers',
+  'sluice-memory',
+  'peer-memory',
+  'sluice-redis',
+  'peer-redis',
+]
 const FLOOD_SUBJECTS = ['sluice', 'sluice-nocache', 'rlf', 'rlf-block', 'rlr']
 
 const started = Date.now()

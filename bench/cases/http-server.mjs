@@ -4,6 +4,9 @@
  * Variants: `bare`, `sluice-memory`, `sluice-redis`, `peer-memory`, `peer-redis` (express-rate-limit,
  * with rate-limit-redis for Redis; @fastify/rate-limit, with its own Redis support). Every limit is so
  * high that nothing is denied; every limiter keys by client IP and sends its default headers.
+ * Two floors: `noop`, a middleware (Express) or `onRequest` hook (Fastify) that only goes on, the least
+ * any limiter adds; `noop-headers`, the same setting the two draft-11 headers sluice sends (constant
+ * strings), the least a limiter sending them adds.
  * Prints `READY <port>`, serves until SIGTERM.
  */
 import { createRequire } from 'node:module'
@@ -16,6 +19,11 @@ const p = params()
 const { fixedWindow } = await sluice('core')
 const rules = [fixedWindow({ limit: HIGH, windowMs: WINDOW_MS })]
 const closers = []
+/** What sluice's default headers look like for the bench's rule, for the `noop-headers` floor. */
+const FLOOR_HEADERS = {
+  'RateLimit-Policy': `"${rules[0].name}";q=${HIGH};w=${Math.ceil(WINDOW_MS / 1000)}`,
+  RateLimit: `"${rules[0].name}";r=${HIGH - 1};t=${Math.ceil(WINDOW_MS / 1000)}`,
+}
 
 async function redisClient() {
   const { Redis } = require('ioredis')
@@ -46,6 +54,13 @@ async function expressApp() {
     const { rateLimit } = await sluice('express')
     const store = p.variant === 'sluice-redis' ? await sluiceStore() : undefined
     app.use(rateLimit({ rules, ...(store === undefined ? {} : { store }) }))
+  } else if (p.variant === 'noop') {
+    app.use((_req, _res, next) => next())
+  } else if (p.variant === 'noop-headers') {
+    app.use((_req, res, next) => {
+      for (const name in FLOOR_HEADERS) res.setHeader(name, FLOOR_HEADERS[name])
+      next()
+    })
   } else if (p.variant === 'peer-memory' || p.variant === 'peer-redis') {
     const { rateLimit } = require('express-rate-limit')
     let store
@@ -72,6 +87,13 @@ async function fastifyApp() {
     const { sluice: plugin } = await sluice('fastify')
     const store = p.variant === 'sluice-redis' ? await sluiceStore() : undefined
     await app.register(plugin, { rules, ...(store === undefined ? {} : { store }) })
+  } else if (p.variant === 'noop') {
+    app.addHook('onRequest', (_request, _reply, done) => done())
+  } else if (p.variant === 'noop-headers') {
+    app.addHook('onRequest', (_request, reply, done) => {
+      for (const name in FLOOR_HEADERS) reply.header(name, FLOOR_HEADERS[name])
+      done()
+    })
   } else if (p.variant === 'peer-memory' || p.variant === 'peer-redis') {
     const redis = p.variant === 'peer-redis' ? await redisClient() : undefined
     await app.register(require('@fastify/rate-limit'), {
