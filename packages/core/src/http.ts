@@ -158,18 +158,9 @@ export function resolveHttpLimit<R>(
     o.limiter === undefined
       ? asAdapterOption(where, () => limiterFrom(where, o))
       : limiterOption<R>(`${where}.limiter`, o.limiter)
-  /**
-   * The requests this limiter has counted, so one request passing it twice (app and router, or two limits
-   * given the same limiter) counts once. A WeakSet, not a mark on the request: Express swaps each
-   * request's prototype, so a property added to one takes V8 a new hidden class per request (measured:
-   * about 2 us and a class's worth of garbage per request, against a fraction of that for a WeakSet entry).
-   */
-  const counted = countedBy(limiter)
+  const firstCount = countOnceFor(view, limiter)
   function count(request: R): HttpOutcome | Promise<HttpOutcome> {
-    if (typeof request === 'object' && request !== null) {
-      if (counted.has(request)) return PASS
-      counted.add(request)
-    }
+    if (!firstCount(request)) return PASS
     const key = keyOf(request)
     if (!key.ok) {
       if (key.policy === 'skip') return PASS
@@ -202,17 +193,32 @@ export function resolveHttpLimit<R>(
   return { limiter, check }
 }
 
-/** The requests each limiter has counted, shared by every limit built on it. */
-const countedByLimiter = new WeakMap<object, WeakSet<object>>()
-
-function countedBy(limiter: object): WeakSet<object> {
+/**
+ * Whether `limiter` counts a request for the first time, so one request passing it twice (app and router,
+ * or two limits given the same limiter) counts once: the view's own slot when it has one, else a WeakSet
+ * per limiter. Not a property added to the request here: Express swaps each request's prototype, and V8
+ * then builds a new hidden class for every property added to one (about 2 us and a class's worth of
+ * garbage per request, against a fraction of that for a WeakSet entry).
+ */
+function countOnceFor<R>(view: RequestView<R>, limiter: object): (request: R) => boolean {
+  const own = view.countOnce
+  if (own !== undefined) return (request) => own(request, limiter)
   let counted = countedByLimiter.get(limiter)
   if (counted === undefined) {
     counted = new WeakSet()
     countedByLimiter.set(limiter, counted)
   }
-  return counted
+  const set = counted
+  return (request) => {
+    if (typeof request !== 'object' || request === null) return true
+    if (set.has(request)) return false
+    set.add(request)
+    return true
+  }
 }
+
+/** The requests each limiter has counted, shared by every limit built on it (views without `countOnce`). */
+const countedByLimiter = new WeakMap<object, WeakSet<object>>()
 
 /** The body of a 429 when the user gave no `message`: problem details naming the rule and the wait. */
 export function limitedBody(decision: Decision, status = 429, detail?: string): ResponseBody {

@@ -16,6 +16,12 @@ export interface RequestView<R> {
   route(req: R): string
   /** Header value by lower-case name. */
   header(req: R, name: string): string | string[] | undefined
+  /**
+   * Records that `limiter` counts `req`: true the first time, false when that limiter already counted it.
+   * For an adapter whose requests have a cheap slot of their own (a decorated field). Without it, core
+   * keeps a WeakSet of requests per limiter, whose entries cost the garbage collector more.
+   */
+  countOnce?(req: R, limiter: object): boolean
 }
 
 /**
@@ -272,7 +278,8 @@ function checkView(view: unknown): void {
     typeof v !== 'object' ||
     typeof v.ip !== 'function' ||
     typeof v.route !== 'function' ||
-    typeof v.header !== 'function'
+    typeof v.header !== 'function' ||
+    (v.countOnce !== undefined && typeof v.countOnce !== 'function')
   ) {
     throw new InvalidOptionError('view', view, 'a request view with ip, route and header functions')
   }

@@ -76,6 +76,34 @@ describe('resolveHttpLimit', () => {
     expect((await limit.limiter.peek('203.0.113.7')).remaining).toBe(3)
   })
 
+  it("asks the view's countOnce, when it has one, instead of keeping requests of its own", async () => {
+    const asked: [FakeRequest, object][] = []
+    const marks = new Map<FakeRequest, object>()
+    const countOnce = (req: FakeRequest, limiter: object): boolean => {
+      asked.push([req, limiter])
+      if (marks.get(req) === limiter) return false
+      marks.set(req, limiter)
+      return true
+    }
+    const limit = resolveHttpLimit(
+      'test',
+      { rules: [fixedWindow({ limit: 5, windowMs: 1000 })] },
+      { ...view, countOnce },
+    )
+    const req = request()
+    expect((await limit.check(req)).action).toBe('allow')
+    expect(await limit.check(req)).toEqual({ action: 'pass' })
+    // A request the view has not marked is counted, even if this limit saw an equal one before.
+    marks.clear()
+    expect((await limit.check(req)).action).toBe('allow')
+    expect(asked).toEqual([
+      [req, limit.limiter],
+      [req, limit.limiter],
+      [req, limit.limiter],
+    ])
+    expect((await limit.limiter.peek('203.0.113.7')).remaining).toBe(2)
+  })
+
   it('keys by header parts; a missing part is rejected with 400, skipped, or defaulted as configured', async () => {
     const rules = [fixedWindow({ limit: 1, windowMs: 1000 })]
     const key = { header: ['x-biz-type', 'x-channel'] }

@@ -449,6 +449,11 @@ describe('compileKey options', () => {
     expect(error.option).toBe('view')
   })
 
+  it('rejects a view whose countOnce is not a function', () => {
+    const bad = { ...view, countOnce: true } as unknown as RequestView<Req>
+    expect(optionError(() => compileKey('ip', bad)).option).toBe('view')
+  })
+
   it('explains the problem in the message', () => {
     expect(optionError(() => compileKey({ header: 'x channel' }, view)).message).toBe(
       'Invalid option key: "x channel"; expected a header name (letters, digits and !#$%&\'*+-.^_`|~).',

@@ -72,11 +72,33 @@ const view: RequestView<Request> = {
     return url === undefined ? '' : `${request.method} ${url}`
   },
   header: (request, name) => request.headers[name],
+  countOnce,
 }
 
 /** The view for a limit resolved for one route: its URL is known, so `'route'` need not look it up. */
 function routeView(url: string): RequestView<Request> {
-  return { ip: view.ip, header: view.header, route: (request) => `${request.method} ${url}` }
+  return { ...view, route: (request) => `${request.method} ${url}` }
+}
+
+/** The limiter that counted a request, or the limiters when several did: a slot every request is decorated with. */
+const COUNTED = Symbol('sluice.countedBy')
+
+/** Records that `limiter` counts `request` in its decorated slot; false when that limiter already counted it. */
+function countOnce(request: Request, limiter: object): boolean {
+  const slot = request as unknown as Record<symbol, object | object[] | null | undefined>
+  const seen = slot[COUNTED]
+  if (seen === null || seen === undefined) {
+    slot[COUNTED] = limiter
+    return true
+  }
+  if (seen === limiter) return false
+  if (!Array.isArray(seen)) {
+    slot[COUNTED] = [seen, limiter]
+    return true
+  }
+  if (seen.includes(limiter)) return false
+  seen.push(limiter)
+  return true
 }
 
 /** What a hook does next: go on (`undefined`), go to the error path, or stop (answered, or client gone). */
@@ -124,6 +146,7 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
 
   const guard = base.limiter === undefined ? Symbol('sluice.counted') : guardOf(base.limiter)
   if (!fastify.hasRequestDecorator(guard)) fastify.decorateRequest(guard, false)
+  if (!fastify.hasRequestDecorator(COUNTED)) fastify.decorateRequest(COUNTED, null)
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', null)
 
   const usedPrefixes = new Set<string>()

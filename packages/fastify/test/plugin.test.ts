@@ -341,6 +341,44 @@ describe('counting once', () => {
     await a.inject('/shared')
     expect((shared.store as RecordingStore).calls.map((c) => c.key)).toEqual(['127.0.0.1'])
   })
+
+  it('a limiter reached through two registrations with guards of their own counts once', async () => {
+    const shared = createLimiter({ rules: twoPerMinute(), store: new RecordingStore(clocked().store) })
+    const a = Fastify()
+    open.push(a)
+    await a.register(sluice, { limiter: shared })
+    await a.register(async (child) => {
+      await child.register(sluice, { global: false })
+      child.get('/x', { onRequest: child.rateLimit({ limiter: shared }) }, handler().handle)
+    })
+    await a.ready()
+    expect((await a.inject('/x')).statusCode).toBe(200)
+    expect((shared.store as RecordingStore).calls).toHaveLength(1)
+    // One of two used: the next would still be admitted.
+    expect((await shared.peek('127.0.0.1')).allowed).toBe(true)
+  })
+
+  it('a limiter reached through three registrations counts once, next to another that counted first', async () => {
+    const own = new RecordingStore(clocked().store)
+    const shared = createLimiter({ rules: twoPerMinute(), store: new RecordingStore(clocked().store) })
+    const a = Fastify()
+    open.push(a)
+    // Hooks on /x, in order: the route's own (shared), the root's global (its own limiter), the child's
+    // global (shared again). Each registration has its own guard, so only the limiter's mark stops the third.
+    await a.register(sluice, { rules: [fixedWindow({ limit: 9, windowMs: 60_000 })], store: own })
+    await a.register(async (child) => {
+      await child.register(sluice, { limiter: shared })
+      await child.register(async (grandchild) => {
+        await grandchild.register(sluice, { global: false })
+        grandchild.get('/x', { onRequest: grandchild.rateLimit({ limiter: shared }) }, handler().handle)
+      })
+    })
+    await a.ready()
+    expect((await a.inject('/x')).statusCode).toBe(200)
+    expect((await a.inject('/x')).statusCode).toBe(200)
+    expect(own.calls).toHaveLength(2)
+    expect((shared.store as RecordingStore).calls).toHaveLength(2)
+  })
 })
 
 describe('keys', () => {
