@@ -25,6 +25,7 @@ export {
 } from './headers.ts'
 export { type ClosableResponse, hold, holdResponse } from './hold.ts'
 export {
+  type CountedBy,
   HTTP_OPTION_NAMES,
   type HttpLimit,
   type HttpLimitOptions,
@@ -37,6 +38,7 @@ export {
   REQUEST_OPTION_NAMES,
   type ResponseBody,
   resolveHttpLimit,
+  withCounted,
 } from './http.ts'
 export {
   compileKey,

@@ -8,6 +8,7 @@ import {
   type RequestView,
   resolveHttpLimit,
   type Store,
+  withCounted,
 } from '@sluice/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
@@ -361,5 +362,21 @@ describe('timers', () => {
       expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option: 'MemoryStore.sweepIntervalMs' }),
     )
     expect(leakyBucket({ ratePerSecond: 1, maxQueueMs: 2 ** 31 - 1 }).maxQueueMs).toBe(2 ** 31 - 1)
+  })
+})
+
+describe('withCounted', () => {
+  it('holds one limiter as itself, several as a list, and answers undefined for one already there', () => {
+    const [a, b, c] = [{}, {}, {}]
+    expect(withCounted(undefined, a)).toBe(a)
+    expect(withCounted(null, a)).toBe(a)
+    expect(withCounted(a, a)).toBeUndefined()
+    const two = withCounted(a, b)
+    expect(two).toEqual([a, b])
+    expect(withCounted(two, a)).toBeUndefined()
+    expect(withCounted(two, b)).toBeUndefined()
+    const three = withCounted(two, c)
+    expect(three).toBe(two)
+    expect(three).toEqual([a, b, c])
   })
 })

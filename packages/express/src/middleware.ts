@@ -4,6 +4,7 @@
  * Everything a limit decides lives in `@sluice/core`; this file only translates for Express 4 and 5.
  */
 import {
+  type CountedBy,
   type Decision,
   HTTP_OPTION_NAMES,
   type HttpLimitOptions,
@@ -16,6 +17,7 @@ import {
   type RequestView,
   type ResponseBody,
   resolveHttpLimit,
+  withCounted,
 } from '@sluice/core'
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
 
@@ -66,6 +68,17 @@ const view: RequestView<Request> = {
     return `${req.method} ${req.baseUrl}${route === undefined ? req.path : String(route.path)}`
   },
   header: (req, name) => req.headers[name],
+  countOnce(req, limiter) {
+    const record = records.get(req)
+    if (record === undefined) {
+      records.set(req, { counted: limiter, decision: undefined })
+      return true
+    }
+    const counted = withCounted(record.counted, limiter)
+    if (counted === undefined) return false
+    record.counted = counted
+    return true
+  },
 }
 
 /**
@@ -132,11 +145,21 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
 }
 
 /**
- * Puts the decision on `req.rateLimit` without adding a property to the request. Express gives each
- * request its app's prototype after Node has built it, and V8 then makes a new hidden class for every
- * property added to that request: about 2 us and a class's worth of garbage per request. So
- * `req.rateLimit` is an accessor on the prototype every app's request prototype inherits from
- * (`express.request`), defined once, reading a WeakMap that the middleware writes directly. The decision
+ * What sluice keeps for a request Express serves: the limiters that counted it, and the decision behind
+ * `req.rateLimit`. One WeakMap entry per request, not properties on it: Express gives each request its
+ * app's prototype after Node has built it, and V8 then makes a new hidden class for every property added
+ * to that request (about 2 us and a class's worth of garbage per request).
+ */
+interface RequestRecord {
+  counted: CountedBy
+  decision: Decision | undefined
+}
+
+const records = new WeakMap<object, RequestRecord>()
+
+/**
+ * Puts the decision on `req.rateLimit`. That is an accessor on the prototype every app's request
+ * prototype inherits from (`express.request`), defined once, reading the request's record; the decision
  * is then seen from every app the request passes (a mounted app swaps the prototype back and forth).
  * A request without an app prototype (one made by hand), or one whose `rateLimit` something else
  * defines, gets an ordinary assignment.
@@ -148,8 +171,17 @@ function keepDecision(req: Request, decision: Decision): void {
     ours = installAccessor(own)
     servedByAccessor.set(own, ours)
   }
-  if (ours === true) decisions.set(req, decision)
+  if (ours === true) recordOf(req).decision = decision
   else req.rateLimit = decision
+}
+
+function recordOf(req: object): RequestRecord {
+  let record = records.get(req)
+  if (record === undefined) {
+    record = { counted: undefined, decision: undefined }
+    records.set(req, record)
+  }
+  return record
 }
 
 /** Defines the accessor above the app's request prototype `own`; true when it (this copy's) serves `own`. */
@@ -167,18 +199,17 @@ function installAccessor(own: object): boolean {
     enumerable: false,
     get: readDecision,
     set(this: object, decision: Decision) {
-      decisions.set(this, decision)
+      recordOf(this).decision = decision
     },
   })
   return true
 }
 
 function readDecision(this: object): Decision | undefined {
-  return decisions.get(this)
+  return records.get(this)?.decision
 }
 
-/** The decisions behind `req.rateLimit`, and for each request prototype seen, whether the accessor serves it. */
-const decisions = new WeakMap<object, Decision>()
+/** For each request prototype seen, whether the accessor serves it. */
 const servedByAccessor = new WeakMap<object, boolean>()
 
 function sendJson(res: Response, status: number, body: ResponseBody, contentType: string): void {

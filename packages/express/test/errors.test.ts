@@ -106,6 +106,22 @@ describe.each(flavours)('limits and failures on $name', ({ express }) => {
     expect((await request(app).get('/api/orders')).headers['ratelimit']).toBe('"3-per-60s";r=1;t=60')
   })
 
+  it('counts a request once per limit when two limits meet it again, in the other order, on a router', async () => {
+    const app = express()
+    const router = express.Router()
+    const { store } = clocked()
+    const a = rateLimit({ rules: [fixedWindow({ limit: 5, windowMs: 60_000 })], store, prefix: 'a' })
+    const b = rateLimit({ rules: [fixedWindow({ limit: 5, windowMs: 60_000 })], store, prefix: 'b' })
+    app.use(a, b)
+    router.use(b, a)
+    router.get('/x', handler().handle)
+    app.use('/api', router)
+    expect((await request(app).get('/api/x')).status).toBe(200)
+    // One count each: peek answers as if it counted one more, 5 - 1 - 1 = 3.
+    expect((await a.limiter.peek('127.0.0.1')).remaining).toBe(3)
+    expect((await b.limiter.peek('127.0.0.1')).remaining).toBe(3)
+  })
+
   it('follows onStoreError when the store fails: allow, deny, or the error to next(err)', async () => {
     const app = express()
     const failed = errors()

@@ -18,6 +18,7 @@
  */
 import { createHash } from 'node:crypto'
 import {
+  type CountedBy,
   fixedWindow,
   type HttpLimit,
   type HttpLimitOptions,
@@ -35,6 +36,7 @@ import {
   resolveHttpLimit,
   type Store,
   storeOption,
+  withCounted,
 } from '@sluice/core'
 import type {
   FastifyInstance,
@@ -85,19 +87,10 @@ const COUNTED = Symbol('sluice.countedBy')
 
 /** Records that `limiter` counts `request` in its decorated slot; false when that limiter already counted it. */
 function countOnce(request: Request, limiter: object): boolean {
-  const slot = request as unknown as Record<symbol, object | object[] | null | undefined>
-  const seen = slot[COUNTED]
-  if (seen === null || seen === undefined) {
-    slot[COUNTED] = limiter
-    return true
-  }
-  if (seen === limiter) return false
-  if (!Array.isArray(seen)) {
-    slot[COUNTED] = [seen, limiter]
-    return true
-  }
-  if (seen.includes(limiter)) return false
-  seen.push(limiter)
+  const slot = request as unknown as Record<symbol, CountedBy>
+  const counted = withCounted(slot[COUNTED], limiter)
+  if (counted === undefined) return false
+  slot[COUNTED] = counted
   return true
 }
 
