@@ -89,7 +89,7 @@ const PLAN = quick
           'rlr',
         ],
       },
-      http: { warmupS: 2, measureS: 3, rounds: 5 },
+      http: { warmupS: 2, measureS: 2, rounds: 7 },
       heap: {
         keys: 1_000_000,
         runs: 2,
@@ -115,6 +115,7 @@ const VARIANTS = [
   'bare',
   'noop',
   'noop-headers',
+  'noop-ip-headers',
   'sluice-memory',
   'peer-memory',
   'sluice-redis',

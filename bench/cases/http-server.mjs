@@ -61,6 +61,12 @@ async function expressApp() {
       for (const name in FLOOR_HEADERS) res.setHeader(name, FLOOR_HEADERS[name])
       next()
     })
+  } else if (p.variant === 'noop-ip-headers') {
+    app.use((req, res, next) => {
+      if (req.ip === undefined) throw new Error('no req.ip')
+      for (const name in FLOOR_HEADERS) res.setHeader(name, FLOOR_HEADERS[name])
+      next()
+    })
   } else if (p.variant === 'peer-memory' || p.variant === 'peer-redis') {
     const { rateLimit } = require('express-rate-limit')
     let store
@@ -91,6 +97,12 @@ async function fastifyApp() {
     app.addHook('onRequest', (_request, _reply, done) => done())
   } else if (p.variant === 'noop-headers') {
     app.addHook('onRequest', (_request, reply, done) => {
+      for (const name in FLOOR_HEADERS) reply.header(name, FLOOR_HEADERS[name])
+      done()
+    })
+  } else if (p.variant === 'noop-ip-headers') {
+    app.addHook('onRequest', (request, reply, done) => {
+      if (request.ip === undefined) throw new Error('no request.ip')
       for (const name in FLOOR_HEADERS) reply.header(name, FLOOR_HEADERS[name])
       done()
     })
