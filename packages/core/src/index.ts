@@ -14,6 +14,7 @@ export {
   StoreError,
 } from './errors.ts'
 export {
+  combinedHeader,
   DEFAULT_HEADER_DRAFT,
   HEADER_DRAFTS,
   type HeaderDraft,

@@ -5,6 +5,7 @@
  */
 import {
   type CountedBy,
+  combinedHeader,
   type Decision,
   HTTP_OPTION_NAMES,
   type HttpLimitOptions,
@@ -114,9 +115,18 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
         sendJson(res, outcome.status, outcome.body, outcome.contentType)
         return
       }
-      keepDecision(req, outcome.decision)
+      const record = keepDecision(req, outcome.decision)
       const headers = outcome.headers
-      for (const name in headers) res.setHeader(name, headers[name]!)
+      if (Array.isArray(record.counted)) {
+        // Another limit counted this request first, and its headers may be on the response already.
+        for (const name in headers) {
+          const earlier = res.getHeader(name)
+          const value = headers[name]!
+          res.setHeader(name, typeof earlier === 'string' ? combinedHeader(name, earlier, value) : value)
+        }
+      } else {
+        for (const name in headers) res.setHeader(name, headers[name]!)
+      }
       if (outcome.action === 'deny') {
         limited(outcome, req, res, next)
         return
@@ -158,21 +168,23 @@ interface RequestRecord {
 const records = new WeakMap<object, RequestRecord>()
 
 /**
- * Puts the decision on `req.rateLimit`. That is an accessor on the prototype every app's request
- * prototype inherits from (`express.request`), defined once, reading the request's record; the decision
- * is then seen from every app the request passes (a mounted app swaps the prototype back and forth).
- * A request without an app prototype (one made by hand), or one whose `rateLimit` something else
- * defines, gets an ordinary assignment.
+ * Puts the decision on `req.rateLimit` and answers the request's record. `req.rateLimit` is an accessor
+ * on the prototype every app's request prototype inherits from (`express.request`), defined once,
+ * reading the request's record; the decision is then seen from every app the request passes (a mounted
+ * app swaps the prototype back and forth). A request without an app prototype (one made by hand), or
+ * one whose `rateLimit` something else defines, gets an ordinary assignment.
  */
-function keepDecision(req: Request, decision: Decision): void {
+function keepDecision(req: Request, decision: Decision): RequestRecord {
   const own: object | null = Object.getPrototypeOf(req)
   let ours = own === null ? false : servedByAccessor.get(own)
   if (ours === undefined && own !== null) {
     ours = installAccessor(own)
     servedByAccessor.set(own, ours)
   }
-  if (ours === true) recordOf(req).decision = decision
+  const record = recordOf(req)
+  if (ours === true) record.decision = decision
   else req.rateLimit = decision
+  return record
 }
 
 function recordOf(req: object): RequestRecord {

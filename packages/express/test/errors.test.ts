@@ -122,6 +122,28 @@ describe.each(flavours)('limits and failures on $name', ({ express }) => {
     expect((await b.limiter.peek('127.0.0.1')).remaining).toBe(3)
   })
 
+  it("lists every limit that counted a request in its headers, and a denial's Retry-After", async () => {
+    const app = express()
+    const { store } = clocked()
+    app.use(rateLimit({ rules: [fixedWindow({ limit: 100, windowMs: 60_000, name: 'global' })], store }))
+    app.post(
+      '/pay',
+      rateLimit({ rules: [fixedWindow({ limit: 1, windowMs: 60_000, name: 'pay' })], store, prefix: 'pay' }),
+      handler().handle,
+    )
+    const first = await request(app).post('/pay')
+    expect(first.status).toBe(200)
+    expect(first.headers['ratelimit-policy']).toBe('"global";q=100;w=60, "pay";q=1;w=60')
+    expect(first.headers['ratelimit']).toMatch(/^"global";r=99;t=\d+, "pay";r=0;t=\d+$/)
+    const denied = await request(app).post('/pay')
+    expect(denied.status).toBe(429)
+    expect(denied.headers['ratelimit-policy']).toBe('"global";q=100;w=60, "pay";q=1;w=60')
+    expect(denied.headers['ratelimit']).toMatch(/^"global";r=98;t=\d+, "pay";r=0;t=\d+$/)
+    expect(Number(denied.headers['retry-after'])).toBeGreaterThan(0)
+    // A request only the global limit counts carries its item alone.
+    expect((await request(app).get('/')).headers['ratelimit-policy']).toBe('"global";q=100;w=60')
+  })
+
   it('follows onStoreError when the store fails: allow, deny, or the error to next(err)', async () => {
     const app = express()
     const failed = errors()

@@ -19,6 +19,7 @@
 import { createHash } from 'node:crypto'
 import {
   type CountedBy,
+  combinedHeader,
   fixedWindow,
   type HttpLimit,
   type HttpLimitOptions,
@@ -298,7 +299,16 @@ function respond(
   const decision = outcome.decision
   request.rateLimit = decision
   const headers = outcome.headers
-  for (const name in headers) reply.header(name, headers[name])
+  if (Array.isArray((request as unknown as Record<symbol, CountedBy>)[COUNTED])) {
+    // A limit of another registration counted this request first; its headers may be on the reply.
+    for (const name in headers) {
+      const earlier = reply.getHeader(name)
+      const value = headers[name]!
+      reply.header(name, typeof earlier === 'string' ? combinedHeader(name, earlier, value) : value)
+    }
+  } else {
+    for (const name in headers) reply.header(name, headers[name])
+  }
   if (outcome.action === 'allow') return decision.waitMs > 0 ? held(reply, decision.waitMs) : undefined
   reply.code(outcome.status)
   const rejection = denial(decision, outcome.status, headers, outcome.body, outcome.contentType)

@@ -335,8 +335,9 @@ describe('counting once', () => {
     expect(both.statusCode).toBe(200)
     expect(outer.calls).toHaveLength(1)
     expect(inner.calls).toHaveLength(1)
-    // The later hook's headers are the ones left on the reply.
-    expect(both.headers['ratelimit-policy']).toBe('"9-per-60s";q=9;w=60')
+    // Both limits are on the reply, the outer registration's first.
+    expect(both.headers['ratelimit-policy']).toBe('"2-per-60s";q=2;w=60, "9-per-60s";q=9;w=60')
+    expect(both.headers['ratelimit']).toMatch(/^"2-per-60s";r=1;t=\d+, "9-per-60s";r=8;t=\d+$/)
 
     await a.inject('/shared')
     expect((shared.store as RecordingStore).calls.map((c) => c.key)).toEqual(['127.0.0.1'])
