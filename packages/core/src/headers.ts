@@ -122,32 +122,34 @@ function policyItem(rule: RuleDecision): string {
 let lastPolicy = { name: '', limit: 0, windowSeconds: 0, item: '' }
 
 /**
- * What header `name` says when a response already carries `earlier` for it and another sluice limit that
- * counted the same request adds `later` (a global limit, then a route's own). Lists of structured items
- * (`RateLimit-Policy`, and `RateLimit` from draft-8 on) are joined, earlier items first, so the client sees
- * every limit the request counted against; give stacked rules distinct names so their items can be told
- * apart. `Retry-After` keeps the longer wait. Every other field describes one rule (the draft-6 and
- * draft-7 figures, legacy `X-RateLimit-*`) and takes the later limit's value.
+ * The headers for a response whose request another sluice limit counted first (a global limit, then a
+ * route's own): `earlier` is what that limit wrote, `later` what this one would. Lists of items
+ * (`RateLimit-Policy`, and `RateLimit` from draft-8 on) are joined, earlier items first, so the client
+ * sees every limit the request counted against; give stacked rules distinct names so their items can be
+ * told apart. A field that describes one rule (draft-6 and draft-7 figures, `X-RateLimit-*`), and a list
+ * in another draft's form, take the later limit's value; a field only the earlier limit sends stays.
+ * Returns a new object.
  */
-export function combinedHeader(name: string, earlier: string, later: string): string {
-  switch (name) {
-    case 'RateLimit-Policy':
-      return sameForm(earlier, later) ? `${earlier}, ${later}` : later
-    case 'RateLimit':
-      // draft-8 on: items starting with the quoted rule name; draft-7's dictionary is one rule's.
-      return earlier.startsWith('"') && later.startsWith('"') ? `${earlier}, ${later}` : later
-    case 'Retry-After': {
-      const [a, b] = [Number(earlier), Number(later)]
-      return Number.isSafeInteger(a) && a > b ? earlier : later
-    }
-    default:
-      return later
+export function combineHeaders(
+  earlier: Readonly<Record<string, string>>,
+  later: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const out: Record<string, string> = { ...earlier }
+  for (const name in later) {
+    const [before, value] = [earlier[name], later[name]!]
+    out[name] = before !== undefined && joinable(name, before, value) ? `${before}, ${value}` : value
   }
+  return out
 }
 
-/** Both policy lists in the same draft's form: named items (draft-8 on) or bare quotas (draft-6, draft-7). */
-function sameForm(earlier: string, later: string): boolean {
-  return earlier.startsWith('"') === later.startsWith('"') && earlier !== ''
+/**
+ * Whether two values of `name` are lists in the same form: named items (draft-8 on) on both sides, or,
+ * for `RateLimit-Policy`, bare quotas (draft-6, draft-7) on both. A draft-7 `RateLimit` is one rule's.
+ */
+function joinable(name: string, before: string, value: string): boolean {
+  const named = before.startsWith('"')
+  if (before === '' || named !== value.startsWith('"')) return false
+  return name === 'RateLimit-Policy' || (name === 'RateLimit' && named)
 }
 
 /** draft-7: one `RateLimit` dictionary for the deciding rule, a policy list for all rules. */

@@ -14,7 +14,7 @@ export {
   StoreError,
 } from './errors.ts'
 export {
-  combinedHeader,
+  combineHeaders,
   DEFAULT_HEADER_DRAFT,
   HEADER_DRAFTS,
   type HeaderDraft,

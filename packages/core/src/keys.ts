@@ -19,7 +19,8 @@ export interface RequestView<R> {
   /**
    * Records that `limiter` counts `req`: true the first time, false when that limiter already counted it.
    * For an adapter whose requests have a cheap slot of their own (a decorated field). Without it, core
-   * keeps a WeakSet of requests per limiter, whose entries cost the garbage collector more.
+   * keeps a WeakSet of requests per limiter, whose entries cost the garbage collector more. Views that
+   * see the same request objects and share a limiter must keep their marks in the same place.
    */
   countOnce?(req: R, limiter: object): boolean
 }

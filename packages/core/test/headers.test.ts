@@ -1,5 +1,5 @@
 import {
-  combinedHeader,
+  combineHeaders,
   createLimiter,
   type Decision,
   fixedWindow,
@@ -350,36 +350,40 @@ describe('with a real limiter', () => {
   })
 })
 
-describe('combinedHeader: a second limit on one response', () => {
+describe('combineHeaders: a second limit on one response', () => {
   it('joins the structured lists, earlier items first', () => {
-    expect(combinedHeader('RateLimit-Policy', '"global";q=100;w=60', '"pay";q=2;w=60')).toBe(
-      '"global";q=100;w=60, "pay";q=2;w=60',
-    )
-    expect(combinedHeader('RateLimit', '"global";r=99;t=60', '"pay";r=1;t=60')).toBe(
-      '"global";r=99;t=60, "pay";r=1;t=60',
-    )
+    const earlier = { 'RateLimit-Policy': '"global";q=100;w=60', RateLimit: '"global";r=99;t=60' }
+    const later = { 'RateLimit-Policy': '"pay";q=2;w=60', RateLimit: '"pay";r=0;t=60', 'Retry-After': '60' }
+    expect(combineHeaders(earlier, later)).toEqual({
+      'RateLimit-Policy': '"global";q=100;w=60, "pay";q=2;w=60',
+      RateLimit: '"global";r=99;t=60, "pay";r=0;t=60',
+      'Retry-After': '60',
+    })
+    expect(earlier).toEqual({ 'RateLimit-Policy': '"global";q=100;w=60', RateLimit: '"global";r=99;t=60' })
   })
 
   it("joins draft-6/7 policy lists, but a draft-7 RateLimit dictionary is one rule's: the later one", () => {
-    expect(combinedHeader('RateLimit-Policy', '100;w=60', '2;w=60')).toBe('100;w=60, 2;w=60')
-    expect(
-      combinedHeader('RateLimit', 'limit=100, remaining=99, reset=60', 'limit=2, remaining=1, reset=60'),
-    ).toBe('limit=2, remaining=1, reset=60')
+    const earlier = { 'RateLimit-Policy': '100;w=60', RateLimit: 'limit=100, remaining=99, reset=60' }
+    const later = { 'RateLimit-Policy': '2;w=60', RateLimit: 'limit=2, remaining=1, reset=60' }
+    expect(combineHeaders(earlier, later)).toEqual({
+      'RateLimit-Policy': '100;w=60, 2;w=60',
+      RateLimit: 'limit=2, remaining=1, reset=60',
+    })
   })
 
-  it('takes the later value when the two are in different drafts, or the earlier is empty', () => {
-    expect(combinedHeader('RateLimit-Policy', '100;w=60', '"pay";q=2;w=60')).toBe('"pay";q=2;w=60')
-    expect(combinedHeader('RateLimit', 'limit=100, remaining=99, reset=60', '"pay";r=1;t=60')).toBe(
-      '"pay";r=1;t=60',
-    )
-    expect(combinedHeader('RateLimit-Policy', '', '"pay";q=2;w=60')).toBe('"pay";q=2;w=60')
-  })
-
-  it('keeps the longer Retry-After, and the later value of single-rule fields', () => {
-    expect(combinedHeader('Retry-After', '30', '5')).toBe('30')
-    expect(combinedHeader('Retry-After', '5', '30')).toBe('30')
-    expect(combinedHeader('Retry-After', 'Wed, 21 Oct 2026 07:28:00 GMT', '5')).toBe('5')
-    expect(combinedHeader('X-RateLimit-Remaining', '99', '1')).toBe('1')
-    expect(combinedHeader('RateLimit-Remaining', '99', '1')).toBe('1')
+  it("takes the later value across drafts and for one rule's figures; keeps fields only the earlier sent", () => {
+    const earlier = {
+      'RateLimit-Policy': '100;w=60',
+      'RateLimit-Limit': '100',
+      'X-RateLimit-Remaining': '99',
+    }
+    const later = { 'RateLimit-Policy': '"pay";q=2;w=60', 'X-RateLimit-Remaining': '1' }
+    expect(combineHeaders(earlier, later)).toEqual({
+      'RateLimit-Policy': '"pay";q=2;w=60',
+      'RateLimit-Limit': '100',
+      'X-RateLimit-Remaining': '1',
+    })
+    expect(combineHeaders({}, later)).toEqual(later)
+    expect(combineHeaders({ 'RateLimit-Policy': '' }, later)['RateLimit-Policy']).toBe('"pay";q=2;w=60')
   })
 })

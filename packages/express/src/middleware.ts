@@ -5,7 +5,7 @@
  */
 import {
   type CountedBy,
-  combinedHeader,
+  combineHeaders,
   type Decision,
   HTTP_OPTION_NAMES,
   type HttpLimitOptions,
@@ -72,7 +72,7 @@ const view: RequestView<Request> = {
   countOnce(req, limiter) {
     const record = records.get(req)
     if (record === undefined) {
-      records.set(req, { counted: limiter, decision: undefined })
+      records.set(req, { counted: limiter, decision: undefined, headers: undefined })
       return true
     }
     const counted = withCounted(record.counted, limiter)
@@ -116,17 +116,11 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
         return
       }
       const record = keepDecision(req, outcome.decision)
-      const headers = outcome.headers
-      if (Array.isArray(record.counted)) {
-        // Another limit counted this request first, and its headers may be on the response already.
-        for (const name in headers) {
-          const earlier = res.getHeader(name)
-          const value = headers[name]!
-          res.setHeader(name, typeof earlier === 'string' ? combinedHeader(name, earlier, value) : value)
-        }
-      } else {
-        for (const name in headers) res.setHeader(name, headers[name]!)
-      }
+      // When another sluice limit counted this request first, the response lists both limits.
+      const headers =
+        record.headers === undefined ? outcome.headers : combineHeaders(record.headers, outcome.headers)
+      record.headers = headers
+      for (const name in headers) res.setHeader(name, headers[name]!)
       if (outcome.action === 'deny') {
         limited(outcome, req, res, next)
         return
@@ -155,14 +149,16 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
 }
 
 /**
- * What sluice keeps for a request Express serves: the limiters that counted it, and the decision behind
- * `req.rateLimit`. One WeakMap entry per request, not properties on it: Express gives each request its
+ * What sluice keeps for a request Express serves: the limiters that counted it, the decision behind
+ * `req.rateLimit`, and the headers written. One WeakMap entry per request, not properties on it: Express gives each request its
  * app's prototype after Node has built it, and V8 then makes a new hidden class for every property added
  * to that request (about 2 us and a class's worth of garbage per request).
  */
 interface RequestRecord {
   counted: CountedBy
   decision: Decision | undefined
+  /** The rate-limit headers sluice has written on the response, for a later limit to add to. */
+  headers: Readonly<Record<string, string>> | undefined
 }
 
 const records = new WeakMap<object, RequestRecord>()
@@ -190,7 +186,7 @@ function keepDecision(req: Request, decision: Decision): RequestRecord {
 function recordOf(req: object): RequestRecord {
   let record = records.get(req)
   if (record === undefined) {
-    record = { counted: undefined, decision: undefined }
+    record = { counted: undefined, decision: undefined, headers: undefined }
     records.set(req, record)
   }
   return record

@@ -144,6 +144,21 @@ describe.each(flavours)('limits and failures on $name', ({ express }) => {
     expect((await request(app).get('/')).headers['ratelimit-policy']).toBe('"global";q=100;w=60')
   })
 
+  it('adds to what an earlier limit sent: nothing when it sent no headers, its legacy fields kept', async () => {
+    const app = express()
+    const { store } = clocked()
+    const rule = (name: string) => [fixedWindow({ limit: 5, windowMs: 60_000, name })]
+    app.get('/quiet', rateLimit({ rules: rule('quiet'), store, prefix: 'q', headers: false }))
+    app.get('/legacy', rateLimit({ rules: rule('legacy'), store, prefix: 'l', headers: { legacy: true } }))
+    app.use(rateLimit({ rules: rule('route'), store, prefix: 'r' }))
+    app.get(['/quiet', '/legacy'], handler().handle)
+    const quiet = await request(app).get('/quiet')
+    expect(quiet.headers['ratelimit-policy']).toBe('"route";q=5;w=60')
+    const legacy = await request(app).get('/legacy')
+    expect(legacy.headers['ratelimit-policy']).toBe('"legacy";q=5;w=60, "route";q=5;w=60')
+    expect(legacy.headers['x-ratelimit-remaining']).toBe('4')
+  })
+
   it('follows onStoreError when the store fails: allow, deny, or the error to next(err)', async () => {
     const app = express()
     const failed = errors()

@@ -19,7 +19,7 @@
 import { createHash } from 'node:crypto'
 import {
   type CountedBy,
-  combinedHeader,
+  combineHeaders,
   fixedWindow,
   type HttpLimit,
   type HttpLimitOptions,
@@ -86,6 +86,9 @@ function routeView(url: string): RequestView<Request> {
 /** The limiter that counted a request, or the limiters when several did: a slot every request is decorated with. */
 const COUNTED = Symbol('sluice.countedBy')
 
+/** The rate-limit headers sluice has written on a request's reply, for a later limit to add to: a decorated slot. */
+const WRITTEN = Symbol('sluice.headers')
+
 /** Records that `limiter` counts `request` in its decorated slot; false when that limiter already counted it. */
 function countOnce(request: Request, limiter: object): boolean {
   const slot = request as unknown as Record<symbol, CountedBy>
@@ -141,6 +144,7 @@ async function sluicePlugin(fastify: FastifyInstance, rawOptions: SluicePluginOp
   const guard = base.limiter === undefined ? Symbol('sluice.counted') : guardOf(base.limiter)
   if (!fastify.hasRequestDecorator(guard)) fastify.decorateRequest(guard, false)
   if (!fastify.hasRequestDecorator(COUNTED)) fastify.decorateRequest(COUNTED, null)
+  if (!fastify.hasRequestDecorator(WRITTEN)) fastify.decorateRequest(WRITTEN, null)
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', null)
 
   const usedPrefixes = new Set<string>()
@@ -298,17 +302,13 @@ function respond(
   if (outcome.action === 'reject') return missingKey(outcome.body, outcome.contentType)
   const decision = outcome.decision
   request.rateLimit = decision
-  const headers = outcome.headers
-  if (Array.isArray((request as unknown as Record<symbol, CountedBy>)[COUNTED])) {
-    // A limit of another registration counted this request first; its headers may be on the reply.
-    for (const name in headers) {
-      const earlier = reply.getHeader(name)
-      const value = headers[name]!
-      reply.header(name, typeof earlier === 'string' ? combinedHeader(name, earlier, value) : value)
-    }
-  } else {
-    for (const name in headers) reply.header(name, headers[name])
-  }
+  // When a limit of another registration counted this request first, the reply lists both limits.
+  const slot = request as unknown as Record<symbol, Readonly<Record<string, string>> | null | undefined>
+  const earlier = slot[WRITTEN]
+  const headers =
+    earlier === null || earlier === undefined ? outcome.headers : combineHeaders(earlier, outcome.headers)
+  slot[WRITTEN] = headers
+  for (const name in headers) reply.header(name, headers[name])
   if (outcome.action === 'allow') return decision.waitMs > 0 ? held(reply, decision.waitMs) : undefined
   reply.code(outcome.status)
   const rejection = denial(decision, outcome.status, headers, outcome.body, outcome.contentType)

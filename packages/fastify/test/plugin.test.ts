@@ -343,6 +343,27 @@ describe('counting once', () => {
     expect((shared.store as RecordingStore).calls.map((c) => c.key)).toEqual(['127.0.0.1'])
   })
 
+  it('a denial by a later registration lists both limits, through the default error handler', async () => {
+    const a = Fastify()
+    open.push(a)
+    const outer = [fixedWindow({ limit: 9, windowMs: 60_000, name: 'outer' })]
+    await a.register(sluice, { rules: outer, store: clocked().store })
+    await a.register(async (child) => {
+      const inner = [fixedWindow({ limit: 1, windowMs: 60_000, name: 'inner' })]
+      await child.register(sluice, { rules: inner, store: clocked().store })
+      child.get('/x', handler().handle)
+    })
+    await a.ready()
+    const admitted = await a.inject('/x')
+    expect(admitted.statusCode).toBe(200)
+    expect(admitted.headers['ratelimit-policy']).toBe('"outer";q=9;w=60, "inner";q=1;w=60')
+    const denied = await a.inject('/x')
+    expect(denied.statusCode).toBe(429)
+    expect(denied.headers['ratelimit-policy']).toBe('"outer";q=9;w=60, "inner";q=1;w=60')
+    expect(denied.headers['ratelimit']).toMatch(/^"outer";r=7;t=\d+, "inner";r=0;t=\d+$/)
+    expect(Number(denied.headers['retry-after'])).toBeGreaterThan(0)
+  })
+
   it('a limiter reached through two registrations with guards of their own counts once', async () => {
     const shared = createLimiter({ rules: twoPerMinute(), store: new RecordingStore(clocked().store) })
     const a = Fastify()
