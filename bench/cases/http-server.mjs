@@ -1,12 +1,14 @@
 /**
  * @module One HTTP server for the HTTP section, in a process of its own, on a free loopback port.
  * params: { framework: 'express' | 'fastify', variant, redisPort }
- * Variants: `bare`, `sluice-memory`, `sluice-redis`, `peer-memory`, `peer-redis` (express-rate-limit,
- * with rate-limit-redis for Redis; @fastify/rate-limit, with its own Redis support). Every limit is so
- * high that nothing is denied; every limiter keys by client IP and sends its default headers.
- * Two floors: `noop`, a middleware (Express) or `onRequest` hook (Fastify) that only goes on, the least
- * any limiter adds; `noop-headers`, the same setting the two draft-11 headers sluice sends (constant
- * strings), the least a limiter sending them adds.
+ * Variants: `bare`, `sluice-memory`, `sluice-redis` (ioredis), `sluice-redis-node` (node-redis),
+ * `peer-memory`, `peer-redis` (express-rate-limit, with rate-limit-redis for Redis; @fastify/rate-limit,
+ * with its own Redis support, which takes ioredis). Every limit is so high that nothing is denied;
+ * every limiter keys by client IP and sends its default headers.
+ * Three floors: `noop`, a middleware (Express) or `onRequest` hook (Fastify) that only goes on, the
+ * least any limiter adds; `noop-headers`, the same setting the two draft-11 headers sluice sends
+ * (constant strings), the least a limiter sending them adds; `noop-ip-headers`, the same also reading
+ * the client address as an `'ip'` key must, the least an IP-keyed limiter sending them adds.
  * Prints `READY <port>`, serves until SIGTERM.
  */
 import { createRequire } from 'node:module'
@@ -42,17 +44,30 @@ async function redisClient() {
   return client
 }
 
+/** A node-redis client, for the `sluice-redis-node` variant. */
+async function nodeRedisClient() {
+  const { createClient } = require('redis')
+  const client = createClient({ socket: { host: '127.0.0.1', port: p.redisPort }, disableOfflineQueue: true })
+  await client.connect()
+  closers.push(() => client.destroy())
+  return client
+}
+
+/** sluice's RedisStore on ioredis (`sluice-redis`) or on node-redis (`sluice-redis-node`). */
 async function sluiceStore() {
   const { RedisStore } = await sluice('redis')
-  return new RedisStore({ client: await redisClient() })
+  const client = p.variant === 'sluice-redis-node' ? await nodeRedisClient() : await redisClient()
+  return new RedisStore({ client })
 }
+
+const SLUICE_VARIANTS = new Set(['sluice-memory', 'sluice-redis', 'sluice-redis-node'])
 
 async function expressApp() {
   const express = require('express')
   const app = express()
-  if (p.variant === 'sluice-memory' || p.variant === 'sluice-redis') {
+  if (SLUICE_VARIANTS.has(p.variant)) {
     const { rateLimit } = await sluice('express')
-    const store = p.variant === 'sluice-redis' ? await sluiceStore() : undefined
+    const store = p.variant === 'sluice-memory' ? undefined : await sluiceStore()
     app.use(rateLimit({ rules, ...(store === undefined ? {} : { store }) }))
   } else if (p.variant === 'noop') {
     app.use((_req, _res, next) => next())
@@ -89,9 +104,9 @@ async function expressApp() {
 async function fastifyApp() {
   const Fastify = require('fastify')
   const app = Fastify({ logger: false })
-  if (p.variant === 'sluice-memory' || p.variant === 'sluice-redis') {
+  if (SLUICE_VARIANTS.has(p.variant)) {
     const { sluice: plugin } = await sluice('fastify')
-    const store = p.variant === 'sluice-redis' ? await sluiceStore() : undefined
+    const store = p.variant === 'sluice-memory' ? undefined : await sluiceStore()
     await app.register(plugin, { rules, ...(store === undefined ? {} : { store }) })
   } else if (p.variant === 'noop') {
     app.addHook('onRequest', (_request, _reply, done) => done())

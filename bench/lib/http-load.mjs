@@ -11,6 +11,12 @@ const require = createRequire(import.meta.url)
 const autocannon = require('autocannon')
 const serverScript = fileURLToPath(new URL('../cases/http-server.mjs', import.meta.url))
 
+/** Servers still running, killed if the bench exits before stopping them. */
+const running = new Set()
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL')
+})
+
 /** Starts a server; resolves with `{ port, stop() }` once it listens. */
 export function startServer(params) {
   return new Promise((resolve, reject) => {
@@ -22,7 +28,7 @@ export function startServer(params) {
       err = (err + c).slice(-4000)
     })
     const kill = () => child.kill('SIGKILL')
-    process.once('exit', kill)
+    running.add(child)
     child.once('exit', (code) =>
       reject(new Error(`server ${JSON.stringify(params)} exited (${code}):\n${err}`)),
     )
@@ -33,7 +39,7 @@ export function startServer(params) {
         port: Number(m[1]),
         pid: child.pid,
         stop() {
-          process.off('exit', kill)
+          running.delete(child)
           child.removeAllListeners('exit')
           return new Promise((done) => {
             child.once('exit', done)

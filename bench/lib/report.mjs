@@ -105,9 +105,15 @@ export function goals(r) {
       ['express', 'sluice-memory', 0.95],
       ['fastify', 'sluice-memory', 0.95],
       ['fastify', 'sluice-redis', 0.65],
+      ['fastify', 'sluice-redis-node', 0.65],
     ]) {
+      if (http[`${framework}|${variant}`] === undefined) continue
       const [rate, cpu] = vsBare(framework, variant)
-      const store = variant === 'sluice-memory' ? 'memory' : 'Redis'
+      const store = {
+        'sluice-memory': 'memory',
+        'sluice-redis': 'Redis',
+        'sluice-redis-node': 'Redis (node-redis)',
+      }[variant]
       out.push([`${framework} + sluice ${store} vs bare`, `≥ ${floor}×`, rate, rate >= floor, 'ratio'])
       out.push(['  the same, by server CPU per request', `≥ ${floor}×`, cpu, cpu >= floor, 'ratio'])
       if (variant === 'sluice-memory') {
@@ -287,6 +293,7 @@ ${table(['ratio (medians)', 'throughput', 'p50 latency (peer / sluice)'], peerRo
         'sluice-memory': `${framework} + sluice, memory`,
         'peer-memory': `${framework} + ${peer}, memory`,
         'sluice-redis': `${framework} + sluice, Redis`,
+        'sluice-redis-node': `${framework} + sluice, Redis on a node-redis client`,
         'peer-redis': `${framework} + ${peer}, Redis${framework === 'express' ? ' (rate-limit-redis)' : ''}`,
       }
       for (const [variant, name] of Object.entries(names)) {
@@ -306,13 +313,14 @@ ${table(['ratio (medians)', 'throughput', 'p50 latency (peer / sluice)'], peerRo
     parts.push(`## 3. HTTP requests per second
 
 autocannon (64 connections, keep-alive) against a server in a process of its own on loopback, GET / answering
-a small JSON body; runs of the eight servers of a framework alternate. Three floors stand beside bare: an
+a small JSON body; runs of a framework's servers alternate. Three floors stand beside bare: an
 empty middleware (Express) or \`onRequest\` hook (Fastify), the least any limiter adds; the same setting
 the two draft-11 headers sluice sends, the least a limiter sending them adds; and the same reading the
 client address as sluice's \`'ip'\` key must (\`req.ip\`, \`request.ip\`), the least a limiter keyed by IP
 with those headers adds. Every limiter keys by client IP with its default headers; limits are so high
-that nothing is denied (a non-2xx fails the run). On 2 cores the load generator, the server and (for
-Redis) redis-server share the CPUs. The server's CPU µs per request (from /proc) is what the server
+that nothing is denied (a non-2xx fails the run). sluice's Redis store runs on ioredis, the client
+@fastify/rate-limit takes, and for Fastify on node-redis as well. On 2 cores the load generator, the
+server and (for Redis) redis-server share the CPUs. The server's CPU µs per request (from /proc) is what the server
 spends whatever else runs; "bare / this" is its inverse ratio, the req/s ratio a server-bound run on an
 idle machine would show. Both ratio columns are medians of run-by-run ratios: each run is set against
 bare's run of the same round, seconds apart, so a spell of a slower machine moves both sides alike.
