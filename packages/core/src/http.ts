@@ -217,20 +217,23 @@ function countOnceFor<R>(view: RequestView<R>, limiter: object): (request: R) =>
   }
 }
 
-/** The limiters that counted one request, as a view keeps them in a slot of its own: none, one, or several. */
-export type CountedBy = object | object[] | null | undefined
+/**
+ * The limiters that counted one request, as a view keeps them in a slot of its own: none (`null` or
+ * `undefined`), one limiter, or a list of several. For adapters; see `withCounted`.
+ */
+export type CountedBy = object | null | undefined
 
 /**
  * For a view's `countOnce` that keeps a request's marks in one slot: what the slot holds once `limiter`
- * has counted the request, or `undefined` when that limiter already had (the slot is then left as it is).
- * One limiter is held as itself and several as a list, so the usual request, counted by one limiter,
- * costs no allocation.
+ * has counted the request, or `false` when that limiter already had (the slot is then left as it is).
+ * One limiter is held as itself and several as a list, which grows in place, so the usual request,
+ * counted by one limiter, costs no allocation.
  */
-export function withCounted(counted: CountedBy, limiter: object): CountedBy {
+export function withCounted(counted: CountedBy, limiter: object): CountedBy | false {
   if (counted === null || counted === undefined) return limiter
-  if (counted === limiter) return undefined
+  if (counted === limiter) return false
   if (!Array.isArray(counted)) return [counted, limiter]
-  if (counted.includes(limiter)) return undefined
+  if (counted.includes(limiter)) return false
   counted.push(limiter)
   return counted
 }

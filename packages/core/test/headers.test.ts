@@ -383,6 +383,10 @@ describe('combineHeaders: a second limit on one response', () => {
       'RateLimit-Limit': '100',
       'X-RateLimit-Remaining': '1',
     })
+    const named = { RateLimit: '"pay";r=1;t=60' }
+    const dictionary = { RateLimit: 'limit=100, remaining=99, reset=60' }
+    expect(combineHeaders(dictionary, named)).toEqual(named)
+    expect(combineHeaders(named, dictionary)).toEqual(dictionary)
     expect(combineHeaders({}, later)).toEqual(later)
     expect(combineHeaders({ 'RateLimit-Policy': '' }, later)['RateLimit-Policy']).toBe('"pay";q=2;w=60')
   })

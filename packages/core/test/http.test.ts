@@ -366,15 +366,16 @@ describe('timers', () => {
 })
 
 describe('withCounted', () => {
-  it('holds one limiter as itself, several as a list, and answers undefined for one already there', () => {
+  it('holds one limiter as itself, several as a list, and answers false for one already there', () => {
     const [a, b, c] = [{}, {}, {}]
     expect(withCounted(undefined, a)).toBe(a)
     expect(withCounted(null, a)).toBe(a)
-    expect(withCounted(a, a)).toBeUndefined()
+    expect(withCounted(a, a)).toBe(false)
     const two = withCounted(a, b)
+    if (two === false) throw new Error('unreachable')
     expect(two).toEqual([a, b])
-    expect(withCounted(two, a)).toBeUndefined()
-    expect(withCounted(two, b)).toBeUndefined()
+    expect(withCounted(two, a)).toBe(false)
+    expect(withCounted(two, b)).toBe(false)
     const three = withCounted(two, c)
     expect(three).toBe(two)
     expect(three).toEqual([a, b, c])

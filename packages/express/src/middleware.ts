@@ -76,7 +76,7 @@ const view: RequestView<Request> = {
       return true
     }
     const counted = withCounted(record.counted, limiter)
-    if (counted === undefined) return false
+    if (counted === false) return false
     record.counted = counted
     return true
   },

@@ -93,7 +93,7 @@ const WRITTEN = Symbol('sluice.headers')
 function countOnce(request: Request, limiter: object): boolean {
   const slot = request as unknown as Record<symbol, CountedBy>
   const counted = withCounted(slot[COUNTED], limiter)
-  if (counted === undefined) return false
+  if (counted === false) return false
   slot[COUNTED] = counted
   return true
 }
