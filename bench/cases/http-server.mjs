@@ -7,8 +7,9 @@
  * every limiter keys by client IP and sends its default headers.
  * Three floors: `noop`, a middleware (Express) or `onRequest` hook (Fastify) that only goes on, the
  * least any limiter adds; `noop-headers`, the same setting the two draft-11 headers sluice sends
- * (constant strings), the least a limiter sending them adds; `noop-ip-headers`, the same also reading
- * the client address as an `'ip'` key must, the least an IP-keyed limiter sending them adds.
+ * (constant strings), the least a limiter sending them adds; `noop-ip-headers`, reading the client
+ * address as an `'ip'` key must and sending the headers with a remaining count new on each response, as
+ * a limiter's are: the least an IP-keyed limiter sending its headers adds.
  * Prints `READY <port>`, serves until SIGTERM.
  */
 import { createRequire } from 'node:module'
@@ -25,6 +26,18 @@ const closers = []
 const FLOOR_HEADERS = {
   'RateLimit-Policy': `"${rules[0].name}";q=${HIGH};w=${Math.ceil(WINDOW_MS / 1000)}`,
   RateLimit: `"${rules[0].name}";r=${HIGH - 1};t=${Math.ceil(WINDOW_MS / 1000)}`,
+}
+let floorRemaining = HIGH
+/**
+ * The headers a limiter must send per response, for the `noop-ip-headers` floor: the policy, and a
+ * `RateLimit` item whose remaining count is new each time (a fresh string for Node to check and write).
+ */
+function freshHeaders() {
+  floorRemaining = floorRemaining > 1 ? floorRemaining - 1 : HIGH
+  return {
+    'RateLimit-Policy': FLOOR_HEADERS['RateLimit-Policy'],
+    RateLimit: `"${rules[0].name}";r=${floorRemaining};t=${Math.ceil(WINDOW_MS / 1000)}`,
+  }
 }
 
 async function redisClient() {
@@ -79,7 +92,8 @@ async function expressApp() {
   } else if (p.variant === 'noop-ip-headers') {
     app.use((req, res, next) => {
       if (req.ip === undefined) throw new Error('no req.ip')
-      for (const name in FLOOR_HEADERS) res.setHeader(name, FLOOR_HEADERS[name])
+      const headers = freshHeaders()
+      for (const name in headers) res.setHeader(name, headers[name])
       next()
     })
   } else if (p.variant === 'peer-memory' || p.variant === 'peer-redis') {
@@ -118,7 +132,8 @@ async function fastifyApp() {
   } else if (p.variant === 'noop-ip-headers') {
     app.addHook('onRequest', (request, reply, done) => {
       if (request.ip === undefined) throw new Error('no request.ip')
-      for (const name in FLOOR_HEADERS) reply.header(name, FLOOR_HEADERS[name])
+      const headers = freshHeaders()
+      for (const name in headers) reply.header(name, headers[name])
       done()
     })
   } else if (p.variant === 'peer-memory' || p.variant === 'peer-redis') {

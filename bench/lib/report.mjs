@@ -122,7 +122,7 @@ export function goals(r) {
         for (const [floorVariant, what] of [
           ['noop', `an empty ${hook}`],
           ['noop-headers', `an empty ${hook} setting the two headers`],
-          ['noop-ip-headers', `an empty ${hook} reading ${ip} and setting the two headers`],
+          ['noop-ip-headers', `a ${hook} reading ${ip}, setting the headers with a fresh remaining count`],
         ]) {
           const [rateFloor, cpuFloor] = vsBare(framework, floorVariant)
           reach(out, `  floor: ${what}, vs bare`, `≥ ${floor}×`, rateFloor, floor, 'ratio')
@@ -289,7 +289,7 @@ ${table(['ratio (medians)', 'throughput', 'p50 latency (peer / sluice)'], peerRo
         bare: `${framework}, bare`,
         noop: `${framework} + an empty ${framework === 'express' ? 'middleware' : 'onRequest hook'} (floor)`,
         'noop-headers': `${framework} + an empty ${framework === 'express' ? 'middleware' : 'hook'} setting the two headers (floor)`,
-        'noop-ip-headers': `${framework} + the same, reading ${framework === 'express' ? 'req.ip' : 'request.ip'} too (floor)`,
+        'noop-ip-headers': `${framework} + the same reading ${framework === 'express' ? 'req.ip' : 'request.ip'}, the remaining count new per response (floor)`,
         'sluice-memory': `${framework} + sluice, memory`,
         'peer-memory': `${framework} + ${peer}, memory`,
         'sluice-redis': `${framework} + sluice, Redis`,
@@ -316,8 +316,9 @@ autocannon (64 connections, keep-alive) against a server in a process of its own
 a small JSON body; runs of a framework's servers alternate. Three floors stand beside bare: an
 empty middleware (Express) or \`onRequest\` hook (Fastify), the least any limiter adds; the same setting
 the two draft-11 headers sluice sends, the least a limiter sending them adds; and the same reading the
-client address as sluice's \`'ip'\` key must (\`req.ip\`, \`request.ip\`), the least a limiter keyed by IP
-with those headers adds. Every limiter keys by client IP with its default headers; limits are so high
+client address as sluice's \`'ip'\` key must (\`req.ip\`, \`request.ip\`) and sending a remaining count
+that is new on each response, as a limiter's is: the least an IP-keyed limiter with those headers adds.
+Every limiter keys by client IP with its default headers; limits are so high
 that nothing is denied (a non-2xx fails the run). sluice's Redis store runs on ioredis, the client
 @fastify/rate-limit takes, and for Fastify on node-redis as well. On 2 cores the load generator, the
 server and (for Redis) redis-server share the CPUs. The server's CPU µs per request (from /proc) is what the server
