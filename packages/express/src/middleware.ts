@@ -70,11 +70,7 @@ const view: RequestView<Request> = {
   },
   header: (req, name) => req.headers[name],
   countOnce(req, limiter) {
-    const record = records.get(req)
-    if (record === undefined) {
-      records.set(req, { counted: limiter, decision: undefined, headers: undefined })
-      return true
-    }
+    const record = recordOf(req)
     const counted = withCounted(record.counted, limiter)
     if (counted === false) return false
     record.counted = counted
@@ -150,9 +146,9 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
 
 /**
  * What sluice keeps for a request Express serves: the limiters that counted it, the decision behind
- * `req.rateLimit`, and the headers written. One WeakMap entry per request, not properties on it: Express gives each request its
- * app's prototype after Node has built it, and V8 then makes a new hidden class for every property added
- * to that request (about 2 us and a class's worth of garbage per request).
+ * `req.rateLimit`, and the headers written. One WeakMap entry per request, not properties on it:
+ * Express gives each request its app's prototype after Node has built it, and V8 then makes a new hidden
+ * class for every property added to that request (about 2 us and a class's worth of garbage per request).
  */
 interface RequestRecord {
   counted: CountedBy
