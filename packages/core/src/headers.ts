@@ -136,7 +136,8 @@ export function combineHeaders(
 ): Record<string, string> {
   const out: Record<string, string> = { ...earlier }
   for (const name in later) {
-    const [before, value] = [earlier[name], later[name]!]
+    const before = earlier[name]
+    const value = later[name]!
     out[name] = before !== undefined && joinable(name, before, value) ? `${before}, ${value}` : value
   }
   return out

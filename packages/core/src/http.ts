@@ -203,16 +203,11 @@ export function resolveHttpLimit<R>(
 function countOnceFor<R>(view: RequestView<R>, limiter: object): (request: R) => boolean {
   const own = view.countOnce
   if (own !== undefined) return (request) => own(request, limiter)
-  let counted = countedByLimiter.get(limiter)
-  if (counted === undefined) {
-    counted = new WeakSet()
-    countedByLimiter.set(limiter, counted)
-  }
-  const set = counted
+  const counted = countedBy(limiter)
   return (request) => {
     if (typeof request !== 'object' || request === null) return true
-    if (set.has(request)) return false
-    set.add(request)
+    if (counted.has(request)) return false
+    counted.add(request)
     return true
   }
 }
@@ -240,6 +235,15 @@ export function withCounted(counted: CountedBy, limiter: object): CountedBy | fa
 
 /** The requests each limiter has counted, shared by every limit built on it (views without `countOnce`). */
 const countedByLimiter = new WeakMap<object, WeakSet<object>>()
+
+function countedBy(limiter: object): WeakSet<object> {
+  let counted = countedByLimiter.get(limiter)
+  if (counted === undefined) {
+    counted = new WeakSet()
+    countedByLimiter.set(limiter, counted)
+  }
+  return counted
+}
 
 /** The body of a 429 when the user gave no `message`: problem details naming the rule and the wait. */
 export function limitedBody(decision: Decision, status = 429, detail?: string): ResponseBody {
