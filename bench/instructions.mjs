@@ -12,12 +12,13 @@
  * limiter, writing the response, and the scavenges that run on it. Helper threads (concurrent marking,
  * compiling) are reported beside it.
  */
-import { spawn, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { startServer } from './lib/http-load.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
@@ -36,7 +37,6 @@ const FRAMEWORKS = option('only', 'express,fastify').split(',')
 /** The floors and the limiters on the memory store (nothing here needs Redis). */
 const VARIANTS = ['bare', 'noop', 'noop-headers', 'noop-ip-headers', 'sluice-memory', 'peer-memory']
 const PEER = { express: 'express-rate-limit', fastify: '@fastify/rate-limit' }
-const serverScript = fileURLToPath(new URL('./cases/http-server.mjs', import.meta.url))
 const outFile = fileURLToPath(new URL('./INSTRUCTIONS.md', import.meta.url))
 
 if (spawnSync('callgrind_control', ['-h']).error !== undefined) {
@@ -55,43 +55,29 @@ async function send(port, amount) {
 /** One server under callgrind: instructions per request on its main thread and on all its threads. */
 async function count(framework, variant, dir) {
   const out = join(dir, `${framework}-${variant}`)
-  const child = spawn(
+  const wrapper = [
     'valgrind',
-    [
-      '--tool=callgrind',
-      '--separate-threads=yes',
-      '--instr-atstart=no',
-      // V8 writes and rewrites machine code on the heap; valgrind must see each change.
-      '--smc-check=all-non-file',
-      `--callgrind-out-file=${out}.%p`,
-      process.execPath,
-      serverScript,
-      JSON.stringify({ framework, variant, redisPort: 0 }),
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SLUICE_BENCH_SNAPSHOT: dir } },
+    '--tool=callgrind',
+    '--separate-threads=yes',
+    '--instr-atstart=no',
+    // V8 writes and rewrites machine code on the heap; valgrind must see each change.
+    '--smc-check=all-non-file',
+    `--callgrind-out-file=${out}.%p`,
+  ]
+  const server = await startServer(
+    { framework, variant, redisPort: 0 },
+    { wrapper, env: { ...process.env, SLUICE_BENCH_SNAPSHOT: dir } },
   )
-  let err = ''
   let perThread
-  child.stderr.on('data', (c) => {
-    err = (err + c).slice(-4000)
-  })
   try {
-    const port = await new Promise((resolve, reject) => {
-      child.once('exit', (code) => reject(new Error(`${framework} ${variant} exited (${code}):\n${err}`)))
-      child.stdout.on('data', (c) => {
-        const m = /READY (\d+)/.exec(String(c))
-        if (m !== null) resolve(Number(m[1]))
-      })
-    })
-    await send(port, WARMUP)
-    control(['-i', 'on', String(child.pid)])
-    await send(port, REQUESTS)
+    await send(server.port, WARMUP)
+    control(['-i', 'on', String(server.pid)])
+    await send(server.port, REQUESTS)
     // Writes the counts since `-i on` as part 1 of the run, one file per thread (`<out>.<pid>.1-<thread>`).
-    control(['-d', String(child.pid)])
-    perThread = await dumped(dir, `${framework}-${variant}.${child.pid}.1-`)
+    control(['-d', String(server.pid)])
+    perThread = await dumped(dir, `${framework}-${variant}.${server.pid}.1-`)
   } finally {
-    child.removeAllListeners('exit')
-    child.kill('SIGKILL')
+    await server.stop()
   }
   return {
     main: perThread[0] / REQUESTS,

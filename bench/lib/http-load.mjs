@@ -17,12 +17,14 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL')
 })
 
-/** Starts a server; resolves with `{ port, stop() }` once it listens. */
-export function startServer(params) {
+/**
+ * Starts a server; resolves with `{ port, pid, stop() }` once it listens. `wrapper` is a command the
+ * server's node runs under (valgrind, for bench/instructions.mjs); `env` the server's environment.
+ */
+export function startServer(params, { wrapper = [], env = process.env } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [serverScript, JSON.stringify(params)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    const argv = [...wrapper, process.execPath, serverScript, JSON.stringify(params)]
+    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env })
     let err = ''
     child.stderr.on('data', (c) => {
       err = (err + c).slice(-4000)
