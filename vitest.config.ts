@@ -6,7 +6,10 @@ const packages = fileURLToPath(new URL('./packages/', import.meta.url))
 
 export default defineConfig({
   resolve: {
-    alias: [{ find: /^@sluice\/(core|redis|express|fastify)$/, replacement: `${packages}$1/src/index.ts` }],
+    alias: [
+      { find: /^@sluice\/core\/(http|store)$/, replacement: `${packages}core/src/$1/index.ts` },
+      { find: /^@sluice\/(core|redis|express|fastify)$/, replacement: `${packages}$1/src/index.ts` },
+    ],
   },
   test: {
     reporters: ['default', './test/summary-reporter.ts'],

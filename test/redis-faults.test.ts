@@ -93,7 +93,7 @@ async function recovered(store: RedisStore, prefix: string, rule: Rule): Promise
 async function expectExact(limiter: Limiter, key: string, limit: number): Promise<void> {
   const decisions = await Promise.all(Array.from({ length: limit + 2 }, () => limiter.consume(key)))
   expect(decisions.filter((d) => d.allowed)).toHaveLength(limit)
-  for (const d of decisions) expect(d.rule).not.toBe('store-unavailable')
+  for (const d of decisions) expect(d.reason).toBe('rules')
 }
 
 let run = 0
@@ -194,9 +194,7 @@ describe.each(CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
       for (const o of outcomes) expect(o.ms).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS)
       const failed = outcomes.filter(
         (o) =>
-          o.error !== undefined ||
-          o.decision?.rule === 'store-unavailable' ||
-          o.decision?.rule === 'insurance',
+          o.error !== undefined || o.decision?.reason === 'store-error' || o.decision?.rule === 'insurance',
       )
       expect(failed.length).toBeGreaterThan(0)
       if (onStoreError === 'throw') {

@@ -184,10 +184,10 @@ describe('Redis killed under HTTP load, and restarted', () => {
       expect(byRedis.length).toBeGreaterThan(0)
       expect(fallbacks.length).toBeGreaterThan(0)
       if (mode === 'allow') {
-        for (const a of fallbacks) expect([a.status, a.body?.rule]).toEqual([200, 'store-unavailable'])
+        for (const a of fallbacks) expect([a.status, a.body?.reason]).toEqual([200, 'store-error'])
       } else if (mode === 'deny') {
         for (const a of fallbacks) {
-          expect([a.status, a.body?.rule]).toEqual([429, 'store-unavailable'])
+          expect([a.status, a.body?.reason]).toEqual([429, 'store-error'])
           expect(a.headers['retry-after']).toBe('1')
         }
       } else if (mode === 'throw') {
@@ -270,7 +270,7 @@ describe('Redis slow to answer, under HTTP load', () => {
       expect(answers.filter((a) => a.status !== 200)).toEqual([])
       expect(Math.max(...answers.map((a) => a.ms))).toBeLessThan(CLIENT_BOUND_MS)
       expect(answers.length).toBeGreaterThan(MAX_IN_FLIGHT)
-      for (const a of answers) expect(a.body?.rule).toBe('store-unavailable')
+      for (const a of answers) expect(a.body?.reason).toBe('store-error')
       expect(report.store).toEqual({
         ok: 0,
         timeout: MAX_IN_FLIGHT,

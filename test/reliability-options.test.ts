@@ -11,7 +11,6 @@
  */
 import {
   createLimiter,
-  describeValue,
   ErrorCode,
   fixedWindow,
   InvalidOptionError,
@@ -22,6 +21,7 @@ import {
   slidingWindow,
   tokenBucket,
 } from '@sluice/core'
+import { describeValue } from '@sluice/core/http'
 import { rateLimit } from '@sluice/express'
 import { sluice } from '@sluice/fastify'
 import { RedisStore } from '@sluice/redis'

@@ -18,14 +18,14 @@
  */
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:http'
+import { RateLimitedError } from '@sluice/core'
 import {
   JSON_TYPE,
   limitedBody,
   PROBLEM_JSON,
-  RateLimitedError,
   rateLimitHeaders,
   resolveHeaderOptions,
-} from '@sluice/core'
+} from '@sluice/core/http'
 import { createChannels } from './channels.mjs'
 import { createGateway, insuranceLimiter, NAME } from './gateway.mjs'
 

@@ -100,7 +100,7 @@ function limitOptions(s, client) {
     onStoreError,
     key: { header: 'x-user' },
     rules: (key) => (key.startsWith('exact-') ? exact : load),
-    message: (_req, d) => ({ rule: d.rule, allowed: false, remaining: d.remaining }),
+    message: (_req, d) => ({ rule: d.rule, reason: d.reason, allowed: false, remaining: d.remaining }),
   }
 }
 
@@ -115,7 +115,7 @@ async function expressApp(s, client) {
   app.use(rateLimit(limitOptions(s, client)))
   app.get('/r', (req, res) => {
     const d = req.rateLimit
-    res.json({ rule: d.rule, allowed: true, remaining: d.remaining })
+    res.json({ rule: d.rule, reason: d.reason, allowed: true, remaining: d.remaining })
   })
   app.use((error, _req, res, _next) => {
     res.status(500).json({ code: error?.code ?? String(error) })
@@ -137,7 +137,7 @@ async function fastifyApp(s, client) {
   await app.register(sluice, limitOptions(s, client))
   app.get('/r', async (request) => {
     const d = request.rateLimit
-    return { rule: d.rule, allowed: true, remaining: d.remaining }
+    return { rule: d.rule, reason: d.reason, allowed: true, remaining: d.remaining }
   })
   return app.listen({ port: 0, host: '127.0.0.1' })
 }

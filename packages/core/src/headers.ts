@@ -5,7 +5,7 @@
  * Every figure is a whole number of units or of seconds, rounded up, so `Infinity` and `NaN` never appear.
  */
 import { InvalidOptionError } from './errors.ts'
-import { booleanOption, definedOnly, knownKeys } from './options.ts'
+import { booleanOption, readOptions } from './options.ts'
 import type { Decision, RuleDecision } from './types.ts'
 
 /**
@@ -58,18 +58,20 @@ export interface ResolvedHeaderOptions {
  * Checks the `headers` option once. `true` or `undefined`: the defaults; `false`: no headers at all,
  * not even `Retry-After`. Throws `InvalidOptionError` (`headers`, `headers.standard`, ...) otherwise.
  */
-export function resolveHeaderOptions(option: HeaderOptions | boolean | undefined): ResolvedHeaderOptions {
-  if (option === undefined || option === true) return DEFAULTS
-  if (option === false) return NONE
+export function resolveHeaderOptions(
+  option: HeaderOptions | boolean | undefined,
+  where = 'headers',
+): ResolvedHeaderOptions {
+  if (option === undefined || option === true) return DEFAULT_HEADERS
+  if (option === false) return NO_HEADERS
   if (option === null || typeof option !== 'object' || Array.isArray(option)) {
-    throw new InvalidOptionError('headers', option, 'true, false or an object of header options')
+    throw new InvalidOptionError(where, option, 'true, false or an object of header options')
   }
-  knownKeys('headers', option, ['standard', 'legacy', 'retryAfter'])
-  const o = definedOnly(option)
+  const o = readOptions(where, option, ['standard', 'legacy', 'retryAfter'])
   return resolved(
-    standardOption(o.standard),
-    o.legacy === undefined ? false : booleanOption('headers.legacy', o.legacy),
-    o.retryAfter === undefined ? true : booleanOption('headers.retryAfter', o.retryAfter),
+    standardOption(`${where}.standard`, o.standard),
+    o.legacy === undefined ? false : booleanOption(`${where}.legacy`, o.legacy),
+    o.retryAfter === undefined ? true : booleanOption(`${where}.retryAfter`, o.retryAfter),
   )
 }
 
@@ -122,35 +124,47 @@ function policyItem(rule: RuleDecision): string {
 let lastPolicy = { name: '', limit: 0, windowSeconds: 0, item: '' }
 
 /**
- * The headers for a response whose request another sluice limit counted first (a global limit, then a
- * route's own): `earlier` is what that limit wrote, `later` what this one would. Lists of items
- * (`RateLimit-Policy`, and `RateLimit` from draft-8 on) are joined, earlier items first, so the client
- * sees every limit the request counted against; give stacked rules distinct names so their items can be
- * told apart. A field that describes one rule (draft-6 and draft-7 figures, `X-RateLimit-*`), and a list
- * in another draft's form, take the later limit's value; a field only the earlier limit sends stays.
- * Returns a new object.
+ * The headers of a response that several sluice limits counted (a global limit, then a route's own),
+ * rendered from their decisions in order. Lists of items (`RateLimit-Policy`, and `RateLimit` from
+ * draft-8 on) are joined, earlier limits' items first, when both limits write them in the same draft form,
+ * so the client sees every limit the request counted against; give stacked rules distinct names so their
+ * items can be told apart. A field that describes one rule (draft-6 and draft-7 figures, `X-RateLimit-*`,
+ * `Retry-After`), and a list in another form, take the later limit's value; a field only an earlier limit
+ * sends stays. Returns a new object.
  */
-export function combineHeaders(
-  earlier: Readonly<Record<string, string>>,
-  later: Readonly<Record<string, string>>,
+export function stackedHeaders(
+  limits: readonly { readonly decision: Decision; readonly headers: ResolvedHeaderOptions }[],
 ): Record<string, string> {
-  const out: Record<string, string> = { ...earlier }
-  for (const name in later) {
-    const before = earlier[name]
-    const value = later[name]!
-    out[name] = before !== undefined && joinable(name, before, value) ? `${before}, ${value}` : value
+  const out: Record<string, string> = {}
+  /** The list form of what `out` holds under a list field, when it holds a list. */
+  const forms: Record<string, ListForm | undefined> = {}
+  for (const { decision, headers } of limits) {
+    const own = headers.build(decision)
+    const form = listForm(headers.standard)
+    for (const name in own) {
+      const value = own[name]!
+      const list = isList(name, form) ? form : undefined
+      const before = out[name]
+      const join = list !== undefined && before !== undefined && before !== '' && forms[name] === list
+      out[name] = join ? `${before}, ${value}` : value
+      forms[name] = list
+    }
   }
   return out
 }
 
-/**
- * Whether two values of `name` are lists in the same form: named items (draft-8 on) on both sides, or,
- * for `RateLimit-Policy`, bare quotas (draft-6, draft-7) on both. A draft-7 `RateLimit` is one rule's.
- */
-function joinable(name: string, before: string, value: string): boolean {
-  const named = before.startsWith('"')
-  if (before === '' || named !== value.startsWith('"')) return false
-  return name === 'RateLimit-Policy' || (name === 'RateLimit' && named)
+/** Draft-8 on writes named items (`"name";q=…`), draft-6 and draft-7 bare quotas (`100;w=60`). */
+type ListForm = 'named' | 'bare'
+
+function listForm(standard: HeaderDraft | false): ListForm | undefined {
+  if (standard === false) return undefined
+  return standard === 'draft-6' || standard === 'draft-7' ? 'bare' : 'named'
+}
+
+/** `RateLimit-Policy` is a list in every draft; `RateLimit` only in the named form. */
+function isList(name: string, form: ListForm | undefined): boolean {
+  if (form === undefined) return false
+  return name === 'RateLimit-Policy' || (name === 'RateLimit' && form === 'named')
 }
 
 /** draft-7: one `RateLimit` dictionary for the deciding rule, a policy list for all rules. */
@@ -203,17 +217,19 @@ function resolved(
   return Object.freeze({ standard, legacy, retryAfter, enabled: limits || retryAfter, build })
 }
 
-const DEFAULTS = resolved(DEFAULT_HEADER_DRAFT, false, true)
-const NONE = resolved(false, false, false)
+/** The headers sent unless told otherwise: the current draft's fields and `Retry-After`. */
+export const DEFAULT_HEADERS = resolved(DEFAULT_HEADER_DRAFT, false, true)
+/** No header at all: `headers: false`, and a shadowed limit (which must not advertise what it does not enforce). */
+export const NO_HEADERS = resolved(false, false, false)
 
-function standardOption(value: unknown): HeaderDraft | false {
+function standardOption(option: string, value: unknown): HeaderDraft | false {
   if (value === undefined || value === true) return DEFAULT_HEADER_DRAFT
   if (value === false) return false
   if (typeof value === 'string' && (HEADER_DRAFTS as readonly string[]).includes(value)) {
     return value as HeaderDraft
   }
   throw new InvalidOptionError(
-    'headers.standard',
+    option,
     value,
     `true, false or one of ${HEADER_DRAFTS.map((d) => `'${d}'`).join(', ')}`,
   )

@@ -1,11 +1,12 @@
 /**
- * Exact, fast rate limiting for Node.js: the rules, the limiter, the memory store, keys, headers and
- * errors. Re-exports only.
+ * Exact, fast rate limiting for Node.js: the rules, the limiter, the memory store and the errors, as a
+ * user of the library writes them. Adapter authors import `@sluice/core/http`; store authors
+ * `@sluice/core/store`. Re-exports only.
  *
  * @module @sluice/core
  */
+export type { DecisionMessage, HttpAction, HttpMessage, StoreErrorMessage } from './channels.ts'
 export {
-  describe as describeValue,
   ErrorCode,
   InvalidCostError,
   InvalidOptionError,
@@ -13,74 +14,28 @@ export {
   SluiceError,
   StoreError,
 } from './errors.ts'
-export {
-  combineHeaders,
-  DEFAULT_HEADER_DRAFT,
-  HEADER_DRAFTS,
-  type HeaderDraft,
-  type HeaderOptions,
-  type ResolvedHeaderOptions,
-  rateLimitHeaders,
-  resolveHeaderOptions,
-  retryAfterSeconds,
-} from './headers.ts'
-export { type ClosableResponse, hold, holdResponse } from './hold.ts'
-export {
-  type CountedBy,
-  HTTP_OPTION_NAMES,
-  type HttpLimit,
-  type HttpLimitOptions,
-  type HttpOutcome,
-  JSON_TYPE,
-  LIMITER_OPTION_NAMES,
-  limitedBody,
-  limitedDetail,
-  PROBLEM_JSON,
-  REQUEST_OPTION_NAMES,
-  type ResponseBody,
-  resolveHttpLimit,
-  withCounted,
-} from './http.ts'
-export {
-  compileKey,
-  DEFAULT_IPV6_SUBNET,
-  ipKey,
-  type KeyOptions,
-  type KeyPart,
-  type KeyResult,
-  type KeySpec,
-  type MissingKeyPolicy,
-  type RequestView,
-} from './keys.ts'
+export type { HeaderDraft, HeaderOptions } from './headers.ts'
+export { ipKey } from './keys/ip.ts'
+export type { KeyPart, KeySpec, MissingKeyPolicy } from './keys/keys.ts'
 export {
   type AcquireOptions,
   type CallOptions,
   createLimiter,
   type Limiter,
   type LimiterOptions,
-  MAX_KEY_LENGTH,
   type RulesOption,
-  STORE_ERROR_RETRY_MS,
   type StoreErrorPolicy,
-  UNLIMITED_DECISION,
 } from './limiter.ts'
-export {
-  isPromise,
-  isValidPrefix,
-  knownOptions,
-  limiterOption,
-  prefixOption,
-  storeOption,
-} from './options.ts'
 export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
 export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'
 export { type SlidingLogOptions, slidingLog } from './rules/sliding-log.ts'
-export { MAX_BUCKETS, type SlidingWindowOptions, slidingWindow } from './rules/sliding-window.ts'
+export { type SlidingWindowOptions, slidingWindow } from './rules/sliding-window.ts'
 export { type TokenBucketOptions, tokenBucket } from './rules/token-bucket.ts'
-export { isUnlimited, type RuleInput, UNLIMITED } from './rules/unlimited.ts'
+export type { RuleInput } from './rules/unlimited.ts'
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.ts'
 export type {
   Decision,
+  DecisionReason,
   FixedWindowRule,
   LeakyBucketRule,
   Rule,
@@ -89,6 +44,7 @@ export type {
   SlidingLogRule,
   SlidingWindowRule,
   Store,
+  StoreAnswer,
   StoreMode,
   TokenBucketRule,
   UnlimitedRule,

@@ -3,6 +3,7 @@
  * answers into one Decision. It knows nothing of HTTP and nothing of Redis.
  */
 import { createHash } from 'node:crypto'
+import { decisionChannel, storeErrorChannel } from './channels.ts'
 import {
   describe,
   ErrorCode,
@@ -13,10 +14,11 @@ import {
   StoreError,
 } from './errors.ts'
 import { hold } from './hold.ts'
-import { definedOnly, given, isPromise, knownKeys, prefixOption, storeOption } from './options.ts'
+import { given, isPromise, prefixOption, readOptions, storeOption } from './options.ts'
+import { isFactoryRule } from './rules/index.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
-import type { Decision, Rule, RuleDecision, Store, StoreMode } from './types.ts'
+import type { Decision, Rule, RuleDecision, Store, StoreAnswer, StoreMode } from './types.ts'
 
 /** Rules for a call: a fixed list, or a function of the key (and the caller's context) resolved per call. */
 export type RulesOption<C> = readonly RuleInput[] | ((key: string, context: C) => readonly RuleInput[] | null)
@@ -62,6 +64,12 @@ export interface Limiter<C = unknown> {
   readonly store: Store
   /** Decides a call and, when it is admitted, counts it. */
   consume(key: string, options?: CallOptions<C>): Promise<Decision>
+  /**
+   * `consume`, answered in the same tick when the store answers synchronously (the memory store): the
+   * Decision itself then, else a promise of it. Throws where `consume` would reject on its arguments.
+   * For code that must not wait a promise hop for an in-memory decision, such as an HTTP adapter.
+   */
+  consumeNow(key: string, options?: CallOptions<C>): Decision | Promise<Decision>
   /** The decision `consume` would give now, counting nothing. */
   peek(key: string, options?: CallOptions<C>): Promise<Decision>
   /** Forgets the key's state under every rule that applies to it. */
@@ -94,71 +102,112 @@ export const UNLIMITED_DECISION: Decision = Object.freeze({
   waitMs: 0,
   rule: 'unlimited',
   rules: Object.freeze([]) as readonly RuleDecision[],
+  reason: 'unlimited',
 })
+
+const LIMITER_OPTIONS = ['rules', 'store', 'prefix', 'onStoreError']
 
 const prefixesInUse = new WeakMap<Store, Set<string>>()
 
 /** Builds a limiter. Every option is checked here; a bad one throws `InvalidOptionError`. */
 export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<C> {
-  const o = definedOnly(options)
-  knownKeys('createLimiter', o, ['rules', 'store', 'prefix', 'onStoreError'])
-  const resolveRules = rulesResolver(o.rules)
+  const o = readOptions('createLimiter', options, LIMITER_OPTIONS)
+  const resolveRules = rulesOption<C>('createLimiter.rules', o.rules)
   const store = o.store === undefined ? new MemoryStore() : storeOption('createLimiter.store', o.store)
   const prefix = prefixOption('createLimiter.prefix', given(o.prefix, 'sluice'))
-  const onStoreError = storeErrorPolicy<C>(o.onStoreError)
+  const onStoreError = storeErrorPolicyOption<C>('createLimiter.onStoreError', o.onStoreError)
   claimPrefix(store, prefix)
 
-  /**
-   * Decides a call, synchronously when the store answers synchronously (the memory store): the HTTP kit
-   * then answers without a promise hop. Throws on a bad key, cost or rules function.
-   */
-  function decideNow(key: string, callCost: unknown, context: C, mode: StoreMode): Decided {
+  /** Decides a call: synchronously when the store answers synchronously. Throws on a bad key, cost or rules. */
+  function decide(
+    key: string,
+    options: CallOptions<C> | undefined,
+    mode: StoreMode,
+  ): Decision | Promise<Decision> {
     const storageKey = keyOf(key)
-    const cost = costOf(callCost)
+    const cost = costOf(options?.cost)
+    const context = options?.context as C
     const rules = resolveRules(key, context)
     checkCost(cost, rules)
-    if (rules.length === 0) return UNLIMITED_DECISION
-    let answer: readonly RuleDecision[] | Promise<readonly RuleDecision[]>
+    const observed = decisionChannel.hasSubscribers
+    if (rules.length === 0) {
+      if (observed) publishDecision(prefix, key, cost, mode, UNLIMITED_DECISION, 0)
+      return UNLIMITED_DECISION
+    }
+    const started = observed ? performance.now() : 0
+    let answer: StoreAnswer | Promise<StoreAnswer>
     try {
       answer = store.apply(prefix, storageKey, rules, cost, mode)
     } catch (error) {
-      return fallback(error, key, callCost, context, mode)
+      return fallback(error, key, cost, context, mode, started)
     }
     if (isPromise(answer)) {
       // A native promise even when the store answers with another thenable.
-      return Promise.resolve(answer).then(compose, (error) => fallback(error, key, callCost, context, mode))
+      return Promise.resolve(answer).then(
+        (rulesSaid) => {
+          const decision = compose(rulesSaid)
+          if (decisionChannel.hasSubscribers) {
+            publishDecision(
+              prefix,
+              key,
+              cost,
+              mode,
+              decision,
+              started === 0 ? 0 : performance.now() - started,
+            )
+          }
+          return decision
+        },
+        (error) => fallback(error, key, cost, context, mode, started),
+      )
     }
-    return compose(answer)
+    const decision = compose(answer)
+    if (observed) publishDecision(prefix, key, cost, mode, decision, 0)
+    return decision
   }
 
-  function decide(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Promise<Decision> {
+  function settle(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Promise<Decision> {
     try {
-      const decision = decideNow(key, options?.cost, options?.context as C, mode)
+      const decision = decide(key, options, mode)
       return decision instanceof Promise ? decision : Promise.resolve(decision)
     } catch (error) {
       return Promise.reject(error)
     }
   }
 
+  /** What `onStoreError` says when the store failed: published on `sluice:store-error` first. */
   function fallback(
     error: unknown,
     key: string,
-    cost: unknown,
+    cost: number,
     context: C,
     mode: StoreMode,
+    started: number,
   ): Promise<Decision> {
-    if (onStoreError === 'allow') return Promise.resolve(STORE_ALLOW_DECISION)
-    if (onStoreError === 'deny') return Promise.resolve(STORE_DENY_DECISION)
-    if (onStoreError === 'throw') return Promise.reject(asStoreError(error))
-    const options = { cost: cost as number | undefined, context }
-    return mode === 'consume' ? onStoreError.consume(key, options) : onStoreError.peek(key, options)
+    if (storeErrorChannel.hasSubscribers) storeErrorChannel.publish({ limiter: prefix, key, error })
+    let answer: Promise<Decision>
+    if (onStoreError === 'allow') answer = Promise.resolve(STORE_ALLOW_DECISION)
+    else if (onStoreError === 'deny') answer = Promise.resolve(STORE_DENY_DECISION)
+    else if (onStoreError === 'throw') return Promise.reject(asStoreError(error))
+    else {
+      const options = { cost, context }
+      const asked = mode === 'consume' ? onStoreError.consume(key, options) : onStoreError.peek(key, options)
+      answer = asked.then(asInsurance)
+    }
+    if (!decisionChannel.hasSubscribers) return answer
+    return answer.then((decision) => {
+      const storeMs = started === 0 ? 0 : performance.now() - started
+      publishDecision(prefix, key, cost, mode, decision, storeMs)
+      return decision
+    })
   }
 
   const limiter: Limiter<C> = {
     prefix,
     store,
-    consume: (key, options) => decide(key, options, 'consume'),
-    peek: (key, options) => decide(key, options, 'peek'),
+    consume: (key, options) => settle(key, options, 'consume'),
+    consumeNow: (key, options) => decide(key, options, 'consume'),
+    peek: (key, options) => settle(key, options, 'peek'),
 
     async reset(key, options) {
       // The key is checked before the store is tried, so a bad key is never taken for a store failure.
@@ -182,49 +231,33 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     async acquire(key, options) {
       const signal = options?.signal
       signal?.throwIfAborted()
-      const decision = await decide(key, options, 'consume')
+      const decision = await settle(key, options, 'consume')
       if (!decision.allowed) throw new RateLimitedError(decision)
       if (decision.waitMs > 0 && !(await hold(decision.waitMs, signal))) throw signal!.reason
       return decision
     },
   }
-  immediate.set(limiter, {
-    consume: limiter.consume,
-    now: (key, cost, context) => decideNow(key, cost, context as C, 'consume'),
-  })
   return limiter
 }
 
-/** A decision, or the promise of one when the store answers asynchronously. */
-type Decided = Decision | Promise<Decision>
-
-/** Each limiter built here: its own `consume`, and a consume that answers synchronously when its store does. */
-const immediate = new WeakMap<
-  object,
-  { consume: unknown; now: (key: string, cost: number | undefined, context: unknown) => Decided }
->()
-
-/**
- * `limiter.consume`, but without the promise when the store answers synchronously (for core's HTTP kit,
- * so a request limited on a memory store goes on in the same tick); otherwise a native promise. A limiter
- * not built by `createLimiter`, or whose `consume` has been replaced (say, wrapped for metrics), is asked
- * through `consume`. Throws where `consume` would reject on its arguments.
- */
-export function consumeNow<C>(
-  limiter: Limiter<C>,
+function publishDecision(
+  limiter: string,
   key: string,
-  cost: number | undefined,
-  context: C,
-): Decided {
-  const own = immediate.get(limiter)
-  if (own !== undefined && own.consume === limiter.consume) return own.now(key, cost, context)
-  return Promise.resolve(limiter.consume(key, { cost, context }))
+  cost: number,
+  mode: StoreMode,
+  decision: Decision,
+  storeMs: number,
+): void {
+  decisionChannel.publish({ limiter, key, cost, mode, decision, storeMs })
 }
 
-/** Turns the `rules` option into a per-call resolver that returns only limiting rules. */
-function rulesResolver<C>(option: unknown): (key: string, context: C) => readonly Rule[] {
-  if (typeof option === 'function') {
-    const fn = option as (key: string, context: C) => readonly RuleInput[] | null
+/**
+ * Checks a `rules` option (`option` names it in errors) and turns it into a per-call resolver that returns
+ * only limiting rules. For `createLimiter` and for the HTTP kit, which checks it in the adapter's words.
+ */
+export function rulesOption<C>(option: string, value: unknown): (key: string, context: C) => readonly Rule[] {
+  if (typeof value === 'function') {
+    const fn = value as (key: string, context: C) => readonly RuleInput[] | null
     return (key, context) => {
       const rules = fn(key, context)
       return rules === null || rules === undefined
@@ -232,21 +265,20 @@ function rulesResolver<C>(option: unknown): (key: string, context: C) => readonl
         : checkRules(rules, 'the rules function', ErrorCode.INVALID_RULES)
     }
   }
-  if (!Array.isArray(option) || option.length === 0) {
-    throw new InvalidOptionError('createLimiter.rules', option, 'a non-empty list of rules, or a function')
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new InvalidOptionError(option, value, 'a non-empty list of rules, or a function')
   }
-  const rules = checkRules(option as readonly RuleInput[], 'createLimiter.rules', ErrorCode.INVALID_OPTION)
+  const rules = checkRules(value as readonly RuleInput[], option, ErrorCode.INVALID_OPTION)
   return () => rules
 }
 
-const RULE_KINDS = new Set(['fixedWindow', 'slidingLog', 'slidingWindow', 'tokenBucket', 'leakyBucket'])
-
-/** Drops unlimited markers; rejects anything not built by a rule factory, and duplicate rules. */
+/** Drops unlimited markers; rejects anything a rule factory did not build, and duplicate rules. */
 function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode): readonly Rule[] {
   if (!Array.isArray(list)) throw rulesError(code, where, list, 'a list of rules or null')
-  const rules: Rule[] = []
-  for (const rule of list) {
-    if (rule === null || typeof rule !== 'object' || !(RULE_KINDS.has(rule.kind) || isUnlimited(rule))) {
+  let rules: Rule[] | undefined
+  for (let i = 0; i < list.length; i++) {
+    const rule = list[i]!
+    if (!isFactoryRule(rule)) {
       throw rulesError(
         code,
         where,
@@ -254,13 +286,18 @@ function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode):
         'rules built by fixedWindow, slidingLog, slidingWindow, tokenBucket or leakyBucket',
       )
     }
-    if (isUnlimited(rule)) continue
-    if (rules.some((r) => r.id === rule.id)) {
-      throw rulesError(code, where, rule.name, 'no two rules with the same algorithm and numbers')
+    if (isUnlimited(rule)) {
+      rules ??= list.slice(0, i) as Rule[]
+      continue
     }
-    rules.push(rule)
+    for (let j = 0; j < i; j++) {
+      if ((list[j] as Rule).id === rule.id) {
+        throw rulesError(code, where, rule.name, 'no two rules with the same algorithm and numbers')
+      }
+    }
+    rules?.push(rule)
   }
-  return rules.length === list.length ? (list as readonly Rule[]) : rules
+  return rules ?? (list as readonly Rule[])
 }
 
 function rulesError(code: ErrorCode, where: string, value: unknown, expected: string): SluiceError {
@@ -268,13 +305,32 @@ function rulesError(code: ErrorCode, where: string, value: unknown, expected: st
   return new SluiceError(code, `Invalid rules from ${where}: ${describe(value)}; expected ${expected}.`)
 }
 
-function storeErrorPolicy<C>(value: unknown): StoreErrorPolicy<C> {
+/** Checks an `onStoreError` option: one of the three policies, or a limiter to ask instead. */
+export function storeErrorPolicyOption<C>(option: string, value: unknown): StoreErrorPolicy<C> {
   if (value === undefined) return 'allow'
   if (value === 'allow' || value === 'deny' || value === 'throw') return value
-  if (value !== null && typeof value === 'object' && typeof (value as Limiter<C>).consume === 'function') {
-    return value as Limiter<C>
+  return limiterOption<C>(option, value, "'allow', 'deny', 'throw' or a limiter built with createLimiter")
+}
+
+/** A limiter: what `createLimiter` builds (its methods and prefix), perhaps wrapped. */
+export function limiterOption<C>(
+  option: string,
+  value: unknown,
+  expected = 'a limiter built with createLimiter',
+): Limiter<C> {
+  const limiter = value as Partial<Limiter<C>> | null
+  if (
+    limiter === null ||
+    typeof limiter !== 'object' ||
+    typeof limiter.consume !== 'function' ||
+    typeof limiter.consumeNow !== 'function' ||
+    typeof limiter.peek !== 'function' ||
+    typeof limiter.reset !== 'function' ||
+    typeof limiter.prefix !== 'string'
+  ) {
+    throw new InvalidOptionError(option, value, expected)
   }
-  throw new InvalidOptionError('createLimiter.onStoreError', value, "'allow', 'deny', 'throw' or a limiter")
+  return value as Limiter<C>
 }
 
 function claimPrefix(store: Store, prefix: string): void {
@@ -320,7 +376,8 @@ function checkCost(cost: number, rules: readonly Rule[]): void {
 }
 
 /** One Decision from the store's per-rule answers. */
-function compose(rules: readonly RuleDecision[]): Decision {
+function compose(rules: StoreAnswer): Decision {
+  const reason = rules.reason ?? 'rules'
   if (rules.length === 1) {
     const d = rules[0]!
     return {
@@ -332,6 +389,7 @@ function compose(rules: readonly RuleDecision[]): Decision {
       waitMs: d.waitMs,
       rule: d.rule,
       rules,
+      reason,
     }
   }
   let deciding = rules[0]!
@@ -353,19 +411,28 @@ function compose(rules: readonly RuleDecision[]): Decision {
     waitMs: allowed ? waitMs : 0,
     rule: deciding.rule,
     rules,
+    reason,
   }
 }
 
-const STORE_ALLOW_DECISION: Decision = Object.freeze({ ...UNLIMITED_DECISION, rule: 'store-unavailable' })
-const STORE_DENY_DECISION: Decision = Object.freeze({
+const STORE_ALLOW_DECISION: Decision = Object.freeze({
   ...UNLIMITED_DECISION,
+  rule: '',
+  reason: 'store-error',
+})
+const STORE_DENY_DECISION: Decision = Object.freeze({
+  ...STORE_ALLOW_DECISION,
   allowed: false,
   limit: 0,
   remaining: 0,
   resetMs: STORE_ERROR_RETRY_MS,
   retryAfterMs: STORE_ERROR_RETRY_MS,
-  rule: 'store-unavailable',
 })
+
+/** The insurance limiter's decision, marked as its. */
+function asInsurance(decision: Decision): Decision {
+  return { ...decision, reason: 'insurance' }
+}
 
 function asStoreError(error: unknown): SluiceError {
   if (error instanceof SluiceError) return error

@@ -3,17 +3,34 @@
  * Each check throws `InvalidOptionError` naming the option and the value; nothing falls back silently.
  */
 import { InvalidOptionError } from './errors.ts'
-import type { Limiter } from './limiter.ts'
 import type { Store } from './types.ts'
 
-/** Copies `options` without its `undefined` properties, so an explicit `undefined` never wipes a default. */
-export function definedOnly<T extends object>(options: T | undefined): Partial<T> {
-  const out: Partial<T> = {}
-  if (options === undefined) return out
-  if (options === null || typeof options !== 'object')
-    throw new InvalidOptionError('options', options, 'an object')
-  for (const key of Object.keys(options) as (keyof T)[]) {
-    if (options[key] !== undefined) out[key] = options[key]
+/**
+ * Reads a public options object, the one policy every sluice factory follows: it must be a plain object
+ * (not null, not an array); every own name must be one of `known`, whatever its value (a typo such as
+ * `windowMS` never passes as a default, even set to `undefined`, and an own `__proto__` is as unknown as any
+ * other name); inherited properties are not read. Returns a null-prototype copy without the `undefined`
+ * values, so an explicit `undefined` never wipes a default. `where` names the object in errors:
+ * `createLimiter`, `rateLimit`, `slidingLog`, so a bad name reads `createLimiter.prefixx`.
+ * `undefined` options read as `{}` unless `required`.
+ */
+export function readOptions<T extends object>(
+  where: string,
+  options: T | undefined,
+  known: readonly string[],
+  required = false,
+): Partial<T> {
+  const out = Object.create(null) as Partial<T>
+  if (options === undefined && !required) return out
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidOptionError(where, options, 'an options object')
+  }
+  for (const name of Object.keys(options)) {
+    const value = (options as Record<string, unknown>)[name]
+    if (!known.includes(name)) {
+      throw new InvalidOptionError(`${where}.${name}`, value, `one of the known options: ${known.join(', ')}`)
+    }
+    if (value !== undefined) (out as Record<string, unknown>)[name] = value
   }
   return out
 }
@@ -55,7 +72,10 @@ export function positiveOption(option: string, value: unknown): number {
 /** A limit: a safe integer >= 1, or -1 for "not limited". */
 export function limitOption(option: string, value: unknown): number {
   if (value === -1) return -1
-  return integerOption(option, value, 1)
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidOptionError(option, value, 'an integer >= 1, or -1 for not limited')
+  }
+  return value
 }
 
 /** One of `choices`. */
@@ -103,29 +123,13 @@ export function durationLabel(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
 }
 
-/** Rejects options this call does not know (a typo such as `windowMS` must not pass as a default). */
-export function knownKeys(where: string, options: object, known: readonly string[]): void {
-  for (const key of Object.keys(options)) {
-    if (!known.includes(key)) {
-      throw new InvalidOptionError(
-        `${where}.${key}`,
-        (options as Record<string, unknown>)[key],
-        `one of the known options: ${known.join(', ')}`,
-      )
-    }
-  }
-}
-
-/** Reads a rule factory's options object: present, an object, only known keys, `undefined`s dropped. */
+/** Reads a rule factory's options object: required, and only the factory's own names. */
 export function ruleOptions<T extends object>(
   where: string,
   options: T | undefined,
   known: readonly string[],
 ): Partial<T> {
-  if (options === null || typeof options !== 'object')
-    throw new InvalidOptionError(where, options, 'an options object')
-  knownKeys(where, options, known)
-  return definedOnly(options)
+  return readOptions(where, options, known, true)
 }
 
 /** Characters a prefix may not hold beyond labelOption's: braces would break the Redis store's hash tags. */
@@ -158,46 +162,6 @@ export function storeOption(option: string, value: unknown): Store {
     throw new InvalidOptionError(option, value, 'a store (an object with apply and reset)')
   }
   return value as Store
-}
-
-/** A limiter built by `createLimiter`. */
-export function limiterOption<C>(option: string, value: unknown): Limiter<C> {
-  const limiter = value as Partial<Limiter<C>> | null
-  if (
-    limiter === null ||
-    typeof limiter !== 'object' ||
-    typeof limiter.consume !== 'function' ||
-    typeof limiter.peek !== 'function' ||
-    typeof limiter.prefix !== 'string'
-  ) {
-    throw new InvalidOptionError(option, value, 'a limiter built with createLimiter')
-  }
-  return value as Limiter<C>
-}
-
-/**
- * Reads an adapter's options object: an object (not an array), no name outside `known` that carries a
- * value, and `undefined` values dropped so they never wipe a default. `where` names it in errors
- * (`rateLimit.<name>`, `sluice.<name>`).
- */
-export function knownOptions<T extends object>(
-  where: string,
-  options: unknown,
-  known: readonly string[],
-): Partial<T> {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new InvalidOptionError(where, options, 'an options object')
-  }
-  const out: Record<string, unknown> = {}
-  for (const name of Object.keys(options)) {
-    const value = (options as Record<string, unknown>)[name]
-    if (value === undefined) continue
-    if (!known.includes(name)) {
-      throw new InvalidOptionError(`${where}.${name}`, value, `one of the known options: ${known.join(', ')}`)
-    }
-    out[name] = value
-  }
-  return out as Partial<T>
 }
 
 /** True for a promise or any thenable (a store or a user function may answer either way). */

@@ -91,7 +91,22 @@ export interface RuleDecision {
   readonly windowSeconds: number
 }
 
-/** What a limiter answers for one call. */
+/**
+ * Who decided a call: `'rules'`, the rules in the store; `'unlimited'`, no rule applied to the key;
+ * `'cache'`, the store's memory of a recent denial; `'blocked'`, an active block on the key;
+ * `'store-error'`, the `onStoreError` policy after the store failed; `'insurance'`, the limiter given as
+ * `onStoreError`; `'prefetch'`, units a Redis store fetched ahead.
+ */
+export type DecisionReason =
+  | 'rules'
+  | 'unlimited'
+  | 'cache'
+  | 'blocked'
+  | 'store-error'
+  | 'insurance'
+  | 'prefetch'
+
+/** What a limiter answers for one call. Plain data: a JSON round trip keeps every field (`Infinity` reads back as `null`). */
 export interface Decision {
   readonly allowed: boolean
   /** Of the deciding rule. `Infinity` when nothing limits the key. */
@@ -104,14 +119,25 @@ export interface Decision {
   readonly retryAfterMs: number
   /** leakyBucket only: how long the caller must hold before proceeding. */
   readonly waitMs: number
-  /** The deciding rule: the denying one (longest retry), else the one with least remaining. */
+  /**
+   * The deciding rule's name: the denying one (longest retry), else the one with least remaining.
+   * `'unlimited'` when no rule limits the key; `''` when the store failed (`reason: 'store-error'`).
+   */
   readonly rule: string
-  /** One per rule, in the order the rules were given. Empty when nothing limits the key. */
+  /** One per rule, in the order the rules were given. Empty when no rule decided. */
   readonly rules: readonly RuleDecision[]
+  /** Who decided; see `DecisionReason`. */
+  readonly reason: DecisionReason
 }
 
 /** What a store does with a call: `'consume'` records it when admitted, `'peek'` never records. */
 export type StoreMode = 'consume' | 'peek'
+
+/**
+ * A store's answer: one RuleDecision per rule, in order. A store that answered without running the rules
+ * says so in `reason` (its denied-key cache: `'cache'`); without it the rules decided.
+ */
+export type StoreAnswer = readonly RuleDecision[] & { readonly reason?: DecisionReason }
 
 /**
  * Where rule state lives. A store applies all of a call's rules to one key atomically:
@@ -126,7 +152,7 @@ export interface Store {
     rules: readonly Rule[],
     cost: number,
     mode: StoreMode,
-  ): Promise<readonly RuleDecision[]> | readonly RuleDecision[]
+  ): Promise<StoreAnswer> | StoreAnswer
   /**
    * Forgets the state of `rules` for `key`. A store may forget more of the key (the memory store forgets
    * the whole key; the Redis store deletes exactly the keys of `rules`).

@@ -1,5 +1,6 @@
-import { fixedWindow, InvalidOptionError, isUnlimited, UNLIMITED } from '@sluice/core'
+import { fixedWindow, InvalidOptionError } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
+import { isUnlimited, UNLIMITED } from '../src/rules/unlimited.ts'
 import { admitted, catchError, denied, harness } from './support.ts'
 
 const rule = (limit: number, windowMs: number) => fixedWindow({ limit, windowMs })

@@ -1,5 +1,4 @@
 import {
-  combineHeaders,
   createLimiter,
   type Decision,
   fixedWindow,
@@ -7,12 +6,11 @@ import {
   InvalidOptionError,
   MemoryStore,
   type RuleDecision,
-  rateLimitHeaders,
-  resolveHeaderOptions,
   slidingLog,
-  UNLIMITED_DECISION,
 } from '@sluice/core'
+import { rateLimitHeaders, resolveHeaderOptions, stackedHeaders } from '@sluice/core/http'
 import { describe, expect, it } from 'vitest'
+import { UNLIMITED_DECISION } from '../src/limiter.ts'
 
 const perSecond: RuleDecision = {
   rule: '10-per-1s',
@@ -54,6 +52,7 @@ function decision(rules: RuleDecision[], deciding: RuleDecision): Decision {
     waitMs: 0,
     rule: deciding.rule,
     rules,
+    reason: 'rules',
   }
 }
 
@@ -68,7 +67,8 @@ const storeDenied: Decision = {
   remaining: 0,
   resetMs: 1000,
   retryAfterMs: 1000,
-  rule: 'store-unavailable',
+  rule: '',
+  reason: 'store-error',
 }
 
 const headers = (d: Decision, option?: HeaderOptions | boolean) =>
@@ -350,44 +350,51 @@ describe('with a real limiter', () => {
   })
 })
 
-describe('combineHeaders: a second limit on one response', () => {
-  it('joins the structured lists, earlier items first', () => {
-    const earlier = { 'RateLimit-Policy': '"global";q=100;w=60', RateLimit: '"global";r=99;t=60' }
-    const later = { 'RateLimit-Policy': '"pay";q=2;w=60', RateLimit: '"pay";r=0;t=60', 'Retry-After': '60' }
-    expect(combineHeaders(earlier, later)).toEqual({
-      'RateLimit-Policy': '"global";q=100;w=60, "pay";q=2;w=60',
-      RateLimit: '"global";r=99;t=60, "pay";r=0;t=60',
-      'Retry-After': '60',
+describe('stackedHeaders: several limits on one response, rendered from their decisions', () => {
+  const as = (d: Decision, option?: HeaderOptions | boolean) => ({
+    decision: d,
+    headers: resolveHeaderOptions(option),
+  })
+
+  it("joins the structured lists, earlier items first; Retry-After is the later (denying) limit's", () => {
+    expect(stackedHeaders([as(decision([perSecond], perSecond)), as(oneDenied)])).toEqual({
+      'RateLimit-Policy': '"10-per-1s";q=10;w=1, "100-per-60s";q=100;w=60',
+      RateLimit: '"10-per-1s";r=4;t=1, "100-per-60s";r=0;t=43',
+      'Retry-After': '3',
     })
-    expect(earlier).toEqual({ 'RateLimit-Policy': '"global";q=100;w=60', RateLimit: '"global";r=99;t=60' })
   })
 
   it("joins draft-6/7 policy lists, but a draft-7 RateLimit dictionary is one rule's: the later one", () => {
-    const earlier = { 'RateLimit-Policy': '100;w=60', RateLimit: 'limit=100, remaining=99, reset=60' }
-    const later = { 'RateLimit-Policy': '2;w=60', RateLimit: 'limit=2, remaining=1, reset=60' }
-    expect(combineHeaders(earlier, later)).toEqual({
-      'RateLimit-Policy': '100;w=60, 2;w=60',
-      RateLimit: 'limit=2, remaining=1, reset=60',
+    const d7 = { standard: 'draft-7' } as const
+    expect(stackedHeaders([as(decision([perSecond], perSecond), d7), as(one, d7)])).toEqual({
+      'RateLimit-Policy': '10;w=1, 100;w=60',
+      RateLimit: 'limit=100, remaining=99, reset=60',
     })
   })
 
   it("takes the later value across drafts and for one rule's figures; keeps fields only the earlier sent", () => {
-    const earlier = {
-      'RateLimit-Policy': '100;w=60',
-      'RateLimit-Limit': '100',
+    const earlier = as(decision([perSecond], perSecond), { standard: 'draft-6', legacy: true })
+    expect(stackedHeaders([earlier, as(one, { legacy: true })])).toEqual({
+      'RateLimit-Policy': '"100-per-60s";q=100;w=60',
+      RateLimit: '"100-per-60s";r=99;t=60',
+      'RateLimit-Limit': '10',
+      'RateLimit-Remaining': '4',
+      'RateLimit-Reset': '1',
+      'X-RateLimit-Limit': '100',
       'X-RateLimit-Remaining': '99',
-    }
-    const later = { 'RateLimit-Policy': '"pay";q=2;w=60', 'X-RateLimit-Remaining': '1' }
-    expect(combineHeaders(earlier, later)).toEqual({
-      'RateLimit-Policy': '"pay";q=2;w=60',
-      'RateLimit-Limit': '100',
-      'X-RateLimit-Remaining': '1',
+      'X-RateLimit-Reset': '60',
     })
-    const named = { RateLimit: '"pay";r=1;t=60' }
-    const dictionary = { RateLimit: 'limit=100, remaining=99, reset=60' }
-    expect(combineHeaders(dictionary, named)).toEqual(named)
-    expect(combineHeaders(named, dictionary)).toEqual(dictionary)
-    expect(combineHeaders({}, later)).toEqual(later)
-    expect(combineHeaders({ 'RateLimit-Policy': '' }, later)['RateLimit-Policy']).toBe('"pay";q=2;w=60')
+    // A draft-7 dictionary after named items replaces them, and named items after it replace it.
+    expect(stackedHeaders([as(one), as(one, { standard: 'draft-7' })]).RateLimit).toBe(
+      'limit=100, remaining=99, reset=60',
+    )
+    expect(stackedHeaders([as(one, { standard: 'draft-7' }), as(one)]).RateLimit).toBe(
+      '"100-per-60s";r=99;t=60',
+    )
+  })
+
+  it('a limit with headers off adds nothing, and one limit renders as it would alone', () => {
+    expect(stackedHeaders([as(one, false), as(oneDenied)])).toEqual(headers(oneDenied))
+    expect(stackedHeaders([as(two)])).toEqual(headers(two))
   })
 })

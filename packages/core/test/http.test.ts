@@ -1,16 +1,18 @@
+import { EventEmitter } from 'node:events'
+import { createLimiter, ErrorCode, fixedWindow, leakyBucket, MemoryStore, type Store } from '@sluice/core'
 import {
-  createLimiter,
-  ErrorCode,
-  fixedWindow,
-  hold,
-  leakyBucket,
-  MemoryStore,
+  type BuildOptions,
+  buildRequestLimit,
+  type HttpAdapter,
+  type HttpLimitOptions,
+  mergeHttpOptions,
+  parseHttpOptions,
+  RequestRecord,
   type RequestView,
-  resolveHttpLimit,
-  type Store,
-  withCounted,
-} from '@sluice/core'
+  whenResponseEnds,
+} from '@sluice/core/http'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { hold } from '../src/hold.ts'
 
 interface FakeRequest {
   ip?: string
@@ -32,6 +34,35 @@ const request = (over: Partial<FakeRequest> = {}): FakeRequest => ({
   headers: {},
   ...over,
 })
+
+/** A response that ends when the test says so. */
+class FakeResponse extends EventEmitter {
+  destroyed = false
+  writableFinished = false
+}
+
+/** An adapter for fake requests: records in a WeakMap, responses that never end unless told. */
+function adapterFor(requestView: RequestView<FakeRequest>): HttpAdapter<FakeRequest, FakeResponse> {
+  const records = new WeakMap<FakeRequest, RequestRecord>()
+  return {
+    view: requestView,
+    recordOf: (req) => records.get(req),
+    keepRecord: (req, record) => records.set(req, record),
+    responseOf: (res) => res,
+  }
+}
+
+/** Parses and builds a limit as an adapter does; `check` decides one request. */
+function resolveHttpLimit<R extends FakeRequest = FakeRequest>(
+  where: string,
+  options: HttpLimitOptions<R>,
+  requestView: RequestView<FakeRequest>,
+  build?: BuildOptions,
+  adapter = adapterFor(requestView),
+) {
+  const limit = buildRequestLimit(parseHttpOptions<FakeRequest>(where, options), adapter, build)
+  return { limiter: limit.limiter, check: (req: FakeRequest) => limit.limitRequest(req, new FakeResponse()) }
+}
 
 function clockedStore() {
   const clock = { now: 1_000_000 }
@@ -77,32 +108,45 @@ describe('resolveHttpLimit', () => {
     expect((await limit.limiter.peek('203.0.113.7')).remaining).toBe(3)
   })
 
-  it("asks the view's countOnce, when it has one, instead of keeping requests of its own", async () => {
-    const asked: [FakeRequest, object][] = []
-    const marks = new Map<FakeRequest, object>()
-    const countOnce = (req: FakeRequest, limiter: object): boolean => {
-      asked.push([req, limiter])
-      if (marks.get(req) === limiter) return false
-      marks.set(req, limiter)
-      return true
-    }
-    const limit = resolveHttpLimit(
+  it('counts a request once per owner: limits sharing an owner token count it once between them', async () => {
+    const rules = [fixedWindow({ limit: 5, windowMs: 1000 })]
+    const adapter = adapterFor(view)
+    const owner = {}
+    const first = resolveHttpLimit('test', { rules, prefix: 'a' }, view, { owner }, adapter)
+    const second = resolveHttpLimit('test', { rules, prefix: 'b' }, view, { owner }, adapter)
+    const apart = resolveHttpLimit('test', { rules, prefix: 'c' }, view, undefined, adapter)
+    const req = request()
+    expect((await first.check(req)).action).toBe('allow')
+    expect(await second.check(req)).toEqual({ action: 'pass' })
+    expect((await apart.check(req)).action).toBe('allow')
+    // A peek says what a call would leave: 4 of 5 where nothing was counted, 3 where one was.
+    expect((await second.limiter.peek('203.0.113.7')).remaining).toBe(4)
+    expect((await apart.limiter.peek('203.0.113.7')).remaining).toBe(3)
+  })
+
+  it('lists every limit that counted a request in its headers, from their decisions', async () => {
+    const adapter = adapterFor(view)
+    const global = resolveHttpLimit(
       'test',
-      { rules: [fixedWindow({ limit: 5, windowMs: 1000 })] },
-      { ...view, countOnce },
+      { rules: [fixedWindow({ limit: 100, windowMs: 60_000, name: 'global' })], prefix: 'g' },
+      view,
+      undefined,
+      adapter,
+    )
+    const pay = resolveHttpLimit(
+      'test',
+      { rules: [fixedWindow({ limit: 2, windowMs: 60_000, name: 'pay' })], prefix: 'p' },
+      view,
+      undefined,
+      adapter,
     )
     const req = request()
-    expect((await limit.check(req)).action).toBe('allow')
-    expect(await limit.check(req)).toEqual({ action: 'pass' })
-    // A request the view has not marked is counted, even if this limit saw an equal one before.
-    marks.clear()
-    expect((await limit.check(req)).action).toBe('allow')
-    expect(asked).toEqual([
-      [req, limit.limiter],
-      [req, limit.limiter],
-      [req, limit.limiter],
-    ])
-    expect((await limit.limiter.peek('203.0.113.7')).remaining).toBe(2)
+    await global.check(req)
+    const outcome = await pay.check(req)
+    if (outcome.action !== 'allow') throw new Error('unreachable')
+    expect(outcome.headers['RateLimit-Policy']).toBe('"global";q=100;w=60, "pay";q=2;w=60')
+    expect(adapter.recordOf(req)?.decision).toBe(outcome.decision)
+    expect(adapter.recordOf(req)?.headers).toBe(outcome.headers)
   })
 
   it('keys by header parts; a missing part is rejected with 400, skipped, or defaulted as configured', async () => {
@@ -254,16 +298,21 @@ describe('resolveHttpLimit', () => {
     await expect(answer).rejects.toThrow('no key here')
   })
 
-  it("asks a limiter's consume when it has been replaced (wrapped for metrics, say)", async () => {
+  it("decides through the limiter's consumeNow, part of its type, so a wrapper that replaces it is asked", async () => {
     const limiter = createLimiter<FakeRequest>({ rules: [fixedWindow({ limit: 5, windowMs: 1000 })] })
-    const consume = limiter.consume
+    const consumeNow = limiter.consumeNow
     let calls = 0
-    limiter.consume = (key, options) => {
-      calls++
-      return consume(key, options)
+    const wrapped = {
+      ...limiter,
+      consumeNow: ((key, options) => {
+        calls++
+        return consumeNow(key, options)
+      }) as typeof limiter.consumeNow,
     }
-    const limit = resolveHttpLimit('test', { limiter }, view)
-    expect(await limit.check(request())).toMatchObject({ action: 'allow', decision: { remaining: 4 } })
+    const limit = resolveHttpLimit('test', { limiter: wrapped }, view)
+    const outcome = limit.check(request())
+    expect(outcome).not.toBeInstanceOf(Promise)
+    expect(outcome).toMatchObject({ action: 'allow', decision: { remaining: 4 } })
     expect(calls).toBe(1)
   })
 
@@ -299,6 +348,13 @@ describe('resolveHttpLimit', () => {
       [{ rules, headers: { standard: 'draft-1' } }, 'test.headers.standard'],
       [{ rules, prefix: 'a{b}' }, 'test.prefix'],
       [{ rules, onStoreError: 'retry' }, 'test.onStoreError'],
+      [{ rules, onStoreError: { consume: () => undefined } }, 'test.onStoreError'],
+      [{ rules, message: new Date() }, 'test.message'],
+      [{ rules, message: [] }, 'test.message'],
+      // An unknown name is an error whatever its value, undefined included.
+      [{ rules, onMissing: 'skip' }, 'test.onMissing'],
+      [{ rules, keyGenerator: undefined }, 'test.keyGenerator'],
+      [{ rules, windowMs: 60_000 }, 'test.windowMs'],
     ]
     for (const [options, option] of cases) {
       expect(() => resolveHttpLimit('test', options, view)).toThrowError(
@@ -365,19 +421,69 @@ describe('timers', () => {
   })
 })
 
-describe('withCounted', () => {
-  it('holds one limiter as itself, several as a list, and answers false for one already there', () => {
-    const [a, b, c] = [{}, {}, {}]
-    expect(withCounted(undefined, a)).toBe(a)
-    expect(withCounted(null, a)).toBe(a)
-    expect(withCounted(a, a)).toBe(false)
-    const two = withCounted(a, b)
-    if (two === false) throw new Error('unreachable')
-    expect(two).toEqual([a, b])
-    expect(withCounted(two, a)).toBe(false)
-    expect(withCounted(two, b)).toBe(false)
-    const three = withCounted(two, c)
-    expect(three).toBe(two)
-    expect(three).toEqual([a, b, c])
+describe('the options of a route merged over the plugin', () => {
+  const rules = [fixedWindow({ limit: 1, windowMs: 1000 })]
+  it('takes what the route gives and keeps the rest; a limiter drops the options it replaces, and they drop it', () => {
+    const limiter = createLimiter({ rules })
+    const plugin = parseHttpOptions('sluice', { rules, prefix: 'p', statusCode: 503, onMissingKey: 'skip' })
+    const route = parseHttpOptions('config.rateLimit', { key: 'route', statusCode: 429 })
+    expect(mergeHttpOptions(plugin, route)).toMatchObject({
+      where: 'config.rateLimit',
+      rules,
+      prefix: 'p',
+      key: 'route',
+      statusCode: 429,
+      onMissingKey: 'skip',
+    })
+    const own = mergeHttpOptions(plugin, parseHttpOptions('rateLimit', { limiter }))
+    expect(own).toMatchObject({ limiter, rules: undefined, prefix: undefined, statusCode: 503 })
+    const back = mergeHttpOptions(own, parseHttpOptions('rateLimit', { rules }))
+    expect(back).toMatchObject({ limiter: undefined, rules })
+    limiter.close()
+  })
+})
+
+describe('RequestRecord and the response-end phase', () => {
+  it('runs every end callback once, in order, with whether the response finished', () => {
+    const record = new RequestRecord()
+    const seen: string[] = []
+    expect(record.onEnd((finished) => seen.push(`a:${finished}`))).toBe(true)
+    expect(record.onEnd((finished) => seen.push(`b:${finished}`))).toBe(false)
+    record.end(false)
+    record.end(true)
+    expect(seen).toEqual(['a:false', 'b:false'])
+  })
+
+  it('sees finish, or close before finish, once; and a response that has already ended at once', () => {
+    const seen: boolean[] = []
+    const finished = new FakeResponse()
+    whenResponseEnds(finished, (f) => seen.push(f))
+    finished.writableFinished = true
+    finished.emit('finish')
+    finished.emit('close')
+    const left = new FakeResponse()
+    whenResponseEnds(left, (f) => seen.push(f))
+    left.emit('close')
+    const over = new FakeResponse()
+    over.writableFinished = true
+    whenResponseEnds(over, (f) => seen.push(f))
+    expect(seen).toEqual([true, false, true])
+    expect(finished.listenerCount('close') + left.listenerCount('finish')).toBe(0)
+  })
+
+  it("a limit's onResponseEnd watches the response once per request however many callbacks there are", () => {
+    const adapter = adapterFor(view)
+    const limit = buildRequestLimit(
+      parseHttpOptions<FakeRequest>('t', { rules: [fixedWindow({ limit: 1, windowMs: 1 })] }),
+      adapter,
+    )
+    const req = request()
+    const res = new FakeResponse()
+    const seen: number[] = []
+    limit.onResponseEnd(req, res, () => seen.push(1))
+    limit.onResponseEnd(req, res, () => seen.push(2))
+    expect(res.listenerCount('finish')).toBe(1)
+    res.emit('close')
+    expect(seen).toEqual([1, 2])
   })
 })

@@ -1,14 +1,5 @@
-import {
-  compileKey,
-  ErrorCode,
-  InvalidOptionError,
-  ipKey,
-  type KeyOptions,
-  type KeyResult,
-  type KeySpec,
-  type RequestView,
-  SluiceError,
-} from '@sluice/core'
+import { ErrorCode, InvalidOptionError, ipKey, type KeySpec, SluiceError } from '@sluice/core'
+import { compileKey, type KeyOptions, type KeyResult, type RequestView } from '@sluice/core/http'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 
@@ -325,29 +316,29 @@ describe('compileKey missing parts', () => {
   })
 
   it.each(absent)('skips when asked and %s is absent', (missing, spec, req) => {
-    expect(key(spec, req, { onMissing: 'skip' })).toEqual({ ok: false, missing, policy: 'skip' })
+    expect(key(spec, req, { onMissingKey: 'skip' })).toEqual({ ok: false, missing, policy: 'skip' })
   })
 
   it.each(absent)('uses the default when %s is absent', (_missing, spec, req) => {
-    expect(key(spec, req, { onMissing: { default: 'none' } })).toEqual(ok('none'))
+    expect(key(spec, req, { onMissingKey: { default: 'none' } })).toEqual(ok('none'))
   })
 
   it('never builds the string "undefined" or "null"', () => {
     const spec: KeySpec<Req> = ['ip', 'route', { header: 'x-h' }, (req) => req.a, (req) => req.b]
     for (const onMissing of ['reject', 'skip', { default: '-' }] as const) {
-      const result = key(spec, { a: undefined, b: null }, { onMissing })
+      const result = key(spec, { a: undefined, b: null }, { onMissingKey: onMissing })
       expect(JSON.stringify(result)).not.toMatch(/undefined|null/)
     }
-    expect(key(spec, { a: undefined, b: null }, { onMissing: { default: '-' } })).toEqual(ok('-:-:-:-:-'))
+    expect(key(spec, { a: undefined, b: null }, { onMissingKey: { default: '-' } })).toEqual(ok('-:-:-:-:-'))
   })
 
   it('substitutes the default for the absent part only, escaped like a value', () => {
     const spec: KeySpec<Req> = ['route', { header: ['x-biz-type', 'x-channel'] }]
     const req = { route: 'POST /pay', headers: { 'x-biz-type': 'PAYMENT' } }
-    expect(key(spec, req, { onMissing: { default: 'default' } })).toEqual(ok('POST /pay:PAYMENT:default'))
-    expect(key(spec, req, { onMissing: { default: 'n:a' } })).toEqual(ok('POST /pay:PAYMENT:n\\:a'))
-    expect(key({ header: 'x-h' }, {}, { onMissing: { default: 'n:a' } })).toEqual(ok('n\\:a'))
-    expect(key((r: Req) => r.a, {}, { onMissing: { default: 'n:a' } })).toEqual(ok('n:a'))
+    expect(key(spec, req, { onMissingKey: { default: 'default' } })).toEqual(ok('POST /pay:PAYMENT:default'))
+    expect(key(spec, req, { onMissingKey: { default: 'n:a' } })).toEqual(ok('POST /pay:PAYMENT:n\\:a'))
+    expect(key({ header: 'x-h' }, {}, { onMissingKey: { default: 'n:a' } })).toEqual(ok('n\\:a'))
+    expect(key((r: Req) => r.a, {}, { onMissingKey: { default: 'n:a' } })).toEqual(ok('n:a'))
   })
 
   it('reports the first absent part', () => {
@@ -380,10 +371,10 @@ describe('compileKey missing parts', () => {
 
 describe('compileKey options', () => {
   it('lets an explicit undefined keep the defaults', () => {
-    expect(key('ip', { ip: '2001:db8:ab:cd12::1' }, { ipv6Subnet: undefined, onMissing: undefined })).toEqual(
-      ok('2001:db8:ab:cd00::/56'),
-    )
-    expect(key('ip', {}, { ipv6Subnet: undefined, onMissing: undefined })).toEqual({
+    expect(
+      key('ip', { ip: '2001:db8:ab:cd12::1' }, { ipv6Subnet: undefined, onMissingKey: undefined }),
+    ).toEqual(ok('2001:db8:ab:cd00::/56'))
+    expect(key('ip', {}, { ipv6Subnet: undefined, onMissingKey: undefined })).toEqual({
       ok: false,
       missing: 'ip',
       policy: 'reject',
@@ -433,9 +424,9 @@ describe('compileKey options', () => {
     [{ default: 'x', also: 'y' }],
     [['skip']],
     [true],
-  ])('rejects onMissing %j', (onMissing) => {
-    const error = optionError(() => compileKey('ip', view, { onMissing: onMissing as 'skip' }))
-    expect(error.option).toBe('onMissing')
+  ])('rejects onMissingKey %j', (onMissing) => {
+    const error = optionError(() => compileKey('ip', view, { onMissingKey: onMissing as 'skip' }))
+    expect(error.option).toBe('onMissingKey')
     expect(error.value).toBe(onMissing)
   })
 
@@ -447,11 +438,6 @@ describe('compileKey options', () => {
   it('rejects a view without ip, route and header functions', () => {
     const error = optionError(() => compileKey('ip', { ip: () => undefined } as unknown as RequestView<Req>))
     expect(error.option).toBe('view')
-  })
-
-  it('rejects a view whose countOnce is not a function', () => {
-    const bad = { ...view, countOnce: true } as unknown as RequestView<Req>
-    expect(optionError(() => compileKey('ip', bad)).option).toBe('view')
   })
 
   it('explains the problem in the message', () => {

@@ -7,22 +7,20 @@ import {
   InvalidCostError,
   InvalidOptionError,
   leakyBucket,
-  MAX_KEY_LENGTH,
   MemoryStore,
   RateLimitedError,
   type Rule,
   type RuleDecision,
   type RuleInput,
   SluiceError,
-  STORE_ERROR_RETRY_MS,
   type Store,
   StoreError,
   slidingLog,
   slidingWindow,
   tokenBucket,
-  UNLIMITED_DECISION,
 } from '@sluice/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { MAX_KEY_LENGTH, STORE_ERROR_RETRY_MS, UNLIMITED_DECISION } from '../src/limiter.ts'
 import { admitted, catchError, denied, figures, harness } from './support.ts'
 
 afterEach(() => {
@@ -217,6 +215,7 @@ describe('rules as a function of the key', () => {
       waitMs: 0,
       rule: 'unlimited',
       rules: [],
+      reason: 'unlimited',
     })
     expect(Object.isFrozen(UNLIMITED_DECISION)).toBe(true)
   })
@@ -463,8 +462,9 @@ describe('onStoreError', () => {
           allowed: true,
           retryAfterMs: 0,
           waitMs: 0,
-          rule: 'store-unavailable',
+          rule: '',
           rules: [],
+          reason: 'store-error',
         })
         expect((await l.peek('k')).allowed).toBe(true)
         // A reset is never reported as done when the store failed to do it.
@@ -481,7 +481,9 @@ describe('onStoreError', () => {
       expect(STORE_ERROR_RETRY_MS).toBe(1000)
       const d = await l.consume('k')
       expect(figures(d)).toEqual(denied(0, 1000, 1000))
-      expect(d.rule).toBe('store-unavailable')
+      // A store failure is told by reason, never by a rule name.
+      expect(d.rule).toBe('')
+      expect(d.reason).toBe('store-error')
       const error = await rejection(l.acquire('k'))
       expect(error).toBeInstanceOf(RateLimitedError)
       expect((error as RateLimitedError).decision.retryAfterMs).toBe(1000)

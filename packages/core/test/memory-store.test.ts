@@ -250,7 +250,7 @@ describe('MemoryStore options', () => {
     [{ sweepIntervalMs: null }, 'MemoryStore.sweepIntervalMs'],
     [{ clock: null }, 'MemoryStore.clock'],
     [{ maxkeys: 10 }, 'MemoryStore.maxkeys'],
-    ['fast', 'options'],
+    ['fast', 'MemoryStore'],
   ])('rejects %j naming %s', (options, option) => {
     const error = catchError(() => new MemoryStore(options as never))
     expect(error).toBeInstanceOf(InvalidOptionError)

@@ -1,5 +1,6 @@
-import { InvalidOptionError, slidingLog, UNLIMITED } from '@sluice/core'
+import { InvalidOptionError, slidingLog } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
+import { UNLIMITED } from '../src/rules/unlimited.ts'
 import { admitted, catchError, denied, harness } from './support.ts'
 
 const rule = (limit: number, windowMs: number) => slidingLog({ limit, windowMs })

@@ -1,5 +1,7 @@
-import { InvalidOptionError, MAX_BUCKETS, slidingWindow, UNLIMITED } from '@sluice/core'
+import { InvalidOptionError, slidingWindow } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
+import { MAX_BUCKETS } from '../src/rules/sliding-window.ts'
+import { UNLIMITED } from '../src/rules/unlimited.ts'
 import { admitted, catchError, denied, harness } from './support.ts'
 
 /** limit 4 per 1000 ms in 4 buckets of 250 ms. */

@@ -1,5 +1,6 @@
-import { InvalidOptionError, tokenBucket, UNLIMITED } from '@sluice/core'
+import { InvalidOptionError, tokenBucket } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
+import { UNLIMITED } from '../src/rules/unlimited.ts'
 import { admitted, catchError, denied, harness } from './support.ts'
 
 const rule = (capacity: number, refillPerSecond: number) => tokenBucket({ capacity, refillPerSecond })

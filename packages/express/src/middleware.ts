@@ -1,25 +1,23 @@
 /**
- * @module rateLimit: the Express middleware. It reads an Express request through a `RequestView`,
- * asks core's HTTP kit for an outcome, writes the headers and calls `next()`, or answers 400/429.
+ * @module rateLimit: the Express middleware. It tells core's HTTP kit how to read an Express request and
+ * where the request's record lives, then writes out the outcome: headers and `next()`, a hold, or 400/429.
  * Everything a limit decides lives in `@sluice/core`; this file only translates for Express 4 and 5.
  */
+import type { Decision, Limiter } from '@sluice/core'
 import {
-  type CountedBy,
-  combineHeaders,
-  type Decision,
-  HTTP_OPTION_NAMES,
+  buildRequestLimit,
+  functionOption,
+  type HttpAdapter,
   type HttpLimitOptions,
   type HttpOutcome,
+  headerValues,
   holdResponse,
-  InvalidOptionError,
   isPromise,
-  knownOptions,
-  type Limiter,
+  parseHttpOptions,
+  type RequestRecord,
   type RequestView,
   type ResponseBody,
-  resolveHttpLimit,
-  withCounted,
-} from '@sluice/core'
+} from '@sluice/core/http'
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
 
 declare global {
@@ -28,7 +26,7 @@ declare global {
     interface Request {
       /**
        * The decision of the sluice limit that last counted this request (allowed or denied).
-       * Absent when no limit counted it: skipped, or a missing key part under `onMissingKey: 'skip'`.
+       * `undefined` when no limit counted it: skipped, or a missing key part under `onMissingKey: 'skip'`.
        */
       rateLimit?: Decision
     }
@@ -42,9 +40,10 @@ declare global {
  */
 export interface ExpressRateLimitOptions extends HttpLimitOptions<Request> {
   /**
-   * Sends the response for a denied request instead of the default problem-details JSON. It is called
-   * with the status (`statusCode`, default 429) and the rate-limit headers already set on `res`, and
-   * must end the response. A throw or a rejection goes to `next(err)`.
+   * Called for a denied request, with the status (`statusCode`, default 429) and the rate-limit headers
+   * already set on `res`. It may send a response of its own; when it has not sent one by the time it
+   * returns (or its promise settles), sluice sends its 429 as usual, so a callback that only logs never
+   * leaves a request hanging. A throw or a rejection goes to `next(err)`.
    */
   onLimited?: (req: Request, res: Response, decision: Decision) => void | Promise<void>
 }
@@ -53,14 +52,15 @@ export interface ExpressRateLimitOptions extends HttpLimitOptions<Request> {
 export type RateLimitMiddleware = RequestHandler & { readonly limiter: Limiter<Request> }
 
 type Denied = Extract<HttpOutcome, { action: 'deny' }>
+type OnLimited = NonNullable<ExpressRateLimitOptions['onLimited']>
 
-const OPTION_NAMES: readonly string[] = [...HTTP_OPTION_NAMES, 'onLimited']
+const OWN_OPTIONS = { onLimited: functionOption }
 
 /**
  * How sluice reads an Express request. `'ip'` is `req.ip`, so Express's `trust proxy` setting decides
  * whether `X-Forwarded-For` counts. `'route'` is the matched route's template under its mount path
  * when a route has matched (per-route use), else, at `app.use` level, the mount path plus the path
- * without its query string.
+ * without its query string. Headers are read line by line (`headersDistinct`).
  */
 const view: RequestView<Request> = {
   ip: (req) => req.ip,
@@ -68,14 +68,25 @@ const view: RequestView<Request> = {
     const route = req.route as { path?: unknown } | undefined
     return `${req.method} ${req.baseUrl}${route === undefined ? req.path : String(route.path)}`
   },
-  header: (req, name) => req.headers[name],
-  countOnce(req, limiter) {
-    const record = recordOf(req)
-    const counted = withCounted(record.counted, limiter)
-    if (counted === false) return false
-    record.counted = counted
-    return true
+  routeTemplate: (req) => {
+    const route = req.route as { path?: unknown } | undefined
+    return route === undefined ? undefined : `${req.method} ${req.baseUrl}${String(route.path)}`
   },
+  header: (req, name) => headerValues(req, name),
+}
+
+/**
+ * Each request's record, in a WeakMap rather than a property on the request: Express gives each request
+ * its app's prototype after Node has built it, and V8 then makes a new hidden class for every property
+ * added to that request (about 2 us and a class's worth of garbage per request).
+ */
+const records = new WeakMap<object, RequestRecord>()
+
+const adapter: HttpAdapter<Request, Response> = {
+  view,
+  recordOf: (req) => records.get(req),
+  keepRecord: (req, record) => records.set(req, record),
+  responseOf: (res) => res,
 }
 
 /**
@@ -84,18 +95,16 @@ const view: RequestView<Request> = {
  * invalid or unknown one throws `InvalidOptionError` naming it (`rateLimit.<name>`).
  */
 export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware {
-  const { onLimited, ...shared } = knownOptions<ExpressRateLimitOptions>('rateLimit', options, OPTION_NAMES)
-  if (onLimited !== undefined && typeof onLimited !== 'function') {
-    throw new InvalidOptionError('rateLimit.onLimited', onLimited, 'a function')
-  }
-  const limit = resolveHttpLimit<Request>('rateLimit', shared, view)
+  const parsed = parseHttpOptions<Request>('rateLimit', options, OWN_OPTIONS)
+  const onLimited = parsed.own.onLimited as OnLimited | undefined
+  const limit = buildRequestLimit(parsed, adapter)
 
   /**
    * Not an async function: on a memory store the outcome is there at once, and `next()` runs in the same
    * tick, as it would for a request no limit applies to.
    */
   function sluiceRateLimit(req: Request, res: Response, next: NextFunction): void {
-    const outcome = limit.check(req)
+    const outcome = limit.limitRequest(req, res)
     if (outcome instanceof Promise) outcome.then((o) => respond(o, req, res, next), next)
     else respond(outcome, req, res, next)
   }
@@ -111,11 +120,8 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
         sendJson(res, outcome.status, outcome.body, outcome.contentType)
         return
       }
-      const record = keepDecision(req, outcome.decision)
-      // When another sluice limit counted this request first, the response lists both limits.
-      const headers =
-        record.headers === undefined ? outcome.headers : combineHeaders(record.headers, outcome.headers)
-      record.headers = headers
+      showDecision(req, outcome.decision)
+      const headers = outcome.headers
       for (const name in headers) res.setHeader(name, headers[name]!)
       if (outcome.action === 'deny') {
         limited(outcome, req, res, next)
@@ -130,62 +136,41 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
     else holdResponse(res, waitMs).then((waited) => waited && next(), next)
   }
 
-  /** Answers a denied request: sluice's JSON, or the user's `onLimited` (whose failure goes to `next`). */
+  /** Answers a denied request: the user's `onLimited` first, if any; sluice's 429 unless it has answered. */
   function limited(outcome: Denied, req: Request, res: Response, next: NextFunction): void {
+    res.statusCode = outcome.status
     if (onLimited === undefined) {
       sendJson(res, outcome.status, outcome.body, outcome.contentType)
       return
     }
-    res.statusCode = outcome.status
+    const answered = () => {
+      if (!res.headersSent && !res.writableEnded) {
+        sendJson(res, outcome.status, outcome.body, outcome.contentType)
+      }
+    }
     const done = onLimited(req, res, outcome.decision)
-    if (isPromise(done)) done.then(undefined, next)
+    if (isPromise(done)) Promise.resolve(done).then(answered, next)
+    else answered()
   }
 
   return Object.assign(sluiceRateLimit, { limiter: limit.limiter })
 }
 
 /**
- * What sluice keeps for a request Express serves: the limiters that counted it, the decision behind
- * `req.rateLimit`, and the headers written. One WeakMap entry per request, not properties on it:
- * Express gives each request its app's prototype after Node has built it, and V8 then makes a new hidden
- * class for every property added to that request (about 2 us and a class's worth of garbage per request).
+ * Shows the decision on `req.rateLimit`. That is an accessor on the prototype every app's request
+ * prototype inherits from (`express.request`), defined once, reading the request's record; the decision is
+ * then seen from every app the request passes (a mounted app swaps the prototype back and forth). A
+ * request without an app prototype (one made by hand), or one whose `rateLimit` something else defines,
+ * gets an ordinary assignment.
  */
-interface RequestRecord {
-  counted: CountedBy
-  decision: Decision | undefined
-  /** The rate-limit headers sluice has written on the response, for a later limit to add to. */
-  headers: Readonly<Record<string, string>> | undefined
-}
-
-const records = new WeakMap<object, RequestRecord>()
-
-/**
- * Puts the decision on `req.rateLimit` and answers the request's record. `req.rateLimit` is an accessor
- * on the prototype every app's request prototype inherits from (`express.request`), defined once,
- * reading the request's record; the decision is then seen from every app the request passes (a mounted
- * app swaps the prototype back and forth). A request without an app prototype (one made by hand), or
- * one whose `rateLimit` something else defines, gets an ordinary assignment.
- */
-function keepDecision(req: Request, decision: Decision): RequestRecord {
+function showDecision(req: Request, decision: Decision): void {
   const own: object | null = Object.getPrototypeOf(req)
   let ours = own === null ? false : servedByAccessor.get(own)
   if (ours === undefined && own !== null) {
     ours = installAccessor(own)
     servedByAccessor.set(own, ours)
   }
-  const record = recordOf(req)
-  if (ours === true) record.decision = decision
-  else req.rateLimit = decision
-  return record
-}
-
-function recordOf(req: object): RequestRecord {
-  let record = records.get(req)
-  if (record === undefined) {
-    record = { counted: undefined, decision: undefined, headers: undefined }
-    records.set(req, record)
-  }
-  return record
+  if (ours !== true) req.rateLimit = decision
 }
 
 /** Defines the accessor above the app's request prototype `own`; true when it (this copy's) serves `own`. */
@@ -203,7 +188,9 @@ function installAccessor(own: object): boolean {
     enumerable: false,
     get: readDecision,
     set(this: object, decision: Decision) {
-      recordOf(this).decision = decision
+      const record = records.get(this)
+      if (record !== undefined) record.decision = decision
+      else Object.defineProperty(this, 'rateLimit', { value: decision, writable: true, configurable: true })
     },
   })
   return true

@@ -2,6 +2,7 @@ import { createLimiter, ErrorCode, fixedWindow, MemoryStore, type Store } from '
 import { type ExpressRateLimitOptions, rateLimit } from '@sluice/express'
 import request from 'supertest'
 import { describe, expect, it } from 'vitest'
+import { catchError } from '../../core/test/support.ts'
 import { clocked, errors, flavours, handler, unhandledDuring } from './support.ts'
 
 const rules = [fixedWindow({ limit: 1, windowMs: 60_000 })]
@@ -41,13 +42,19 @@ describe('rateLimit options', () => {
   })
 
   it('ignores options given as undefined, so they keep their defaults', () => {
-    const limit = rateLimit({
-      rules,
-      onLimited: undefined,
-      statusCode: undefined,
-      ...{ windowMs: undefined },
-    })
+    const limit = rateLimit({ rules, onLimited: undefined, statusCode: undefined, prefix: undefined })
     expect(limit.limiter.prefix).toBe('sluice')
+  })
+
+  it("rejects an unknown name even when its value is undefined, and points peers' names to sluice's", () => {
+    expect(catchError(() => rateLimit({ rules, ...{ onMissing: undefined } }))).toMatchObject({
+      code: ErrorCode.INVALID_OPTION,
+      option: 'rateLimit.onMissing',
+    })
+    const peer = catchError(() => rateLimit({ rules, ...{ windowMs: 60_000, limit: 100 } }))
+    expect(peer).toMatchObject({ code: ErrorCode.INVALID_OPTION, option: 'rateLimit.windowMs' })
+    expect((peer as Error).message).toContain('rules: [fixedWindow({ limit: 100, windowMs: 60_000 })]')
+    expect((peer as Error).message).toContain('Migrating')
   })
 
   it('gives each rateLimit without a store its own memory store', () => {
@@ -187,7 +194,7 @@ describe.each(flavours)('limits and failures on $name', ({ express }) => {
       type: 'about:blank',
       title: 'Too Many Requests',
       status: 429,
-      detail: 'Rate limit store-unavailable exceeded; retry in 1 s.',
+      detail: 'The rate-limit store is unavailable; retry in 1 s.',
       retryAfter: 1,
     })
 

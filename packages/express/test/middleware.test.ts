@@ -131,6 +131,7 @@ describe.each(flavours)('rateLimit on $name', ({ express }) => {
           windowSeconds: 5,
         },
       ],
+      reason: 'rules',
     })
   })
 

@@ -4,10 +4,10 @@
  *
  * @module @sluice/fastify
  */
-import { sluice } from './plugin.ts'
+import { sluice } from './register.ts'
 
 export type { Decision } from '@sluice/core'
-export type { RateLimitHook } from './fastify-augmentation.ts'
+export type { RateLimitHook } from './augmentation.ts'
 export type { OnLimited, OnLimitedResult, RouteRateLimitOptions, SluicePluginOptions } from './options.ts'
 export { RateLimitRejection } from './rejection.ts'
 export { sluice, sluice as fastifySluice }

@@ -1,15 +1,10 @@
 /**
- * @module The public options of the plugin, of a route's `config.rateLimit` and of `fastify.rateLimit()`,
- * and the checks that run on them once, at registration. Everything a limit decides is core's
- * (`HttpLimitOptions`); this file adds the Fastify-only options and rejects names nobody knows.
+ * @module The public options of the plugin, of a route's `config.rateLimit` and of `fastify.rateLimit()`.
+ * Everything a limit decides is core's (`HttpLimitOptions`); this file adds the Fastify-only options and
+ * their checks, which core's parser runs with its own.
  */
-import {
-  type Decision,
-  HTTP_OPTION_NAMES,
-  type HttpLimitOptions,
-  InvalidOptionError,
-  knownOptions,
-} from '@sluice/core'
+import type { Decision } from '@sluice/core'
+import { booleanOption, functionOption, type HttpLimitOptions, type OptionCheck } from '@sluice/core/http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 /**
@@ -49,29 +44,13 @@ export interface SluicePluginOptions extends RouteRateLimitOptions {
   global?: boolean
 }
 
-/** The names `config.rateLimit` and `fastify.rateLimit()` accept. */
-export const ROUTE_OPTION_NAMES: readonly string[] = Object.freeze([...HTTP_OPTION_NAMES, 'onLimited'])
+/** The Fastify-only options of a route's `config.rateLimit` and of `fastify.rateLimit()`, with their checks. */
+export const ROUTE_OWN_OPTIONS: Readonly<Record<string, OptionCheck>> = Object.freeze({
+  onLimited: functionOption,
+})
 
-/** The names the plugin accepts. */
-export const PLUGIN_OPTION_NAMES: readonly string[] = Object.freeze([...ROUTE_OPTION_NAMES, 'global'])
-
-/**
- * Checks an options object's shape and names, and returns it without `undefined` values (an explicit
- * `undefined` never wipes what the plugin set). `where` names it in errors: `sluice`,
- * `config.rateLimit` or `rateLimit`.
- */
-export function checkedOptions<T extends object>(
-  where: string,
-  options: unknown,
-  known: readonly string[],
-): Partial<T> {
-  if (options === undefined) return {}
-  const out = knownOptions<Record<string, unknown>>(where, options, known)
-  if (out.onLimited !== undefined && typeof out.onLimited !== 'function') {
-    throw new InvalidOptionError(`${where}.onLimited`, out.onLimited, 'a function')
-  }
-  if (out.global !== undefined && typeof out.global !== 'boolean') {
-    throw new InvalidOptionError(`${where}.global`, out.global, 'true or false')
-  }
-  return out as Partial<T>
-}
+/** The Fastify-only options of the plugin, with their checks. */
+export const PLUGIN_OWN_OPTIONS: Readonly<Record<string, OptionCheck>> = Object.freeze({
+  ...ROUTE_OWN_OPTIONS,
+  global: booleanOption,
+})

@@ -8,7 +8,8 @@
  * `toJSON()`: the problem-details object. An `Error` would be rendered as Fastify's own
  * `{ statusCode, code, error, message }` instead. This is how @fastify/rate-limit answers too.
  */
-import { type Decision, ErrorCode, limitedDetail, type ResponseBody } from '@sluice/core'
+import { type Decision, ErrorCode } from '@sluice/core'
+import { limitedDetail, type ResponseBody } from '@sluice/core/http'
 
 export class RateLimitRejection {
   /** `'RateLimitRejection'`, as on an error, for logs. */

@@ -29,7 +29,7 @@ describe('types', () => {
     expectTypeOf<FastifyContextConfig['rateLimit']>().toEqualTypeOf<
       RouteRateLimitOptions | false | undefined
     >()
-    expectTypeOf<FastifyRequest['rateLimit']>().toEqualTypeOf<Decision | null>()
+    expectTypeOf<FastifyRequest['rateLimit']>().toEqualTypeOf<Decision | undefined>()
     expectTypeOf<RateLimitHook>().toExtend<onRequestHookHandler>()
     expectTypeOf<RateLimitHook['limiter']>().toEqualTypeOf<Limiter<FastifyRequest>>()
     expectTypeOf<RateLimitRejection['decision']>().toEqualTypeOf<Decision | undefined>()

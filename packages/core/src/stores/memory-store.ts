@@ -8,7 +8,7 @@
  * dropped are always the least recently used. Idle keys also expire lazily on access and in one
  * unref'd sweep.
  */
-import { definedOnly, functionOption, given, integerOption, knownKeys, MAX_TIMER_MS } from '../options.ts'
+import { functionOption, given, integerOption, MAX_TIMER_MS, readOptions } from '../options.ts'
 import type { Algorithm } from '../rules/algorithm.ts'
 import { algorithmOf } from '../rules/index.ts'
 import type { Rule, RuleDecision, Store, StoreMode } from '../types.ts'
@@ -62,8 +62,7 @@ export class MemoryStore implements Store {
   #sweep: NodeJS.Timeout | undefined
 
   constructor(options?: MemoryStoreOptions) {
-    const o = definedOnly(options)
-    knownKeys('MemoryStore', o, ['clock', 'maxKeys', 'sweepIntervalMs'])
+    const o = readOptions('MemoryStore', options, ['clock', 'maxKeys', 'sweepIntervalMs'])
     this.#clock = o.clock === undefined ? Date.now : functionOption('MemoryStore.clock', o.clock)
     this.#maxKeys = integerOption('MemoryStore.maxKeys', given(o.maxKeys, 1_000_000), 2)
     this.#generationSize = Math.floor(this.#maxKeys / 2)

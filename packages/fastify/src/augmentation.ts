@@ -20,10 +20,10 @@ declare module 'fastify' {
 
   interface FastifyRequest {
     /**
-     * The decision of the sluice limit that counted this request, allowed or denied. `null` when none
-     * did: not limited, skipped, or a missing key part under `onMissingKey: 'skip'`.
+     * The decision of the sluice limit that last counted this request, allowed or denied. `undefined`
+     * when none did: not limited, skipped, or a missing key part under `onMissingKey: 'skip'`.
      */
-    rateLimit: Decision | null
+    readonly rateLimit: Decision | undefined
   }
 
   interface FastifyInstance {

@@ -4,26 +4,10 @@
  * headers, functions) and what happens when one is absent. `compileKey` settles everything the spec
  * decides, so the per-request function only reads, escapes and joins.
  */
-import { isIPv4, isIPv6 } from 'node:net'
-import { describe, ErrorCode, InvalidOptionError, SluiceError } from './errors.ts'
-import { definedOnly, knownKeys } from './options.ts'
-
-/** How an adapter reads its framework's request; each adapter supplies one. */
-export interface RequestView<R> {
-  /** The client's address as the framework sees it (after its proxy trust settings). */
-  ip(req: R): string | undefined
-  /** Method + route template, e.g. "POST /pay/:id" (never the raw URL with ids); the adapter picks it. */
-  route(req: R): string
-  /** Header value by lower-case name. */
-  header(req: R, name: string): string | string[] | undefined
-  /**
-   * Records that `limiter` counts `req`: true the first time, false when that limiter already counted it.
-   * For an adapter whose requests have a cheap slot of their own (a decorated field). Without it, core
-   * keeps a WeakSet of requests per limiter, whose entries cost the garbage collector more. Views that
-   * see the same request objects and share a limiter must keep their marks in the same place.
-   */
-  countOnce?(req: R, limiter: object): boolean
-}
+import { describe, ErrorCode, InvalidOptionError, SluiceError } from '../errors.ts'
+import type { RequestView } from '../http/adapter.ts'
+import { readOptions } from '../options.ts'
+import { addressKey, DEFAULT_IPV6_SUBNET, subnetOption } from './ip.ts'
 
 /**
  * One part of a key:
@@ -56,7 +40,7 @@ export interface KeyOptions {
    * answers 400), `'skip'` (the request is not limited), or `{ default: 'value' }` to count the
    * request under that value for the part. Default `'reject'`.
    */
-  onMissing?: MissingKeyPolicy
+  onMissingKey?: MissingKeyPolicy
 }
 
 /** A built key, or why none could be built and what the policy says to do about it. */
@@ -69,12 +53,9 @@ export type KeyResult =
       readonly policy: 'reject' | 'skip'
     }
 
-/** Default prefix length for grouping IPv6 clients. */
-export const DEFAULT_IPV6_SUBNET = 56
-
 /**
- * Compiles a key spec against an adapter's view. Throws `InvalidOptionError` (option `key`,
- * `ipv6Subnet`, `onMissing` or `view`) for a spec that could never work.
+ * Compiles a key spec against an adapter's view. Throws `InvalidOptionError` for a spec that could never
+ * work, naming the option under `where` when given (`rateLimit.key`, `rateLimit.onMissingKey`, ...).
  *
  * Parts are joined with `:`. In a key of several parts, `\` and `:` inside a value are escaped
  * (`\\`, `\:`), so no two different lists of values share a key. A header sent several times
@@ -85,15 +66,15 @@ export function compileKey<R>(
   spec: KeySpec<R>,
   view: RequestView<R>,
   options?: KeyOptions,
+  where?: string,
 ): (req: R) => KeyResult {
-  const o = definedOnly(options)
-  knownKeys('compileKey', o, ['ipv6Subnet', 'onMissing'])
-  const subnet = o.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : subnetOption(o.ipv6Subnet)
-  const onMissing = missingPolicy(o.onMissing)
+  const name = (option: string) => (where === undefined ? option : `${where}.${option}`)
+  const o = readOptions(where ?? 'compileKey', options, ['ipv6Subnet', 'onMissingKey'])
+  const subnet =
+    o.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : subnetOption(name('ipv6Subnet'), o.ipv6Subnet)
+  const onMissing = missingKeyOption(name('onMissingKey'), o.onMissingKey)
+  const list = keySpecOption(name('key'), spec)
   checkView(view)
-
-  const list = Array.isArray(spec) ? (spec as readonly KeyPart<R>[]) : [spec as KeyPart<R>]
-  if (list.length === 0) throw new InvalidOptionError('key', spec, `${EXPECTED_PART}, or a non-empty list`)
   const readers: Reader<R>[] = []
   for (let i = 0; i < list.length; i++) compilePart(list[i]!, i, view, subnet, readers)
   // Escaping is only needed where values meet: several parts, or one header with several values.
@@ -120,14 +101,41 @@ export function compileKey<R>(
   }
 }
 
+/** A key part checked once: a header part's names are lower-cased and split one per part. */
+type CheckedPart<R> = 'ip' | 'route' | { readonly header: string } | ((req: R) => string | undefined | null)
+
 /**
- * Normalised, subnet-grouped form of an IP for use in a key; undefined when `ip` is not an IP address.
- * IPv4 stays as it is (`203.0.113.7`); IPv6 becomes its network, e.g. `2001:db8:ab:cd00::/56`;
- * IPv4-mapped IPv6 (`::ffff:203.0.113.7`, `::ffff:cb00:7107`) is read as the IPv4 address;
- * a zone id (`fe80::1%eth0`) names the server's interface, not the client, and is dropped.
+ * Checks a key spec (`option` names it in errors) and returns its parts, one per header name. For the HTTP
+ * kit, which checks every option before it builds anything.
  */
-export function ipKey(ip: string, ipv6Subnet: number = DEFAULT_IPV6_SUBNET): string | undefined {
-  return addressKey(ip, subnetOption(ipv6Subnet))
+export function keySpecOption<R>(option: string, spec: unknown): readonly CheckedPart<R>[] {
+  const list = Array.isArray(spec) ? (spec as readonly unknown[]) : [spec]
+  if (list.length === 0) throw new InvalidOptionError(option, spec, `${EXPECTED_PART}, or a non-empty list`)
+  const parts: CheckedPart<R>[] = []
+  for (const part of list) {
+    if (part === 'ip' || part === 'route' || typeof part === 'function') {
+      parts.push(part as CheckedPart<R>)
+    } else if (part !== null && typeof part === 'object' && !Array.isArray(part)) {
+      const keys = Object.keys(part)
+      if (keys.length !== 1 || keys[0] !== 'header') {
+        throw new InvalidOptionError(
+          option,
+          part,
+          `${EXPECTED_PART}; a header part has only a "header" field`,
+        )
+      }
+      const names = (part as { header: unknown }).header
+      const given: readonly unknown[] =
+        typeof names === 'string' ? [names] : Array.isArray(names) ? names : []
+      if (given.length === 0) {
+        throw new InvalidOptionError(option, names, 'a header name or a non-empty list of them')
+      }
+      for (const name of given) parts.push({ header: headerName(option, name) })
+    } else {
+      throw new InvalidOptionError(option, part, `${EXPECTED_PART}, or a non-empty list of these`)
+    }
+  }
+  return parts
 }
 
 /** Reads one part of a key: its text (escaped as asked) or undefined when absent. */
@@ -150,7 +158,7 @@ interface Part<R> {
 const EXPECTED_PART = "'ip', 'route', { header: name or names }, a function"
 
 function compilePart<R>(
-  part: KeyPart<R>,
+  part: CheckedPart<R>,
   index: number,
   view: RequestView<R>,
   subnet: number,
@@ -186,18 +194,8 @@ function compilePart<R>(
         return textOf(value, joined)
       },
     })
-  } else if (part !== null && typeof part === 'object' && !Array.isArray(part)) {
-    const keys = Object.keys(part)
-    if (keys.length !== 1 || keys[0] !== 'header') {
-      throw new InvalidOptionError('key', part, `${EXPECTED_PART}; a header part has only a "header" field`)
-    }
-    const names = part.header
-    const list: readonly unknown[] = typeof names === 'string' ? [names] : Array.isArray(names) ? names : []
-    if (list.length === 0)
-      throw new InvalidOptionError('key', names, 'a header name or a non-empty list of them')
-    for (const name of list) out.push(headerReader(view, headerName(name)))
   } else {
-    throw new InvalidOptionError('key', part, `${EXPECTED_PART}, or a non-empty list of these`)
+    out.push(headerReader(view, part.header))
   }
 }
 
@@ -221,10 +219,10 @@ function headerReader<R>(view: RequestView<R>, name: string): Reader<R> {
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/
 
 /** A header name as HTTP allows it (a token), lower-cased once here rather than per request. */
-function headerName(name: unknown): string {
+function headerName(option: string, name: unknown): string {
   const lower = typeof name === 'string' ? name.toLowerCase() : undefined
   if (lower === undefined || !TOKEN.test(lower)) {
-    throw new InvalidOptionError('key', name, "a header name (letters, digits and !#$%&'*+-.^_`|~)")
+    throw new InvalidOptionError(option, name, "a header name (letters, digits and !#$%&'*+-.^_`|~)")
   }
   return lower
 }
@@ -252,14 +250,8 @@ function escapeValue(value: string): string {
   return SPECIAL.test(value) ? value.replace(SPECIALS, '\\$&') : value
 }
 
-function subnetOption(value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 128) {
-    throw new InvalidOptionError('ipv6Subnet', value, 'an integer from 1 to 128')
-  }
-  return value
-}
-
-function missingPolicy(value: unknown): MissingKeyPolicy {
+/** Checks an `onMissingKey` option (`option` names it in errors). Default `'reject'`. */
+export function missingKeyOption(option: string, value: unknown): MissingKeyPolicy {
   if (value === undefined) return 'reject'
   if (value === 'reject' || value === 'skip') return value
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
@@ -269,7 +261,7 @@ function missingPolicy(value: unknown): MissingKeyPolicy {
       return Object.freeze({ default: fallback })
     }
   }
-  throw new InvalidOptionError('onMissing', value, "'reject', 'skip' or { default: a non-empty string }")
+  throw new InvalidOptionError(option, value, "'reject', 'skip' or { default: a non-empty string }")
 }
 
 function checkView(view: unknown): void {
@@ -279,84 +271,8 @@ function checkView(view: unknown): void {
     typeof v !== 'object' ||
     typeof v.ip !== 'function' ||
     typeof v.route !== 'function' ||
-    typeof v.header !== 'function' ||
-    (v.countOnce !== undefined && typeof v.countOnce !== 'function')
+    typeof v.header !== 'function'
   ) {
     throw new InvalidOptionError('view', view, 'a request view with ip, route and header functions')
   }
-}
-
-// Scratch space for one address at a time: key building is synchronous, so it is never shared.
-const words = new Uint16Array(8)
-
-/** `ipKey` without the option check, for compiled keys whose subnet was checked once. */
-function addressKey(ip: string, subnet: number): string | undefined {
-  if (isIPv4(ip)) return ip // node accepts only canonical dotted quads here
-  if (!isIPv6(ip)) return undefined
-  const zone = ip.indexOf('%')
-  let host: string
-  try {
-    // The WHATWG parser canonicalises: lower case, zeros compressed, embedded IPv4 turned into hex.
-    host = new URL(`http://[${zone === -1 ? ip : ip.slice(0, zone)}]`).hostname
-  } catch {
-    return undefined
-  }
-  readWords(host.slice(1, -1))
-  if (words[0] === 0 && words[1] === 0 && words[2] === 0 && words[3] === 0 && words[4] === 0) {
-    if (words[5] === 0xffff) {
-      const hi = words[6]!
-      const lo = words[7]!
-      return `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`
-    }
-  }
-  for (let i = 0; i < 8; i++) {
-    const bits = subnet - i * 16
-    if (bits <= 0) words[i] = 0
-    else if (bits < 16) words[i] = words[i]! & (0xffff << (16 - bits))
-  }
-  return `${formatWords()}/${subnet}`
-}
-
-/** Fills `words` from a canonical IPv6 text (hex groups, at most one `::`, no embedded IPv4). */
-function readWords(text: string): void {
-  words.fill(0)
-  const gap = text.indexOf('::')
-  const head = gap === -1 ? text : text.slice(0, gap)
-  const tail = gap === -1 ? '' : text.slice(gap + 2)
-  if (head !== '') {
-    const groups = head.split(':')
-    for (let i = 0; i < groups.length; i++) words[i] = Number.parseInt(groups[i]!, 16)
-  }
-  if (tail !== '') {
-    const groups = tail.split(':')
-    const start = 8 - groups.length
-    for (let i = 0; i < groups.length; i++) words[start + i] = Number.parseInt(groups[i]!, 16)
-  }
-}
-
-/** `words` as canonical text (RFC 5952): the longest run of two or more zero groups becomes `::`. */
-function formatWords(): string {
-  let runStart = -1
-  let runLength = 1
-  for (let i = 0; i < 8; ) {
-    if (words[i] !== 0) {
-      i++
-      continue
-    }
-    let j = i
-    while (j < 8 && words[j] === 0) j++
-    if (j - i > runLength) {
-      runStart = i
-      runLength = j - i
-    }
-    i = j
-  }
-  if (runStart === -1) return groups(0, 8)
-  return `${groups(0, runStart)}::${groups(runStart + runLength, 8)}`
-}
-
-function groups(from: number, to: number): string {
-  let text = ''
-  for (let i = from; i < to; i++) text += i === from ? words[i]!.toString(16) : `:${words[i]!.toString(16)}`
-  return text
 }

@@ -1,0 +1,48 @@
+/**
+ * @module The diagnostics channels sluice publishes on (`node:diagnostics_channel`), as undici and fastify
+ * do. Nothing is built for a message unless its channel has subscribers, so an unobserved limiter pays one
+ * property read per call. `@sluice/metrics` subscribes here; anyone can (`subscribe('sluice:decision', fn)`).
+ */
+import { channel } from 'node:diagnostics_channel'
+import type { Decision, StoreMode } from './types.ts'
+
+/** Published for every consume and peek, after the decision is known (a store failure's included). */
+export interface DecisionMessage {
+  /** The limiter's prefix. */
+  readonly limiter: string
+  /** The key as the caller gave it (before any digest for long keys). */
+  readonly key: string
+  readonly cost: number
+  readonly mode: StoreMode
+  readonly decision: Decision
+  /** How long the store took, in ms (fractional); 0 when it answered synchronously (the memory store). */
+  readonly storeMs: number
+}
+
+/** What an HTTP adapter did with one request under one limit. */
+export type HttpAction = 'allow' | 'queue' | 'deny' | 'shadow' | 'reject'
+
+/** Published once per limit per request by the HTTP kit that adapters share. */
+export interface HttpMessage {
+  readonly limiter: string
+  /** The request's key; `''` for a request rejected because a key part was missing. */
+  readonly key: string
+  /** The framework's request object. */
+  readonly request: unknown
+  /** The limit's decision; undefined for `action: 'reject'` (no key, nothing decided). */
+  readonly decision: Decision | undefined
+  readonly action: HttpAction
+  /** The route template (`GET /users/:id`) when the adapter knows it, else undefined. */
+  readonly route: string | undefined
+}
+
+/** Published when a store fails or times out, before `onStoreError` decides. */
+export interface StoreErrorMessage {
+  readonly limiter: string
+  readonly key: string
+  readonly error: unknown
+}
+
+export const decisionChannel = channel('sluice:decision')
+export const httpChannel = channel('sluice:http')
+export const storeErrorChannel = channel('sluice:store-error')

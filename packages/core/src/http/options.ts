@@ -1,0 +1,224 @@
+/**
+ * @module The options every HTTP adapter shares, parsed: each one checked in the adapter's own words
+ * (`rateLimit.cost`, `config.rateLimit.key`), nothing defaulted that a merge could still change, nothing
+ * built, no prefix claimed. Building is `buildRequestLimit`'s (limit.ts). A Fastify route's options are
+ * its own parsed options merged over the plugin's, so inheritance is a merge of plain objects.
+ */
+import { InvalidOptionError } from '../errors.ts'
+import { type HeaderOptions, type ResolvedHeaderOptions, resolveHeaderOptions } from '../headers.ts'
+import { subnetOption } from '../keys/ip.ts'
+import { type KeySpec, keySpecOption, type MissingKeyPolicy, missingKeyOption } from '../keys/keys.ts'
+import {
+  type Limiter,
+  limiterOption,
+  type RulesOption,
+  rulesOption,
+  type StoreErrorPolicy,
+  storeErrorPolicyOption,
+} from '../limiter.ts'
+import { functionOption, integerOption, prefixOption, readOptions, storeOption } from '../options.ts'
+import type { Decision, Store } from '../types.ts'
+
+/** A problem-details body (RFC 9457) or any JSON object a user prefers. */
+export type ResponseBody = Record<string, unknown>
+
+/** The options both adapters share. `R` is the framework's request type. */
+export interface HttpLimitOptions<R> {
+  /**
+   * The rules, or a function `(key, request) => rules | null` for a table of limits per key
+   * (`null`, or a rule with `limit: -1`, means not limited). Required unless `limiter` is given.
+   */
+  rules?: RulesOption<R>
+  /** Where state lives. Default: a new `MemoryStore()` for this middleware. */
+  store?: Store
+  /** Namespace of this middleware's keys in its store. Default `"sluice"`. */
+  prefix?: string
+  /** When the store fails: `'allow'` (default), `'deny'`, `'throw'` (the error goes to the framework), or a limiter. */
+  onStoreError?: StoreErrorPolicy<R>
+  /** A limiter built with `createLimiter`, instead of `rules`/`store`/`prefix`/`onStoreError`. */
+  limiter?: Limiter<R>
+  /**
+   * What a request is counted against: `'ip'`, `'route'`, `{ header: [...] }`, a function of the request,
+   * or a list of these joined. Default `'ip'`.
+   */
+  key?: KeySpec<R>
+  /** When a key part is absent: `'reject'` answers 400 (default), `'skip'` lets the request through, `{ default }` uses that value. */
+  onMissingKey?: MissingKeyPolicy
+  /** Prefix length IPv6 addresses are grouped by in `'ip'` keys. Default 56. */
+  ipv6Subnet?: number
+  /** Units a request takes: an integer, or a function of the request. Default 1. */
+  cost?: number | ((request: R) => number)
+  /** Requests for which this returns true are not limited or counted. */
+  skip?: (request: R) => boolean | Promise<boolean>
+  /**
+   * Rate-limit headers on every limited response: `true` (default: the current IETF draft and `Retry-After`),
+   * `false` (none), or `{ standard, legacy, retryAfter }`.
+   */
+  headers?: HeaderOptions | boolean
+  /** The 429 body: a string becomes the problem's `detail`; an object is sent as the whole body; a function builds either. */
+  message?: string | ResponseBody | ((request: R, decision: Decision) => string | ResponseBody)
+  /** HTTP status of a denied request. Default 429. */
+  statusCode?: number
+}
+
+/** The options that build a limiter; `limiter` takes their place. */
+export const LIMITER_OPTION_NAMES = ['rules', 'store', 'prefix', 'onStoreError'] as const
+
+/** The options that say how a request is counted and answered. */
+export const REQUEST_OPTION_NAMES = [
+  'key',
+  'onMissingKey',
+  'ipv6Subnet',
+  'cost',
+  'skip',
+  'headers',
+  'message',
+  'statusCode',
+] as const
+
+/** The option names every adapter accepts; an adapter adds its own (such as `onLimited`). */
+export const HTTP_OPTION_NAMES = [...LIMITER_OPTION_NAMES, 'limiter', ...REQUEST_OPTION_NAMES] as const
+
+/** Checks one adapter-only option; `option` names it in errors. */
+export type OptionCheck = (option: string, value: unknown) => unknown
+
+/**
+ * Options after parsing: every given value checked, `headers` resolved, everything else as the user wrote
+ * it, and `undefined` for what was not given (so a merge can still fill it). `own` holds the adapter's
+ * own options, checked by the adapter's checks.
+ */
+export interface ParsedHttpOptions<R> {
+  /** Where these options were given, for errors raised when they are built: `rateLimit`, `sluice`. */
+  readonly where: string
+  readonly rules: RulesOption<R> | undefined
+  readonly store: Store | undefined
+  readonly prefix: string | undefined
+  readonly onStoreError: StoreErrorPolicy<R> | undefined
+  readonly limiter: Limiter<R> | undefined
+  readonly key: KeySpec<R> | undefined
+  readonly onMissingKey: MissingKeyPolicy | undefined
+  readonly ipv6Subnet: number | undefined
+  readonly cost: number | ((request: R) => number) | undefined
+  readonly skip: ((request: R) => boolean | Promise<boolean>) | undefined
+  readonly headers: ResolvedHeaderOptions | undefined
+  readonly message: HttpLimitOptions<R>['message'] | undefined
+  readonly statusCode: number | undefined
+  readonly own: Readonly<Record<string, unknown>>
+}
+
+/** Names users of other limiters write, and what sluice takes instead. */
+const MIGRATION_HINTS: Readonly<Record<string, string>> = {
+  windowMs: 'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (README: "Migrating")',
+  limit: 'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (README: "Migrating")',
+  max: 'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (README: "Migrating")',
+  timeWindow: 'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (README: "Migrating")',
+  keyGenerator: "key: a function of the request, 'ip', 'route' or { header } (README: \"Keys\")",
+  handler: 'onLimited (README: "Migrating")',
+  standardHeaders: 'headers: { standard, legacy, retryAfter } (README: "Headers")',
+  legacyHeaders: 'headers: { legacy: true } (README: "Headers")',
+}
+
+/**
+ * Parses an adapter's options. `where` names them in errors (`rateLimit`, `sluice`, `config.rateLimit`);
+ * `own` lists the adapter's own options with their checks. Throws `InvalidOptionError` for an unknown
+ * name (whatever its value), a bad value, or `limiter` given beside the options it replaces.
+ */
+export function parseHttpOptions<R>(
+  where: string,
+  options: unknown,
+  own: Readonly<Record<string, OptionCheck>> = {},
+): ParsedHttpOptions<R> {
+  if (options !== null && typeof options === 'object' && !Array.isArray(options)) {
+    for (const name of Object.keys(options)) {
+      const hint = MIGRATION_HINTS[name]
+      if (hint !== undefined && !Object.hasOwn(own, name)) {
+        throw new InvalidOptionError(`${where}.${name}`, (options as Record<string, unknown>)[name], hint)
+      }
+    }
+  }
+  const o = readOptions<HttpLimitOptions<R> & Record<string, unknown>>(
+    where,
+    options as HttpLimitOptions<R> & Record<string, unknown>,
+    [...HTTP_OPTION_NAMES, ...Object.keys(own)],
+    true,
+  )
+  const name = (option: string) => `${where}.${option}`
+  if (o.limiter !== undefined) {
+    limiterOption(name('limiter'), o.limiter)
+    for (const option of LIMITER_OPTION_NAMES) {
+      if (o[option] !== undefined) {
+        throw new InvalidOptionError(
+          name(option),
+          o[option],
+          `no ${option} when a limiter is given (the limiter has its own)`,
+        )
+      }
+    }
+  }
+  if (o.rules !== undefined) rulesOption(name('rules'), o.rules)
+  if (o.store !== undefined) storeOption(name('store'), o.store)
+  if (o.prefix !== undefined) prefixOption(name('prefix'), o.prefix)
+  if (o.onStoreError !== undefined) storeErrorPolicyOption(name('onStoreError'), o.onStoreError)
+  if (o.key !== undefined) keySpecOption(name('key'), o.key)
+  if (o.onMissingKey !== undefined) missingKeyOption(name('onMissingKey'), o.onMissingKey)
+  if (o.ipv6Subnet !== undefined) subnetOption(name('ipv6Subnet'), o.ipv6Subnet)
+  if (o.cost !== undefined && typeof o.cost !== 'function') integerOption(name('cost'), o.cost, 1)
+  if (o.skip !== undefined) functionOption(name('skip'), o.skip)
+  if (o.message !== undefined) messageOption(name('message'), o.message)
+  if (o.statusCode !== undefined) statusOption(name('statusCode'), o.statusCode)
+  const ownValues: Record<string, unknown> = {}
+  for (const option of Object.keys(own)) {
+    if (o[option] !== undefined) ownValues[option] = own[option]!(name(option), o[option])
+  }
+  return {
+    where,
+    rules: o.rules,
+    store: o.store,
+    prefix: o.prefix,
+    onStoreError: o.onStoreError,
+    limiter: o.limiter,
+    key: o.key,
+    onMissingKey: o.onMissingKey,
+    ipv6Subnet: o.ipv6Subnet,
+    cost: o.cost,
+    skip: o.skip,
+    headers: o.headers === undefined ? undefined : resolveHeaderOptions(o.headers, name('headers')),
+    message: o.message,
+    statusCode: o.statusCode,
+    own: ownValues,
+  }
+}
+
+/**
+ * `over` merged over `base`: each option `over` gives replaces `base`'s. Giving `limiter` drops `base`'s
+ * limiter-building options, and giving any of those drops `base`'s `limiter`, so the result never holds
+ * both. The result keeps `over`'s `where`, so an error at build names the options the user wrote last.
+ */
+export function mergeHttpOptions<R>(
+  base: ParsedHttpOptions<R>,
+  over: ParsedHttpOptions<R>,
+): ParsedHttpOptions<R> {
+  const merged: Record<string, unknown> = { ...base, where: over.where, own: { ...base.own, ...over.own } }
+  for (const option of Object.keys(over) as (keyof ParsedHttpOptions<R>)[]) {
+    if (option !== 'where' && option !== 'own' && over[option] !== undefined) merged[option] = over[option]
+  }
+  if (over.limiter !== undefined) for (const option of LIMITER_OPTION_NAMES) merged[option] = undefined
+  else if (LIMITER_OPTION_NAMES.some((option) => over[option] !== undefined)) merged.limiter = undefined
+  return merged as unknown as ParsedHttpOptions<R>
+}
+
+function messageOption(option: string, value: unknown): void {
+  if (typeof value === 'string' || typeof value === 'function') return
+  if (value !== null && typeof value === 'object' && !Array.isArray(value) && isPlainObject(value)) return
+  throw new InvalidOptionError(option, value, 'a string, a plain object (the JSON body), or a function')
+}
+
+function isPlainObject(value: object): boolean {
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
+function statusOption(option: string, value: unknown): void {
+  const status = integerOption(option, value, 400)
+  if (status > 599) throw new InvalidOptionError(option, value, 'an HTTP error status from 400 to 599')
+}

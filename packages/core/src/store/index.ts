@@ -1,0 +1,27 @@
+/**
+ * For authors of sluice stores (`@sluice/redis` is built on it): the `Store` contract, the rule
+ * algorithms' shared pieces, and the option validators every sluice factory checks its options with, so a
+ * store checks its own options in the same words and with the same codes. Users of the library import
+ * from `@sluice/core` instead.
+ *
+ * @module @sluice/core/store
+ */
+
+export {
+  booleanOption,
+  durationLabel,
+  functionOption,
+  given,
+  integerOption,
+  isValidPrefix,
+  labelOption,
+  MAX_TIMER_MS,
+  oneOfOption,
+  positiveOption,
+  prefixOption,
+  readOptions,
+  storeOption,
+} from '../options.ts'
+export { type Algorithm, ruleDecision } from '../rules/algorithm.ts'
+export { algorithmOf } from '../rules/index.ts'
+export type { Store, StoreAnswer, StoreMode } from '../types.ts'
