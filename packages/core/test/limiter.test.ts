@@ -422,6 +422,17 @@ describe('options', () => {
     [{ rules, onStoreError: {} }, 'createLimiter.onStoreError'],
     [{ rules, onStoreError: null }, 'createLimiter.onStoreError'],
     [{ rules, onstoreerror: 'allow' }, 'createLimiter.onstoreerror'],
+    // Regressions from an outside trial: each of these was accepted.
+    [{ rules: [{ kind: 'fixedWindow' }] }, 'createLimiter.rules'],
+    [{ rules: [{ kind: 'slidingLog', id: 'x' }] }, 'createLimiter.rules'],
+    [{ rules: [{ ...fixedWindow({ limit: 5, windowMs: 1000 }) }] }, 'createLimiter.rules'],
+    [
+      { rules: [Object.freeze({ ...fixedWindow({ limit: 5, windowMs: 1000 }), limit: 6 })] },
+      'createLimiter.rules',
+    ],
+    [{ rules, onStoreError: { consume: async () => undefined } }, 'createLimiter.onStoreError'],
+    [JSON.parse('{"rules": [], "__proto__": {"prefix": "x"}}'), 'createLimiter.__proto__'],
+    [{ rules, onStoreError: undefined, ...{ sotre: undefined } }, 'createLimiter.sotre'],
   ])('rejects %o naming %s', (options, option) => {
     const error = catchError(() => createLimiter(options as never))
     expect(error).toBeInstanceOf(InvalidOptionError)

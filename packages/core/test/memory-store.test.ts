@@ -251,6 +251,8 @@ describe('MemoryStore options', () => {
     [{ clock: null }, 'MemoryStore.clock'],
     [{ maxkeys: 10 }, 'MemoryStore.maxkeys'],
     ['fast', 'MemoryStore'],
+    [[], 'MemoryStore'],
+    [JSON.parse('{"__proto__": {"maxKeys": 1}}'), 'MemoryStore.__proto__'],
   ])('rejects %j naming %s', (options, option) => {
     const error = catchError(() => new MemoryStore(options as never))
     expect(error).toBeInstanceOf(InvalidOptionError)

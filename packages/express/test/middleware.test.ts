@@ -218,6 +218,30 @@ describe.each(flavours)('rateLimit on $name', ({ express }) => {
     expect(JSON.parse(c.text).detail).toBe('Wait 60000 ms.')
   })
 
+  it('sends its 429 when onLimited only logs, so the request never hangs (sync and async)', async () => {
+    for (const onLimited of [() => undefined, async () => undefined]) {
+      const app = express()
+      const logged: number[] = []
+      app.use(
+        rateLimit({
+          rules: [fixedWindow({ limit: 1, windowMs: 60_000 })],
+          store: clocked().store,
+          onLimited: (req, res, decision) => {
+            logged.push(decision.retryAfterMs)
+            return onLimited()
+          },
+        }),
+      )
+      app.get('/', handler().handle)
+      await request(app).get('/')
+      const denied = await request(app).get('/').timeout(2000)
+      expect(denied.status).toBe(429)
+      expect(denied.headers['content-type']).toBe(PROBLEM)
+      expect(denied.body).toMatchObject({ status: 429, retryAfter: 60 })
+      expect(logged).toEqual([60_000])
+    }
+  })
+
   it('lets onLimited send the denied response, with the status and headers already set', async () => {
     const app = express()
     const seen: Decision[] = []

@@ -637,6 +637,36 @@ describe("Fastify's error path", () => {
     expect(rejection.body).toMatchObject({ status: 429, retryAfter: 20 })
   })
 
+  it("keeps a missing key's 400 through a user's error handler, and the problem type on Fastify's own", async () => {
+    for (const custom of [true, false]) {
+      const a = Fastify()
+      open.push(a)
+      await a.register(sluice, {
+        rules: [fixedWindow({ limit: 1, windowMs: 60_000 })],
+        store: clocked().store,
+        key: { header: 'x-channel' },
+      })
+      // Fastify drops content-type before a custom handler runs; the rejection's headers carry it.
+      if (custom) a.setErrorHandler((error, _request, reply) => reply.send(error))
+      a.get('/', handler().handle)
+      const rejected = await a.inject('/')
+      expect(rejected.statusCode).toBe(400)
+      expect(rejected.json()).toMatchObject({
+        status: 400,
+        detail: 'This request needs header x-channel to be rate limited.',
+      })
+      if (!custom) {
+        expect(rejected.headers['content-type']).toBe('application/problem+json; charset=utf-8')
+        await a.inject({ url: '/', headers: { 'x-channel': 'a' } })
+        const denied = await a.inject({ url: '/', headers: { 'x-channel': 'a' } })
+        expect([denied.statusCode, denied.headers['content-type']]).toEqual([
+          429,
+          'application/problem+json; charset=utf-8',
+        ])
+      }
+    }
+  })
+
   it('sends the problem body when a custom error handler passes the rejection on to reply.send', async () => {
     const a = Fastify()
     open.push(a)
