@@ -3,8 +3,9 @@
  * @module What each HTTP server costs per request in CPU instructions, counted by callgrind (valgrind):
  * a figure a busy or shared machine cannot move, for the goals that sit within a few per cent of their
  * floor, where req/s and CPU time swing more between runs than the difference measured.
- * `node bench/instructions.mjs [--requests N] [--rounds R] [--only express|fastify]`; needs valgrind.
- * Writes bench/INSTRUCTIONS.md.
+ * `node bench/instructions.mjs [--requests N] [--rounds R] [--only express|fastify] [--before DIR]`; needs
+ * valgrind. Writes bench/INSTRUCTIONS.md. `--before DIR` also counts sluice from another snapshot (an older
+ * build, snapshotted with lib/snapshot.mjs), in the same run: before/after figures for a change.
  *
  * Each server (cases/http-server.mjs, the HTTP section's own) runs under callgrind with counting off. It
  * is warmed up first, so V8 has compiled what it will compile; counting is then switched on for N
@@ -35,7 +36,16 @@ const ROUNDS = Number(option('rounds', 2))
 const WARMUP = 4000
 const FRAMEWORKS = option('only', 'express,fastify').split(',')
 /** The floors and the limiters on the memory store (nothing here needs Redis). */
-const VARIANTS = ['bare', 'noop', 'noop-headers', 'noop-ip-headers', 'sluice-memory', 'peer-memory']
+const BEFORE = option('before', undefined)
+const VARIANTS = [
+  'bare',
+  'noop',
+  'noop-headers',
+  'noop-ip-headers',
+  'sluice-memory',
+  ...(BEFORE === undefined ? [] : ['sluice-memory@before']),
+  'peer-memory',
+]
 const PEER = { express: 'express-rate-limit', fastify: '@fastify/rate-limit' }
 const outFile = fileURLToPath(new URL('./INSTRUCTIONS.md', import.meta.url))
 
@@ -64,9 +74,10 @@ async function count(framework, variant, dir) {
     '--smc-check=all-non-file',
     `--callgrind-out-file=${out}.%p`,
   ]
+  const [name, from] = variant.split('@')
   const server = await startServer(
-    { framework, variant, redisPort: 0 },
-    { wrapper, env: { ...process.env, SLUICE_BENCH_SNAPSHOT: dir } },
+    { framework, variant: name, redisPort: 0 },
+    { wrapper, env: { ...process.env, SLUICE_BENCH_SNAPSHOT: from === 'before' ? BEFORE : dir } },
   )
   let perThread
   try {
@@ -144,7 +155,10 @@ for (const framework of FRAMEWORKS) {
   for (const variant of VARIANTS) {
     const r = results[`${framework}|${variant}`]
     const main = median(r.main)
-    const name = variant === 'peer-memory' ? PEER[framework] : variant
+    const name =
+      variant === 'peer-memory'
+        ? PEER[framework]
+        : variant.replace('@before', ' (before, the --before build)')
     lines.push(`| ${name} | ${k(main)} | ${(bare / main).toFixed(3)}× | ${k(median(r.all))} |`)
   }
   lines.push('')

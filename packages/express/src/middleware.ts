@@ -85,7 +85,17 @@ const records = new WeakMap<object, RequestRecord>()
 const adapter: HttpAdapter<Request, Response> = {
   view,
   recordOf: (req) => records.get(req),
-  keepRecord: (req, record) => records.set(req, record),
+  keepRecord(req, record) {
+    records.set(req, record)
+    if (!servedByAccessor(req)) {
+      // A request without an app's prototype (one made by hand) gets a getter of its own.
+      Object.defineProperty(req, 'rateLimit', {
+        get: () => record.decision,
+        configurable: true,
+        enumerable: true,
+      })
+    }
+  },
   responseOf: (res) => res,
 }
 
@@ -120,7 +130,6 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
         sendJson(res, outcome.status, outcome.body, outcome.contentType)
         return
       }
-      showDecision(req, outcome.decision)
       const headers = outcome.headers
       for (const name in headers) res.setHeader(name, headers[name]!)
       if (outcome.action === 'deny') {
@@ -157,20 +166,20 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
 }
 
 /**
- * Shows the decision on `req.rateLimit`. That is an accessor on the prototype every app's request
- * prototype inherits from (`express.request`), defined once, reading the request's record; the decision is
- * then seen from every app the request passes (a mounted app swaps the prototype back and forth). A
- * request without an app prototype (one made by hand), or one whose `rateLimit` something else defines,
- * gets an ordinary assignment.
+ * Whether `req.rateLimit` is served by the accessor on the prototype every app's request prototype
+ * inherits from (`express.request`), defined once, reading the request's record: the decision is then seen
+ * from every app the request passes (a mounted app swaps the prototype back and forth). False for a request
+ * without an app prototype (one made by hand), or one whose `rateLimit` something else defines.
  */
-function showDecision(req: Request, decision: Decision): void {
+function servedByAccessor(req: Request): boolean {
   const own: object | null = Object.getPrototypeOf(req)
-  let ours = own === null ? false : servedByAccessor.get(own)
-  if (ours === undefined && own !== null) {
+  if (own === null) return false
+  let ours = served.get(own)
+  if (ours === undefined) {
     ours = installAccessor(own)
-    servedByAccessor.set(own, ours)
+    served.set(own, ours)
   }
-  if (ours !== true) req.rateLimit = decision
+  return ours
 }
 
 /** Defines the accessor above the app's request prototype `own`; true when it (this copy's) serves `own`. */
@@ -201,7 +210,7 @@ function readDecision(this: object): Decision | undefined {
 }
 
 /** For each request prototype seen, whether the accessor serves it. */
-const servedByAccessor = new WeakMap<object, boolean>()
+const served = new WeakMap<object, boolean>()
 
 function sendJson(res: Response, status: number, body: ResponseBody, contentType: string): void {
   const json = JSON.stringify(body)

@@ -1,3 +1,4 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { type Decision, fixedWindow, slidingLog, tokenBucket } from '@sluice/core'
 import { rateLimit } from '@sluice/express'
 import request from 'supertest'
@@ -216,6 +217,33 @@ describe.each(flavours)('rateLimit on $name', ({ express }) => {
     const c = await request(built).get('/text')
     expect(c.headers['content-type']).toBe(PROBLEM)
     expect(JSON.parse(c.text).detail).toBe('Wait 60000 ms.')
+  })
+
+  it('in shadow mode counts as usual but lets every request through, with no rate-limit headers', async () => {
+    const app = express()
+    const shadowed: string[] = []
+    const listener = (m: unknown) => shadowed.push((m as { action: string }).action)
+    subscribe('sluice:http', listener)
+    try {
+      const limit = rateLimit({
+        rules: [fixedWindow({ limit: 1, windowMs: 60_000 })],
+        store: clocked().store,
+        shadow: true,
+      })
+      app.use(limit)
+      app.get('/', handler().handle)
+      const answers = [await request(app).get('/'), await request(app).get('/')]
+      expect(answers.map((a) => a.status)).toEqual([200, 200])
+      for (const a of answers) {
+        expect(Object.keys(a.headers).filter((h) => /ratelimit|retry-after/.test(h))).toEqual([])
+      }
+      // The decision is there for the handler, and the count is real.
+      expect(answers[1]!.body).toEqual({ ok: true, remaining: 0 })
+      expect((await limit.limiter.peek('127.0.0.1')).allowed).toBe(false)
+      expect(shadowed).toEqual(['allow', 'shadow'])
+    } finally {
+      unsubscribe('sluice:http', listener)
+    }
   })
 
   it('sends its 429 when onLimited only logs, so the request never hangs (sync and async)', async () => {

@@ -1,3 +1,4 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import {
   createLimiter,
   type Decision,
@@ -608,6 +609,35 @@ describe('skip, cost, headers and messages', () => {
     expect(object.headers['content-type']).toBe('application/json; charset=utf-8')
     expect(object.body).toBe('{"error":"busy"}')
     expect((await a.inject('/built')).body).toBe('{"url":"/built","rule":"1-per-60s"}')
+  })
+})
+
+describe('shadow mode', () => {
+  it('counts as usual but lets every request through, with no rate-limit headers, per route too', async () => {
+    const shadowed: string[] = []
+    const listener = (m: unknown) => shadowed.push((m as { action: string }).action)
+    subscribe('sluice:http', listener)
+    try {
+      const a = await track(
+        app(
+          { rules: [fixedWindow({ limit: 1, windowMs: 60_000 })], store: clocked().store, shadow: true },
+          (a) => {
+            a.get('/', handler().handle)
+            a.get('/enforced', { config: { rateLimit: { shadow: false } } }, handler().handle)
+          },
+        ),
+      )
+      const answers = [await a.inject('/'), await a.inject('/')]
+      expect(answers.map((r) => r.statusCode)).toEqual([200, 200])
+      for (const r of answers)
+        expect(Object.keys(r.headers).filter((h) => /ratelimit|retry-after/.test(h))).toEqual([])
+      expect(answers[1]!.json()).toEqual({ ok: true, remaining: 0 })
+      // The same limiter, enforced on one route: the key is already spent.
+      expect((await a.inject('/enforced')).statusCode).toBe(429)
+      expect(shadowed).toEqual(['allow', 'shadow', 'deny'])
+    } finally {
+      unsubscribe('sluice:http', listener)
+    }
   })
 })
 

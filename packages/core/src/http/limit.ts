@@ -7,7 +7,7 @@
 import { STATUS_CODES } from 'node:http'
 import { httpChannel } from '../channels.ts'
 import { InvalidOptionError } from '../errors.ts'
-import { DEFAULT_HEADERS, retryAfterSeconds } from '../headers.ts'
+import { DEFAULT_HEADERS, NO_HEADERS, retryAfterSeconds } from '../headers.ts'
 import { compileKey } from '../keys/keys.ts'
 import { createLimiter, type Limiter } from '../limiter.ts'
 import { isPromise } from '../options.ts'
@@ -21,7 +21,10 @@ export const JSON_TYPE = 'application/json'
 
 /** What an adapter does with one request. */
 export type HttpOutcome =
-  /** Not limited here: skipped, a missing key under `'skip'`, or already counted by this limit. */
+  /**
+   * Go on, nothing to write here: skipped, a missing key under `'skip'`, already counted by this limit, or
+   * counted by a shadowed limit.
+   */
   | { readonly action: 'pass' }
   /** A key part is missing and the policy is `'reject'`: answer 400 with this problem. */
   | {
@@ -93,7 +96,9 @@ export function buildRequestLimit<Req, Res>(
   )
   const costOf = costResolver(parsed.cost)
   const skip = parsed.skip
-  const headerOptions = parsed.headers ?? DEFAULT_HEADERS
+  const shadow = parsed.shadow === true
+  // A shadowed limit sends no headers: it does not advertise a policy it does not enforce.
+  const headerOptions = shadow ? NO_HEADERS : (parsed.headers ?? DEFAULT_HEADERS)
   const status = parsed.statusCode ?? 429
   const bodyOf = bodyResolver<Req>(parsed.message, status)
   const limiter = parsed.limiter ?? limiterFrom(parsed)
@@ -125,6 +130,13 @@ export function buildRequestLimit<Req, Res>(
 
   function outcomeOf(req: Req, record: RequestRecord, key: string, decision: Decision): HttpOutcome {
     const headers = record.counted({ decision, headers: headerOptions })
+    if (shadow) {
+      // Counted as usual; never denied or held.
+      if (httpChannel.hasSubscribers) {
+        publish(req, key, decision, decision.allowed && decision.waitMs === 0 ? 'allow' : 'shadow')
+      }
+      return PASS
+    }
     if (decision.allowed) {
       if (httpChannel.hasSubscribers) publish(req, key, decision, decision.waitMs > 0 ? 'queue' : 'allow')
       return { action: 'allow', decision, headers }

@@ -16,7 +16,14 @@ import {
   type StoreErrorPolicy,
   storeErrorPolicyOption,
 } from '../limiter.ts'
-import { functionOption, integerOption, prefixOption, readOptions, storeOption } from '../options.ts'
+import {
+  booleanOption,
+  functionOption,
+  integerOption,
+  prefixOption,
+  readOptions,
+  storeOption,
+} from '../options.ts'
 import type { Decision, Store } from '../types.ts'
 
 /** A problem-details body (RFC 9457) or any JSON object a user prefers. */
@@ -59,6 +66,12 @@ export interface HttpLimitOptions<R> {
   message?: string | ResponseBody | ((request: R, decision: Decision) => string | ResponseBody)
   /** HTTP status of a denied request. Default 429. */
   statusCode?: number
+  /**
+   * Decide and count as usual, but never deny or hold: a request the rules deny (or would queue) goes
+   * through, published on `sluice:http` with `action: 'shadow'`, and the limit sends no rate-limit headers
+   * (it does not advertise a policy it does not enforce). For rolling a limit out safely. Default false.
+   */
+  shadow?: boolean
 }
 
 /** The options that build a limiter; `limiter` takes their place. */
@@ -74,6 +87,7 @@ export const REQUEST_OPTION_NAMES = [
   'headers',
   'message',
   'statusCode',
+  'shadow',
 ] as const
 
 /** The option names every adapter accepts; an adapter adds its own (such as `onLimited`). */
@@ -103,6 +117,7 @@ export interface ParsedHttpOptions<R> {
   readonly headers: ResolvedHeaderOptions | undefined
   readonly message: HttpLimitOptions<R>['message'] | undefined
   readonly statusCode: number | undefined
+  readonly shadow: boolean | undefined
   readonly own: Readonly<Record<string, unknown>>
 }
 
@@ -166,6 +181,7 @@ export function parseHttpOptions<R>(
   if (o.skip !== undefined) functionOption(name('skip'), o.skip)
   if (o.message !== undefined) messageOption(name('message'), o.message)
   if (o.statusCode !== undefined) statusOption(name('statusCode'), o.statusCode)
+  if (o.shadow !== undefined) booleanOption(name('shadow'), o.shadow)
   const ownValues: Record<string, unknown> = {}
   for (const option of Object.keys(own)) {
     if (o[option] !== undefined) ownValues[option] = own[option]!(name(option), o[option])
@@ -185,6 +201,7 @@ export function parseHttpOptions<R>(
     headers: o.headers === undefined ? undefined : resolveHeaderOptions(o.headers, name('headers')),
     message: o.message,
     statusCode: o.statusCode,
+    shadow: o.shadow,
     own: ownValues,
   }
 }
