@@ -6,7 +6,9 @@ const packages = fileURLToPath(new URL('./packages/', import.meta.url))
 
 export default defineConfig({
   resolve: {
-    alias: [{ find: /^@sluice\/(core|redis|express|fastify)$/, replacement: `${packages}$1/src/index.ts` }],
+    alias: [
+      { find: /^@sluice\/(core|redis|express|fastify|metrics)$/, replacement: `${packages}$1/src/index.ts` },
+    ],
   },
   test: {
     reporters: ['default', './test/summary-reporter.ts'],
