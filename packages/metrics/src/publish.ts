@@ -64,7 +64,10 @@ export interface PublishedStats extends LiveStatsSnapshot {
 }
 
 export interface StatsPublisher {
-  /** Writes one snapshot now. Never rejects: a failure goes to `onError`. */
+  /**
+   * Writes the latest snapshot now (after a write in flight, if any) and resolves when it is done. Never
+   * rejects: a failure goes to `onError`.
+   */
   publishNow(): Promise<void>
   /**
    * Stops the timer, waits for a write in flight, and removes this instance's entry so the dashboard drops
@@ -177,19 +180,23 @@ export function publishStats(options: PublishStatsOptions): StatsPublisher {
     }
   }
 
-  const publishNow = (): Promise<void> => {
-    if (closed) return Promise.resolve()
-    if (inFlight === undefined) {
-      inFlight = write().finally(() => {
-        inFlight = undefined
-      })
-    }
-    return inFlight
+  /** Writes after the write in flight, if any: writes never overlap, and each sends the latest snapshot. */
+  const writeNext = (): Promise<void> => {
+    const next: Promise<void> = (inFlight ?? Promise.resolve()).then(write).finally(() => {
+      if (inFlight === next) inFlight = undefined
+    })
+    inFlight = next
+    return next
   }
 
-  const timer = setInterval(() => void publishNow(), intervalMs)
+  const publishNow = (): Promise<void> => (closed ? Promise.resolve() : writeNext())
+
+  // A tick that finds a write still in flight (Redis slow) skips, so writes never pile up.
+  const timer = setInterval(() => {
+    if (inFlight === undefined) void writeNext()
+  }, intervalMs)
   timer.unref()
-  void publishNow()
+  void writeNext()
 
   return {
     publishNow,
