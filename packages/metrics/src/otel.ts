@@ -118,7 +118,7 @@ function record(meter: Meter): () => void {
     }),
   )
   const httpAttributes = new AttributeCache<Attributes>(MAX_CACHED_ATTRIBUTES, (limiter, action, route) =>
-    route === undefined
+    route == null
       ? { 'sluice.limiter': limiter, 'sluice.action': action }
       : { 'sluice.limiter': limiter, 'sluice.action': action, 'http.route': route },
   )

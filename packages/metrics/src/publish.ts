@@ -70,8 +70,8 @@ export interface StatsPublisher {
    */
   publishNow(): Promise<void>
   /**
-   * Stops the timer, waits for a write in flight, and removes this instance's entry so the dashboard drops
-   * it at once. Never rejects. Calling it again does nothing.
+   * Stops the timer and removes this instance's entry so the dashboard drops it at once. Never rejects.
+   * Calling it again does nothing.
    */
   close(): Promise<void>
 }
@@ -159,6 +159,7 @@ export function publishStats(options: PublishStatsOptions): StatsPublisher {
   }
 
   const write = async (): Promise<void> => {
+    if (closed) return
     try {
       const payload: PublishedStats = {
         ...stats.snapshot(),
@@ -182,7 +183,8 @@ export function publishStats(options: PublishStatsOptions): StatsPublisher {
 
   /** Writes after the write in flight, if any: writes never overlap, and each sends the latest snapshot. */
   const writeNext = (): Promise<void> => {
-    const next: Promise<void> = (inFlight ?? Promise.resolve()).then(write).finally(() => {
+    // Started synchronously when nothing is in flight: its commands are sent before anything after it.
+    const next: Promise<void> = (inFlight === undefined ? write() : inFlight.then(write)).finally(() => {
       if (inFlight === next) inFlight = undefined
     })
     inFlight = next
@@ -204,7 +206,8 @@ export function publishStats(options: PublishStatsOptions): StatsPublisher {
       if (closed) return
       closed = true
       clearInterval(timer)
-      await inFlight
+      // Not waiting for a write in flight (a client that never answers would hold close() too): its
+      // commands were sent before these on the same connection, so Redis runs them first.
       try {
         await Promise.all([send(['DEL', statsKey]), send(['ZREM', index, instance])])
       } catch (error) {

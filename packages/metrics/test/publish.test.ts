@@ -304,6 +304,22 @@ describe('publishStats options', () => {
     ])
   })
 
+  it('closes without waiting for a write Redis never answers, and starts no write after close', async () => {
+    const sent: string[] = []
+    const seam = {
+      sendCommand: (args: string[]) => {
+        sent.push(args[0]!)
+        return args[0] === 'SET' ? new Promise(() => {}) : Promise.resolve(1)
+      },
+      isReady: true,
+    }
+    const p = publishStats({ stats, client: seam, instance: 'i' })
+    const queued = p.publishNow() // waits behind the hanging first write
+    await p.close()
+    expect(sent).toEqual(['SET', 'ZADD', 'ZREMRANGEBYSCORE', 'ZREMRANGEBYRANK', 'EXPIRE', 'DEL', 'ZREM'])
+    void queued
+  })
+
   it('sends no second write while one is in flight when the timer fires', async () => {
     let writes = 0
     let release = () => {}
