@@ -1,0 +1,332 @@
+/**
+ * @module `publishStats` and `readPublishedStats`: every process writes its live statistics to Redis once a
+ * second, so one dashboard sees them all.
+ *
+ * Keys, with the default prefix `sluice:stats`:
+ * - `sluice:stats:instance:<instance>`: the latest snapshot as JSON, written with `SET … EX ttlSeconds`, so a
+ *   process that stops publishing vanishes by itself.
+ * - `sluice:stats:instances`: a sorted set of instance names scored by their last write (ms), trimmed on
+ *   every write to the `maxInstances` most recent and to entries younger than twice the TTL, and expiring
+ *   with the TTL itself. It is only an index: the instance keys are the truth, so a reader skips names
+ *   whose key has expired.
+ *
+ * Every command touches one key, so this works on Redis Cluster as it is. Neither Redis library is
+ * imported: the client is reached through `call` (ioredis) or `sendCommand` (node-redis).
+ */
+import { InvalidOptionError } from '@sluice/core'
+import { readOptions } from '@sluice/core/store'
+import type { LiveStatsSnapshot } from './live-stats.ts'
+
+/**
+ * A Redis client: an ioredis `Redis` or `Cluster`, or a node-redis client (`createClient`) or cluster
+ * (`createCluster`). It stays the caller's: nothing here connects, quits or reconfigures it.
+ */
+export type StatsRedisClient =
+  | { call(...args: never[]): unknown; readonly status: string }
+  | { sendCommand(...args: never[]): unknown; readonly isReady: boolean }
+  | { sendCommand(...args: never[]): unknown; getSlotMaster(slot: never): unknown }
+
+/** Free-form data published with each snapshot, e.g. `{ tableVersion }`. */
+export type StatsMeta = Record<string, unknown>
+
+export interface PublishStatsOptions {
+  /** What to publish: a `liveStats()` result, or anything with the same `snapshot()`. */
+  stats: { snapshot(): LiveStatsSnapshot }
+  client: StatsRedisClient
+  /** This process's name on the dashboard, e.g. `${hostname()}:${process.pid}`. 1 to 200 characters. */
+  instance: string
+  /** Published with each snapshot: an object, or a function called at each write. Default `{}`. */
+  meta?: StatsMeta | (() => StatsMeta)
+  /** Between writes, in ms. Integer 100 to 3,600,000. Default 1000. */
+  intervalMs?: number
+  /**
+   * Lifetime of each write, in seconds: how long a process that stopped stays visible. An integer whose
+   * span is longer than `intervalMs`. Default the larger of 10 and twice the interval.
+   */
+  ttlSeconds?: number
+  /** Start of every key written. Default `'sluice:stats'`. */
+  prefix?: string
+  /** Instances the index keeps (the most recent). Integer 1 to 100,000. Default 1000. */
+  maxInstances?: number
+  /**
+   * Told of every failed write (Redis down, a timeout, a meta that does not serialise). Publishing goes on
+   * at the next interval either way. Default: one process warning (`SLUICE_STATS_PUBLISH`) per run of
+   * failures.
+   */
+  onError?: (error: unknown) => void
+  /** Milliseconds since the epoch, for the index scores. Default `Date.now`. */
+  clock?: () => number
+}
+
+/** One process's latest snapshot as read back from Redis. */
+export interface PublishedStats extends LiveStatsSnapshot {
+  instance: string
+  meta: StatsMeta
+}
+
+export interface StatsPublisher {
+  /**
+   * Writes the latest snapshot now (after a write in flight, if any) and resolves when it is done. Never
+   * rejects: a failure goes to `onError`.
+   */
+  publishNow(): Promise<void>
+  /**
+   * Stops the timer and removes this instance's entry so the dashboard drops it at once. Never rejects.
+   * Calling it again does nothing.
+   */
+  close(): Promise<void>
+}
+
+export const DEFAULT_STATS_PREFIX = 'sluice:stats'
+
+const OPTION_NAMES = [
+  'stats',
+  'client',
+  'instance',
+  'meta',
+  'intervalMs',
+  'ttlSeconds',
+  'prefix',
+  'maxInstances',
+  'onError',
+  'clock',
+] as const
+
+/**
+ * Publishes `stats.snapshot()` (plus `instance` and `meta`) to Redis now and every `intervalMs`, on an
+ * unref'd timer (it never keeps the process alive). A write still in flight when the next is due makes
+ * that one skip. Redis errors never throw: they go to `onError`.
+ */
+export function publishStats(options: PublishStatsOptions): StatsPublisher {
+  const given = readOptions<PublishStatsOptions>('publishStats', options, OPTION_NAMES, true)
+  const stats = given.stats
+  if (stats === null || typeof stats !== 'object' || typeof stats.snapshot !== 'function') {
+    throw new InvalidOptionError('publishStats.stats', stats, 'a liveStats() result')
+  }
+  const send = commandSenderFor(given.client, 'publishStats.client')
+  const instance = given.instance
+  if (typeof instance !== 'string' || instance.length === 0 || instance.length > 200) {
+    throw new InvalidOptionError('publishStats.instance', instance, 'a string of 1 to 200 characters')
+  }
+  const meta = given.meta ?? {}
+  if (meta === null || (typeof meta !== 'object' && typeof meta !== 'function')) {
+    throw new InvalidOptionError('publishStats.meta', meta, 'an object, or a function returning one')
+  }
+  const intervalMs = integerOption('publishStats.intervalMs', given.intervalMs ?? 1000, 100, 3_600_000)
+  const ttlSeconds = integerOption(
+    'publishStats.ttlSeconds',
+    given.ttlSeconds ?? Math.max(10, Math.ceil((2 * intervalMs) / 1000)),
+    1,
+    86_400,
+  )
+  if (ttlSeconds * 1000 <= intervalMs) {
+    throw new InvalidOptionError(
+      'publishStats.ttlSeconds',
+      ttlSeconds,
+      `a span longer than intervalMs (${intervalMs} ms), so an entry never expires between writes`,
+    )
+  }
+  const prefix = prefixOption('publishStats.prefix', given.prefix ?? DEFAULT_STATS_PREFIX)
+  const maxInstances = integerOption('publishStats.maxInstances', given.maxInstances ?? 1000, 1, 100_000)
+  const onError = given.onError
+  if (onError !== undefined && typeof onError !== 'function') {
+    throw new InvalidOptionError('publishStats.onError', onError, 'a function')
+  }
+  const clock = given.clock ?? Date.now
+  if (typeof clock !== 'function') throw new InvalidOptionError('publishStats.clock', clock, 'a function')
+
+  const statsKey = instanceKey(prefix, instance)
+  const index = indexKey(prefix)
+  const ttl = String(ttlSeconds)
+  let failing = false
+  let closed = false
+  let inFlight: Promise<void> | undefined
+
+  const report = (error: unknown): void => {
+    if (onError !== undefined) {
+      try {
+        onError(error)
+      } catch {
+        // The caller's handler failing must not take the process down either.
+      }
+      return
+    }
+    if (failing) return
+    failing = true
+    const message = error instanceof Error ? error.message : String(error)
+    process.emitWarning(`sluice: publishing stats for ${instance} to Redis failed: ${message}`, {
+      code: 'SLUICE_STATS_PUBLISH',
+    })
+  }
+
+  const write = async (): Promise<void> => {
+    if (closed) return
+    try {
+      const payload: PublishedStats = {
+        ...stats.snapshot(),
+        instance,
+        meta: typeof meta === 'function' ? meta() : meta,
+      }
+      const json = JSON.stringify(payload)
+      const now = clock()
+      await Promise.all([
+        send(['SET', statsKey, json, 'EX', ttl]),
+        send(['ZADD', index, String(now), instance]),
+        send(['ZREMRANGEBYSCORE', index, '-inf', `(${now - 2 * ttlSeconds * 1000}`]),
+        send(['ZREMRANGEBYRANK', index, '0', String(-maxInstances - 1)]),
+        send(['EXPIRE', index, ttl]),
+      ])
+      failing = false
+    } catch (error) {
+      report(error)
+    }
+  }
+
+  /** Writes after the write in flight, if any: writes never overlap, and each sends the latest snapshot. */
+  const writeNext = (): Promise<void> => {
+    // Started synchronously when nothing is in flight: its commands are sent before anything after it.
+    const next: Promise<void> = (inFlight === undefined ? write() : inFlight.then(write)).finally(() => {
+      if (inFlight === next) inFlight = undefined
+    })
+    inFlight = next
+    return next
+  }
+
+  const publishNow = (): Promise<void> => (closed ? Promise.resolve() : writeNext())
+
+  // A tick that finds a write still in flight (Redis slow) skips, so writes never pile up.
+  const timer = setInterval(() => {
+    if (inFlight === undefined) void writeNext()
+  }, intervalMs)
+  timer.unref()
+  void writeNext()
+
+  return {
+    publishNow,
+    async close() {
+      if (closed) return
+      closed = true
+      clearInterval(timer)
+      // Not waiting for a write in flight (a client that never answers would hold close() too): its
+      // commands were sent before these on the same connection, so Redis runs them first.
+      try {
+        await Promise.all([send(['DEL', statsKey]), send(['ZREM', index, instance])])
+      } catch (error) {
+        report(error)
+      }
+    },
+  }
+}
+
+export interface ReadPublishedStatsOptions {
+  client: StatsRedisClient
+  /** The prefix the publishers use. Default `'sluice:stats'`. */
+  prefix?: string
+  /** Most recently published instances read at most. Default 1000. */
+  maxInstances?: number
+}
+
+/**
+ * The latest snapshot of every instance whose entry has not expired, sorted by instance name. Entries that
+ * are not valid JSON objects are skipped. Rejects when Redis does.
+ */
+export async function readPublishedStats(options: ReadPublishedStatsOptions): Promise<PublishedStats[]> {
+  const given = readOptions<ReadPublishedStatsOptions>(
+    'readPublishedStats',
+    options,
+    ['client', 'prefix', 'maxInstances'],
+    true,
+  )
+  const send = commandSenderFor(given.client, 'readPublishedStats.client')
+  const prefix = prefixOption('readPublishedStats.prefix', given.prefix ?? DEFAULT_STATS_PREFIX)
+  const maxInstances = integerOption(
+    'readPublishedStats.maxInstances',
+    given.maxInstances ?? 1000,
+    1,
+    100_000,
+  )
+  const names = await send(['ZREVRANGE', indexKey(prefix), '0', String(maxInstances - 1)])
+  if (!Array.isArray(names)) return []
+  const instances = names.map(String)
+  const values = await Promise.all(instances.map((instance) => send(['GET', instanceKey(prefix, instance)])))
+  const out: PublishedStats[] = []
+  for (const value of values) {
+    const parsed = parseStats(value)
+    if (parsed !== undefined) out.push(parsed)
+  }
+  out.sort((a, b) => (a.instance < b.instance ? -1 : a.instance > b.instance ? 1 : 0))
+  return out
+}
+
+function parseStats(value: unknown): PublishedStats | undefined {
+  if (typeof value !== 'string') return undefined
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(value)
+  } catch {
+    return undefined
+  }
+  if (parsed === null || typeof parsed !== 'object') return undefined
+  const stats = parsed as PublishedStats
+  if (typeof stats.instance !== 'string' || stats.limiters === null || typeof stats.limiters !== 'object') {
+    return undefined
+  }
+  // JSON.parse makes `__proto__` an own property; keep it one for readers who copy by assignment.
+  stats.limiters = Object.assign(Object.create(null), stats.limiters)
+  return stats
+}
+
+function instanceKey(prefix: string, instance: string): string {
+  return `${prefix}:instance:${instance}`
+}
+
+function indexKey(prefix: string): string {
+  return `${prefix}:instances`
+}
+
+function integerOption(option: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidOptionError(option, value, `an integer from ${min} to ${max}`)
+  }
+  return value
+}
+
+function prefixOption(option: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 128) {
+    throw new InvalidOptionError(option, value, 'a string of 1 to 128 characters')
+  }
+  return value
+}
+
+/** Sends one command (name first, then its single key, then the rest) and resolves with the raw reply. */
+type CommandSender = (args: string[]) => Promise<unknown>
+
+/** Picks how to send commands on `client`, or throws `InvalidOptionError` naming `option`. */
+function commandSenderFor(client: unknown, option: string): CommandSender {
+  if (client !== null && typeof client === 'object') {
+    const c = client as Record<string, unknown>
+    if (typeof c.call === 'function' && typeof c.defineCommand === 'function') {
+      // ioredis Redis or Cluster: `call` routes by the first key on a Cluster.
+      const call = c.call as (...args: string[]) => Promise<unknown>
+      return (args) => call.apply(client, args)
+    }
+    if (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function') {
+      // node-redis cluster: routed by the key, which is always the command's second word here.
+      const sendCommand = c.sendCommand as (
+        key: string,
+        readonly: boolean,
+        args: string[],
+      ) => Promise<unknown>
+      return (args) => sendCommand.call(client, args[1]!, false, args)
+    }
+    if (typeof c.sendCommand === 'function' && 'isReady' in c) {
+      const sendCommand = c.sendCommand as (args: string[]) => Promise<unknown>
+      return (args) => sendCommand.call(client, args)
+    }
+  }
+  throw new InvalidOptionError(
+    option,
+    client,
+    'an ioredis Redis or Cluster, or a node-redis client or cluster (createClient / createCluster)',
+  )
+}

@@ -1,0 +1,125 @@
+/**
+ * @module What the sinks share: subscribing to core's channels, loading an optional peer only when it is
+ * used, a bounded cache of attribute objects, and the histogram buckets.
+ */
+import diagnostics from 'node:diagnostics_channel'
+import { createRequire } from 'node:module'
+
+/** Subscribes each handler to its channel; the returned function unsubscribes them all. */
+export function subscribe(handlers: Readonly<Record<string, (message: never) => void>>): () => void {
+  const subscribed: [string, (message: unknown) => void][] = []
+  for (const [name, handler] of Object.entries(handlers)) {
+    // A subscriber that throws would surface as an uncaught exception in the publisher's process:
+    // a message that is not an object (nobody in sluice publishes one) is ignored instead.
+    const listener = (message: unknown): void => {
+      if (message !== null && typeof message === 'object') (handler as (message: unknown) => void)(message)
+    }
+    diagnostics.subscribe(name, listener)
+    subscribed.push([name, listener])
+  }
+  let open = true
+  return () => {
+    if (!open) return
+    open = false
+    for (const [name, listener] of subscribed) diagnostics.unsubscribe(name, listener)
+  }
+}
+
+const requireFromHere = createRequire(import.meta.url)
+
+/**
+ * Loads an optional peer dependency when a sink that needs it is built, so importing this package never
+ * requires a library the application does not use. `@opentelemetry/api` keeps its global state under a
+ * global symbol, so the copy loaded here and the one the application imports share one meter provider.
+ */
+export function loadPeer<T>(name: string, feature: string): T {
+  try {
+    return requireFromHere(name) as T
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'MODULE_NOT_FOUND') {
+      throw new Error(`${feature} needs the package ${name}: install it next to @sluice/metrics.`, {
+        cause: error,
+      })
+    }
+    throw error
+  }
+}
+
+/** This package's version, for the instrumentation scope of the default meter. */
+export function packageVersion(): string {
+  // The same relative path from src/ and from dist/.
+  return (requireFromHere('../package.json') as { version: string }).version
+}
+
+type Part = string | undefined
+
+/**
+ * Attribute (label) objects per combination of up to four values, built once and reused, so recording a
+ * message allocates nothing. Nested maps look the combination up without building a joined string.
+ * Bounded: the values come from limiter prefixes, rule names and route templates, a small set in any sane
+ * application; should it pass `max` combinations anyway, the cache starts over (it only saves allocations).
+ */
+export class AttributeCache<T> {
+  readonly #root = new Map<Part, Map<Part, Map<Part, Map<Part, T>>>>()
+  readonly #max: number
+  readonly #make: (a: Part, b: Part, c: Part, d: Part) => T
+  #size = 0
+
+  constructor(max: number, make: (a: Part, b: Part, c: Part, d: Part) => T) {
+    this.#max = max
+    this.#make = make
+  }
+
+  get(a: Part, b: Part, c: Part, d: Part): T {
+    let level1 = this.#root.get(a)
+    if (level1 === undefined) {
+      level1 = new Map()
+      this.#root.set(a, level1)
+    }
+    let level2 = level1.get(b)
+    if (level2 === undefined) {
+      level2 = new Map()
+      level1.set(b, level2)
+    }
+    let level3 = level2.get(c)
+    if (level3 === undefined) {
+      level3 = new Map()
+      level2.set(c, level3)
+    }
+    let value = level3.get(d)
+    if (value === undefined) {
+      if (this.#size >= this.#max) {
+        this.#root.clear()
+        this.#size = 0
+        return this.get(a, b, c, d)
+      }
+      value = this.#make(a, b, c, d)
+      level3.set(d, value)
+      this.#size++
+    }
+    return value
+  }
+
+  get size(): number {
+    return this.#size
+  }
+}
+
+/** Combinations of attribute values cached per sink. */
+export const MAX_CACHED_ATTRIBUTES = 10_000
+
+/**
+ * Bucket bounds (seconds) for the time a queued (leakyBucket) request is held: from a millisecond to the
+ * half minute past which a `maxQueueMs` is rarely set.
+ */
+export const QUEUE_WAIT_BUCKETS: readonly number[] = [
+  0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+]
+
+/**
+ * Bucket bounds (seconds) for a store call: from 100 µs (Redis on the same host) to one second, well past
+ * any sane store timeout (the Redis store's default is 100 ms); a synchronous store lands in the first.
+ */
+export const STORE_DURATION_BUCKETS: readonly number[] = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+]

@@ -1,0 +1,186 @@
+import { ErrorCode, InvalidOptionError } from '@sluice/core'
+import { prometheusMetrics } from '@sluice/metrics'
+import { Counter, type MetricObjectWithValues, type MetricValue, Registry, register } from 'prom-client'
+import { afterEach, describe, expect, it } from 'vitest'
+import { QUEUE_WAIT_BUCKETS, STORE_DURATION_BUCKETS } from '../src/shared.ts'
+import { publishDecision, publishTrace, TRACE_KEYS } from './trace.ts'
+
+const closers: { close(): void }[] = []
+afterEach(() => {
+  for (const c of closers.splice(0)) c.close()
+})
+
+async function metricsOf(
+  registry: Registry,
+): Promise<Map<string, MetricObjectWithValues<MetricValue<string>>>> {
+  const out = new Map<string, MetricObjectWithValues<MetricValue<string>>>()
+  for (const metric of await registry.getMetricsAsJSON()) out.set(metric.name, metric)
+  return out
+}
+
+/** `[labels, value]` of every sample named `sample` (default: the metric's own), sorted by labels. */
+function samples(
+  metric: MetricObjectWithValues<MetricValue<string>> | undefined,
+  sample?: string,
+): [Record<string, unknown>, number][] {
+  return (metric?.values ?? [])
+    .filter((v) => sample === undefined || (v as { metricName?: string }).metricName === sample)
+    .map((v): [Record<string, unknown>, number] => [{ ...v.labels }, Math.round(v.value * 1e9) / 1e9])
+    .sort((a, b) => JSON.stringify(a[0]).localeCompare(JSON.stringify(b[0])))
+}
+
+const byLabels = (a: [Record<string, unknown>, number], b: [Record<string, unknown>, number]) =>
+  JSON.stringify(a[0]).localeCompare(JSON.stringify(b[0]))
+
+describe('prometheusMetrics', () => {
+  it('counts consumes by limiter, rule, result and reason; peeks are not counted', async () => {
+    const registry = new Registry()
+    closers.push(prometheusMetrics({ registry }))
+    publishTrace()
+    const decisions = (await metricsOf(registry)).get('sluice_decisions_total')
+    expect(decisions?.type).toBe('counter')
+    const d = (limiter: string, rule: string, result: string, reason: string) => ({
+      limiter,
+      rule,
+      result,
+      reason,
+    })
+    expect(samples(decisions)).toEqual(
+      (
+        [
+          [d('api', '10-per-1s', 'allowed', 'rules'), 2],
+          [d('api', 'leaky', 'queued', 'rules'), 1],
+          [d('api', '10-per-1s', 'denied', 'rules'), 1],
+          [d('api', '10-per-1s', 'denied', 'cache'), 1],
+          [d('pay', '5-per-1s', 'allowed', 'store-error'), 1],
+          [d('pay', '5-per-1s', 'allowed', 'insurance'), 1],
+          [d('pay', 'unlimited', 'allowed', 'unlimited'), 1],
+          [d('pay', '5-per-1s', 'allowed', 'prefetch'), 1],
+          [d('pay', '5-per-1s', 'denied', 'blocked'), 1],
+        ] as [Record<string, unknown>, number][]
+      ).sort(byLabels),
+    )
+  })
+
+  it('counts HTTP actions by limiter, action and route (empty when unknown), and store errors by code', async () => {
+    const registry = new Registry()
+    closers.push(prometheusMetrics({ registry }))
+    publishTrace()
+    const all = await metricsOf(registry)
+    expect(samples(all.get('sluice_http_requests_total'))).toEqual([
+      [{ limiter: 'api', action: 'allow', route: '/users/:id' }, 1],
+      [{ limiter: 'api', action: 'deny', route: '/users/:id' }, 1],
+      [{ limiter: 'api', action: 'queue', route: '/users/:id' }, 1],
+      [{ limiter: 'api', action: 'reject', route: '' }, 1],
+      [{ limiter: 'api', action: 'shadow', route: '' }, 1],
+    ])
+    expect(samples(all.get('sluice_store_errors_total'))).toEqual([
+      [{ code: 'ERR_SLUICE_STORE_TIMEOUT' }, 2],
+      [{ code: 'unknown' }, 1],
+    ])
+  })
+
+  it('records queue waits and store durations in seconds, in the documented buckets', async () => {
+    const registry = new Registry()
+    closers.push(prometheusMetrics({ registry }))
+    publishTrace()
+    const all = await metricsOf(registry)
+    const wait = all.get('sluice_queue_wait_seconds')
+    expect(wait?.type).toBe('histogram')
+    expect(samples(wait, 'sluice_queue_wait_seconds_count')).toEqual([[{ limiter: 'api' }, 1]])
+    expect(samples(wait, 'sluice_queue_wait_seconds_sum')).toEqual([[{ limiter: 'api' }, 0.25]])
+    expect(new Set(samples(wait, 'sluice_queue_wait_seconds_bucket').map(([labels]) => labels.le))).toEqual(
+      new Set([...QUEUE_WAIT_BUCKETS, '+Inf']),
+    )
+    // 0.25 s: in every bucket from le=0.25 up.
+    const waitBuckets = new Map(
+      samples(wait, 'sluice_queue_wait_seconds_bucket').map(([labels, value]) => [labels.le, value]),
+    )
+    expect([waitBuckets.get(0.1), waitBuckets.get(0.25), waitBuckets.get('+Inf')]).toEqual([0, 1, 1])
+
+    const store = all.get('sluice_store_duration_seconds')
+    expect(samples(store, 'sluice_store_duration_seconds_count')).toEqual([
+      [{ limiter: 'api' }, 5],
+      [{ limiter: 'pay' }, 2],
+    ])
+    expect(samples(store, 'sluice_store_duration_seconds_sum')).toEqual([
+      [{ limiter: 'api' }, 0.005],
+      [{ limiter: 'pay' }, 0.2],
+    ])
+    expect(
+      new Set(samples(store, 'sluice_store_duration_seconds_bucket').map(([labels]) => labels.le)),
+    ).toEqual(new Set([...STORE_DURATION_BUCKETS, '+Inf']))
+  })
+
+  it('never puts a key in a label', async () => {
+    const registry = new Registry()
+    closers.push(prometheusMetrics({ registry }))
+    publishTrace()
+    const text = await registry.metrics()
+    expect(text).toContain('sluice_decisions_total{limiter="api"')
+    for (const key of TRACE_KEYS) expect(text).not.toContain(key)
+  })
+
+  it('stops counting on close()', async () => {
+    const registry = new Registry()
+    const subscription = prometheusMetrics({ registry })
+    publishDecision('api', 'k')
+    subscription.close()
+    publishDecision('api', 'k')
+    expect(samples((await metricsOf(registry)).get('sluice_decisions_total')).map(([, v]) => v)).toEqual([1])
+  })
+
+  it('registers twice on one registry without throwing or counting twice', async () => {
+    const registry = new Registry()
+    const first = prometheusMetrics({ registry })
+    const second = prometheusMetrics({ registry })
+    publishDecision('api', 'k')
+    first.close()
+    publishDecision('api', 'k')
+    second.close()
+    publishDecision('api', 'k')
+    expect(samples((await metricsOf(registry)).get('sluice_decisions_total')).map(([, v]) => v)).toEqual([2])
+    // Subscribing again reuses the metrics already on the registry.
+    closers.push(prometheusMetrics({ registry }))
+    publishDecision('api', 'k')
+    expect(samples((await metricsOf(registry)).get('sluice_decisions_total')).map(([, v]) => v)).toEqual([3])
+  })
+
+  it('rejects a registry holding another metric under one of its names', () => {
+    const registry = new Registry()
+    new Counter({
+      name: 'sluice_decisions_total',
+      help: 'not ours',
+      labelNames: ['other'],
+      registers: [registry],
+    })
+    let error: unknown
+    try {
+      prometheusMetrics({ registry })
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(InvalidOptionError)
+    expect(error).toMatchObject({ code: ErrorCode.INVALID_OPTION, option: 'prometheusMetrics.registry' })
+  })
+
+  it("registers on prom-client's global registry by default", async () => {
+    const names = [
+      'sluice_decisions_total',
+      'sluice_http_requests_total',
+      'sluice_queue_wait_seconds',
+      'sluice_store_duration_seconds',
+      'sluice_store_errors_total',
+    ]
+    const subscription = prometheusMetrics()
+    try {
+      publishDecision('api', 'k', { allowed: false })
+      expect(samples((await metricsOf(register)).get('sluice_decisions_total'))).toEqual([
+        [{ limiter: 'api', rule: '10-per-1s', result: 'denied', reason: 'rules' }, 1],
+      ])
+    } finally {
+      subscription.close()
+      for (const name of names) register.removeSingleMetric(name)
+    }
+  })
+})
