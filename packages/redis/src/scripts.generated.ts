@@ -27,6 +27,10 @@ local fmod = math.fmod
 local floor = math.floor
 local ceil = math.ceil
 
+-- The most steps a fix-up loop takes (FIXUP_STEPS in @sluice/core's rules/bounds.ts): no loop in these
+-- scripts runs a number of times that depends on a rate, a span or a cost.
+local fixupSteps = 2
+
 -- A key's TTL in ms, as PEXPIRE takes it. With a caller's clock (ARGV[1] not empty: tests driving a
 -- trace), Redis still expires keys by its own clock, which the caller's may lag by a few ms of latency;
 -- a second of slack keeps a key from vanishing before the caller's clock says it may. Keeping state past
@@ -209,9 +213,18 @@ local function msUntil(capacity, refill, milli0, t0, target, now)
   local have = milliAt(capacity, refill, milli0, t0, now)
   if have >= target then return 0 end
   local ms = ceil((target - have) / refill)
-  -- At a rate that is not exact in binary (0.1) the estimate can be a rounding off either way.
-  while ms > 1 and milliAt(capacity, refill, milli0, t0, now + ms - 1) >= target do ms = ms - 1 end
-  while milliAt(capacity, refill, milli0, t0, now + ms) < target do ms = ms + 1 end
+  -- At a rate that is not exact in binary (0.1) the estimate can be a rounding off either way. The factory
+  -- keeps every wait within 2^50 ms, where it is off by at most one ms; the loops are capped all the same.
+  local i = 0
+  while i < fixupSteps and ms > 1 and milliAt(capacity, refill, milli0, t0, now + ms - 1) >= target do
+    ms = ms - 1
+    i = i + 1
+  end
+  i = 0
+  while i < fixupSteps and milliAt(capacity, refill, milli0, t0, now + ms) < target do
+    ms = ms + 1
+    i = i + 1
+  end
   return ms
 end
 
@@ -258,8 +271,18 @@ end
 local function unitsWithin(rate, ms)
   local n = floor((ms * rate) / 1000)
   if n < 0 then n = 0 end
-  while ((n + 1) * 1000) / rate <= ms do n = n + 1 end
-  while n > 0 and (n * 1000) / rate > ms do n = n - 1 end
+  -- The estimate can be a rounding off; settle it with the comparison decide makes. Within 2^50 units it
+  -- is off by at most one; the loops are capped all the same (a state left by a faster rule can hold more).
+  local i = 0
+  while i < fixupSteps and ((n + 1) * 1000) / rate <= ms do
+    n = n + 1
+    i = i + 1
+  end
+  i = 0
+  while i < fixupSteps and n > 0 and (n * 1000) / rate > ms do
+    n = n - 1
+    i = i + 1
+  end
   return n
 end
 

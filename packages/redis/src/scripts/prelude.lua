@@ -20,6 +20,10 @@ local fmod = math.fmod
 local floor = math.floor
 local ceil = math.ceil
 
+-- The most steps a fix-up loop takes (FIXUP_STEPS in @sluice/core's rules/bounds.ts): no loop in these
+-- scripts runs a number of times that depends on a rate, a span or a cost.
+local fixupSteps = 2
+
 -- A key's TTL in ms, as PEXPIRE takes it. With a caller's clock (ARGV[1] not empty: tests driving a
 -- trace), Redis still expires keys by its own clock, which the caller's may lag by a few ms of latency;
 -- a second of slack keeps a key from vanishing before the caller's clock says it may. Keeping state past
