@@ -135,6 +135,85 @@ describe.each(CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', (kin
     )
   })
 
+  it('logs a sliding-log call of cost 1,000,000 as one member, not one per unit (it blocked Redis 1.5 s)', async () => {
+    const client = await clientOf(kind, server)
+    let now = 1_800_000_000_000
+    const clock = () => now
+    const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+    const redis = new RedisStore({ client, clock, deniedCache: false })
+    const rules = [asRule(slidingLog({ limit: 2_500_000, windowMs: 60_000 }))]
+    const prefix = `big-${kind}-${run++}`
+    const both = async (cost: number) => {
+      const expected = memory.apply(prefix, 'k', rules, cost, 'consume')
+      const actual = await redis.apply(prefix, 'k', rules, cost, 'consume')
+      expect(actual).toEqual(expected)
+      return actual[0]!
+    }
+    expect(await both(1_000_000)).toMatchObject({ allowed: true, remaining: 1_500_000 })
+    now += 10
+    expect(await both(1_000_000)).toMatchObject({ allowed: true, remaining: 500_000 })
+    now += 10
+    expect(await both(1_000_000)).toMatchObject({ allowed: false, remaining: 500_000, retryAfterMs: 59_980 })
+    const zset = `sluice:${prefix}:{k}:${rules[0]!.id}`
+    expect(Number(await server.cli('ZCARD', zset))).toBe(2)
+    // The first call's million units leave together, at the very ms the denial named.
+    now += 59_980
+    expect(await both(1_000_000)).toMatchObject({ allowed: true, remaining: 500_000 })
+    expect(Number(await server.cli('ZCARD', zset))).toBe(2)
+    memory.close()
+    redis.close()
+  })
+
+  it('agrees with the memory store on long logs: many entries, large costs, expiries of many at once', async () => {
+    const client = await clientOf(kind, server)
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          limit: fc.integer({ min: 50, max: 600 }),
+          windowMs: fc.constantFrom(20, 100, 250),
+          steps: fc.array(
+            fc.record({
+              jump: fc.oneof(
+                { weight: 8, arbitrary: fc.constant(0) },
+                { weight: 8, arbitrary: fc.integer({ min: 1, max: 5 }) },
+                { weight: 1, arbitrary: fc.integer({ min: 50, max: 400 }) },
+              ),
+              cost: fc.oneof(
+                { weight: 6, arbitrary: fc.constant(1) },
+                { weight: 2, arbitrary: fc.integer({ min: 2, max: 40 }) },
+                { weight: 1, arbitrary: fc.integer({ min: 41, max: 300 }) },
+              ),
+              peek: fc.integer({ min: 0, max: 9 }).map((x) => x === 0),
+            }),
+            { minLength: 100, maxLength: 400 },
+          ),
+        }),
+        async ({ limit, windowMs, steps }) => {
+          const started = performance.now()
+          let lead = 1_700_000_000_000 + Math.floor(Math.random() * 1e9)
+          let now = lead
+          const clock = () => now
+          const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+          const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
+          const rules = [asRule(slidingLog({ limit, windowMs }))]
+          const prefix = `long${run++}`
+          for (const [i, step] of steps.entries()) {
+            lead += step.jump
+            now = Math.max(now, lead + 4 * Math.floor(performance.now() - started))
+            const cost = Math.min(step.cost, limit)
+            const mode = step.peek ? 'peek' : 'consume'
+            const expected = memory.apply(prefix, 'k', rules, cost, mode)
+            const actual = await redis.apply(prefix, 'k', rules, cost, mode)
+            expect(actual, `step ${i} at ${now}: ${mode} x${cost}`).toEqual(expected)
+          }
+          memory.close()
+          redis.close()
+        },
+      ),
+      { numRuns: 15 },
+    )
+  })
+
   it('holds the DESIGN worked example (slidingLog, limit 2 per 1000 ms)', async () => {
     const client = await clientOf(kind, server)
     let now = 0
