@@ -17,7 +17,7 @@ import {
 import { RedisStore } from '@sluice/redis'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, clientOf, closeClients } from './harness/clients.ts'
+import { ALL_CLIENT_KINDS, type ClientKind, clientOf, closeClients, versionOf } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -92,7 +92,18 @@ const KEYS = ['alpha', 'beta:{x}', 'γ\u0000δ']
 
 let run = 0
 
-describe.each(CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', (kind) => {
+describe('the client libraries under test', () => {
+  it.each<[ClientKind, string]>([
+    ['ioredis', '6.'],
+    ['node-redis', '6.'],
+    ['ioredis@5', '5.'],
+    ['node-redis@5', '5.'],
+  ])('%s is major %s', (kind, major) => {
+    expect(versionOf(kind).startsWith(major)).toBe(true)
+  })
+})
+
+describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', (kind) => {
   it('answers every random trace exactly as the memory store does', async () => {
     const client = await clientOf(kind, server)
     await fc.assert(
