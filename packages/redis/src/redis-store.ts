@@ -250,6 +250,7 @@ export class RedisStore implements Store {
       },
       (error: unknown) => {
         this.#inFlight--
+        this.#runner.troubled()
         call.reject(storeError(error))
       },
     )
@@ -323,8 +324,10 @@ export class RedisStore implements Store {
     }
   }
 
-  readonly #timeoutError = (): StoreError =>
-    new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
+  readonly #timeoutError = (): StoreError => {
+    this.#runner.troubled()
+    return new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
+  }
 
   /** The plan for `rules`: by identity of the list first (fixed rules pass the same list every call). */
   #plan(rules: readonly Rule[]): Plan {
