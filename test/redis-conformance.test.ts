@@ -225,6 +225,45 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
     )
   })
 
+  it('decides like the memory store at the edges of the figures the factories accept (a refill of 1e-13 a second kept Redis BUSY)', async () => {
+    const client = await clientOf(kind, server)
+    const start = 1_800_000_000_000
+    let now = start
+    const clock = () => now
+    const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+    const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
+    const edges: Rule[] = [
+      asRule(tokenBucket({ capacity: 10, refillPerSecond: 10_000 / 2 ** 50 })),
+      asRule(tokenBucket({ capacity: 9_007_199_254_740, refillPerSecond: 9_007_199_254_740_000 / 2 ** 50 })),
+      leakyBucket({ ratePerSecond: 1000 / 2 ** 50 }),
+      leakyBucket({ ratePerSecond: 2 ** 50, maxQueueMs: 1000 }),
+      leakyBucket({ ratePerSecond: 1000 }),
+      asRule(slidingLog({ limit: 2 ** 50, windowMs: 1000 })),
+    ]
+    for (const [i, rule] of edges.entries()) {
+      const prefix = `edge-${kind}-${run++}`
+      const limit = 'limit' in rule ? rule.limit : rule.capacity
+      now = start
+      const trace: [number, number, 'consume' | 'peek'][] = [
+        [0, 1, 'consume'],
+        [0, limit - 1, 'consume'],
+        [0, 1, 'peek'],
+        [0, limit, 'peek'],
+        [1, 1, 'consume'],
+        [997, 1, 'consume'],
+      ]
+      for (const [jump, cost, mode] of trace) {
+        now += jump
+        if (cost < 1) continue
+        const expected = memory.apply(prefix, 'k', [rule], cost, mode)
+        const actual = await redis.apply(prefix, 'k', [rule], cost, mode)
+        expect(actual, `rule ${i} ${rule.id} at +${now - start}: ${mode} x${cost}`).toEqual(expected)
+      }
+    }
+    memory.close()
+    redis.close()
+  })
+
   it('holds the DESIGN worked example (slidingLog, limit 2 per 1000 ms)', async () => {
     const client = await clientOf(kind, server)
     let now = 0
