@@ -107,14 +107,16 @@ end
 -- Work per call is bounded: a few O(log n) commands, at most 52 probes for a denial, and at most
 -- \`logMaxDrop\` expired members removed. An admitted call adds one member and removes up to 64, so expired
 -- members never pile up; all of them go with the key, which lives until its newest entry stops counting.
+-- A key holding members of another shape (one member per unit, \`<time>:<n>\`, as sluice 0.1 wrote them) is
+-- dropped at its first use: its entries cannot be read as calls, and the window they count soon passes.
 
 local logModulus = 4503599627370496 -- 2^52
 local logMaxDrop = 64
 
--- The running sum and the time of the entry at \`rank\`.
+-- The running sum (nil for a member of another shape) and the time of the entry at \`rank\`.
 local function logEntry(key, rank)
   local e = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-  return tonumber(string.match(e[1], ':(%d+):')), tonumber(e[2])
+  return tonumber(string.match(e[1], '^%d+:(%d+):%d+$')), tonumber(e[2])
 end
 
 -- Units from the entry whose sum before it is \`before\` through the entry whose sum is \`finish\`.
@@ -137,9 +139,14 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
   local total, newestEnd, newestAt, before = 0, 0, 0, 0
   if n > 0 then
     newestEnd, newestAt = logEntry(key, n - 1)
+    local firstEnd, firstCost
     if expired < n then
-      local first = redis.call('ZRANGE', key, expired, expired)[1]
-      local firstEnd, firstCost = string.match(first, ':(%d+):(%d+)$')
+      firstEnd, firstCost = string.match(redis.call('ZRANGE', key, expired, expired)[1], '^%d+:(%d+):(%d+)$')
+    end
+    if newestEnd == nil or (expired < n and firstEnd == nil) then
+      redis.call('DEL', key)
+      n, expired, newestEnd = 0, 0, 0
+    elseif expired < n then
       before = tonumber(firstEnd) - tonumber(firstCost)
       if before < 0 then before = before + logModulus end
       total = unitsSince(before, newestEnd)
@@ -161,7 +168,8 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
   while lo < hi do
     local mid = floor((lo + hi) / 2)
     local midEnd = logEntry(key, mid)
-    if unitsSince(before, midEnd) >= mustExpire then
+    -- A member of another shape amid the log (written by an older sluice during an upgrade) ends the search.
+    if midEnd == nil or unitsSince(before, midEnd) >= mustExpire then
       hi = mid
     else
       lo = mid + 1
