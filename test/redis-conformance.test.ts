@@ -17,7 +17,7 @@ import {
 import { RedisStore } from '@sluice/redis'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, clientOf, closeClients } from './harness/clients.ts'
+import { ALL_CLIENT_KINDS, type ClientKind, clientOf, closeClients, versionOf } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -92,7 +92,18 @@ const KEYS = ['alpha', 'beta:{x}', 'γ\u0000δ']
 
 let run = 0
 
-describe.each(CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', (kind) => {
+describe('the client libraries under test', () => {
+  it.each<[ClientKind, string]>([
+    ['ioredis', '6.'],
+    ['node-redis', '6.'],
+    ['ioredis@5', '5.'],
+    ['node-redis@5', '5.'],
+  ])('%s is major %s', (kind, major) => {
+    expect(versionOf(kind).startsWith(major)).toBe(true)
+  })
+})
+
+describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', (kind) => {
   it('answers every random trace exactly as the memory store does', async () => {
     const client = await clientOf(kind, server)
     await fc.assert(
@@ -133,6 +144,124 @@ describe.each(CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', (kin
       }),
       { numRuns: 100 },
     )
+  })
+
+  it('logs a sliding-log call of cost 1,000,000 as one member, not one per unit (it blocked Redis 1.5 s)', async () => {
+    const client = await clientOf(kind, server)
+    let now = 1_800_000_000_000
+    const clock = () => now
+    const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+    const redis = new RedisStore({ client, clock, deniedCache: false })
+    const rules = [asRule(slidingLog({ limit: 2_500_000, windowMs: 60_000 }))]
+    const prefix = `big-${kind}-${run++}`
+    const both = async (cost: number) => {
+      const expected = memory.apply(prefix, 'k', rules, cost, 'consume')
+      const actual = await redis.apply(prefix, 'k', rules, cost, 'consume')
+      expect(actual).toEqual(expected)
+      return actual[0]!
+    }
+    expect(await both(1_000_000)).toMatchObject({ allowed: true, remaining: 1_500_000 })
+    now += 10
+    expect(await both(1_000_000)).toMatchObject({ allowed: true, remaining: 500_000 })
+    now += 10
+    expect(await both(1_000_000)).toMatchObject({ allowed: false, remaining: 500_000, retryAfterMs: 59_980 })
+    const zset = `sluice:${prefix}:{k}:${rules[0]!.id}`
+    expect(Number(await server.cli('ZCARD', zset))).toBe(2)
+    // The first call's million units leave together, at the very ms the denial named.
+    now += 59_980
+    expect(await both(1_000_000)).toMatchObject({ allowed: true, remaining: 500_000 })
+    expect(Number(await server.cli('ZCARD', zset))).toBe(2)
+    memory.close()
+    redis.close()
+  })
+
+  it('agrees with the memory store on long logs: many entries, large costs, expiries of many at once', async () => {
+    const client = await clientOf(kind, server)
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          limit: fc.integer({ min: 50, max: 600 }),
+          windowMs: fc.constantFrom(20, 100, 250),
+          steps: fc.array(
+            fc.record({
+              jump: fc.oneof(
+                { weight: 8, arbitrary: fc.constant(0) },
+                { weight: 8, arbitrary: fc.integer({ min: 1, max: 5 }) },
+                { weight: 1, arbitrary: fc.integer({ min: 50, max: 400 }) },
+              ),
+              cost: fc.oneof(
+                { weight: 6, arbitrary: fc.constant(1) },
+                { weight: 2, arbitrary: fc.integer({ min: 2, max: 40 }) },
+                { weight: 1, arbitrary: fc.integer({ min: 41, max: 300 }) },
+              ),
+              peek: fc.integer({ min: 0, max: 9 }).map((x) => x === 0),
+            }),
+            { minLength: 100, maxLength: 400 },
+          ),
+        }),
+        async ({ limit, windowMs, steps }) => {
+          const started = performance.now()
+          let lead = 1_700_000_000_000 + Math.floor(Math.random() * 1e9)
+          let now = lead
+          const clock = () => now
+          const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+          const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
+          const rules = [asRule(slidingLog({ limit, windowMs }))]
+          const prefix = `long${run++}`
+          for (const [i, step] of steps.entries()) {
+            lead += step.jump
+            now = Math.max(now, lead + 4 * Math.floor(performance.now() - started))
+            const cost = Math.min(step.cost, limit)
+            const mode = step.peek ? 'peek' : 'consume'
+            const expected = memory.apply(prefix, 'k', rules, cost, mode)
+            const actual = await redis.apply(prefix, 'k', rules, cost, mode)
+            expect(actual, `step ${i} at ${now}: ${mode} x${cost}`).toEqual(expected)
+          }
+          memory.close()
+          redis.close()
+        },
+      ),
+      { numRuns: 15 },
+    )
+  })
+
+  it('decides like the memory store at the edges of the figures the factories accept (a refill of 1e-13 a second kept Redis BUSY)', async () => {
+    const client = await clientOf(kind, server)
+    const start = 1_800_000_000_000
+    let now = start
+    const clock = () => now
+    const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+    const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
+    const edges: Rule[] = [
+      asRule(tokenBucket({ capacity: 10, refillPerSecond: 10_000 / 2 ** 50 })),
+      asRule(tokenBucket({ capacity: 9_007_199_254_740, refillPerSecond: 9_007_199_254_740_000 / 2 ** 50 })),
+      leakyBucket({ ratePerSecond: 1000 / 2 ** 50 }),
+      leakyBucket({ ratePerSecond: 2 ** 50, maxQueueMs: 1000 }),
+      leakyBucket({ ratePerSecond: 1000 }),
+      asRule(slidingLog({ limit: 2 ** 50, windowMs: 1000 })),
+    ]
+    for (const [i, rule] of edges.entries()) {
+      const prefix = `edge-${kind}-${run++}`
+      const limit = 'limit' in rule ? rule.limit : rule.capacity
+      now = start
+      const trace: [number, number, 'consume' | 'peek'][] = [
+        [0, 1, 'consume'],
+        [0, limit - 1, 'consume'],
+        [0, 1, 'peek'],
+        [0, limit, 'peek'],
+        [1, 1, 'consume'],
+        [997, 1, 'consume'],
+      ]
+      for (const [jump, cost, mode] of trace) {
+        now += jump
+        if (cost < 1) continue
+        const expected = memory.apply(prefix, 'k', [rule], cost, mode)
+        const actual = await redis.apply(prefix, 'k', [rule], cost, mode)
+        expect(actual, `rule ${i} ${rule.id} at +${now - start}: ${mode} x${cost}`).toEqual(expected)
+      }
+    }
+    memory.close()
+    redis.close()
   })
 
   it('holds the DESIGN worked example (slidingLog, limit 2 per 1000 ms)', async () => {

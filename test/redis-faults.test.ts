@@ -18,7 +18,7 @@ import {
 } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, type ClientKind, clientOf, closeClients, ioredis } from './harness/clients.ts'
+import { ALL_CLIENT_KINDS, type ClientKind, clientOf, closeClients, ioredis } from './harness/clients.ts'
 import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -104,7 +104,7 @@ async function noScriptErrors(): Promise<number> {
   return match === null ? 0 : Number(match[1])
 }
 
-describe.each(CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
+describe.each(ALL_CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
   it('keeps every call exact while the script cache is flushed again and again', async () => {
     const client = await clientOf(kind, server)
     // No denied-key cache: every call, denied or not, must reach Redis through the flushes.
@@ -152,6 +152,67 @@ describe.each(CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
     expect(outcomes.filter((o) => o.code === ErrorCode.STORE_ERROR)).toHaveLength(10)
     await stalled
     await recovered(store, prefix, rule)
+  })
+
+  /** `calls` consumes of `key`, sent while Redis is paused: every one is answered by the 'deny' policy. */
+  async function deniedWhilePaused(limiter: Limiter, key: string, calls: number): Promise<void> {
+    const decisions = await Promise.all(Array.from({ length: calls }, () => limiter.consume(key)))
+    expect(decisions.map((d) => `${d.allowed} ${d.rule}`)).toEqual(
+      Array.from({ length: calls }, () => 'false store-unavailable'),
+    )
+  }
+
+  it('never counts a call answered by onStoreError after its timeout (Redis stopped by SIGSTOP, then resumed)', async () => {
+    const client = await clientOf(kind, server)
+    const store = new RedisStore({ client, timeoutMs: TIMEOUT_MS, deniedCache: false })
+    const prefix = `stopped${run++}`
+    const rule = asRule(slidingLog({ limit: 1000, windowMs: 600_000 }))
+    const limiter = createLimiter({ rules: [rule], store, prefix, onStoreError: 'deny' })
+    // A call before the pause, so the store knows Redis's clock.
+    expect((await limiter.consume('warm')).allowed).toBe(true)
+    const pid = server.pid!
+    process.kill(pid, 'SIGSTOP')
+    try {
+      await deniedWhilePaused(limiter, 'k', 200)
+    } finally {
+      process.kill(pid, 'SIGCONT')
+    }
+    // Redis now runs the 200 scripts it had queued, then this peek: none of them counted anything (a peek
+    // reports what a call of cost 1 would leave).
+    await recovered(store, prefix, rule)
+    const after = await store.apply(prefix, 'k', [rule], 1, 'peek')
+    expect(after[0]).toMatchObject({ allowed: true, remaining: 999 })
+    expect(await server.cli('EXISTS', `sluice:${prefix}:{k}:${rule.id}`)).toBe('0\n')
+    // And the store decides from Redis again, counting exactly.
+    expect((await limiter.consume('k')).remaining).toBe(999)
+  })
+
+  it("never counts a call answered by onStoreError after its timeout, even before any reply told it Redis's clock (DEBUG SLEEP)", async () => {
+    const client = await clientOf(kind, server)
+    const store = new RedisStore({ client, timeoutMs: TIMEOUT_MS, deniedCache: false })
+    const prefix = `slept${run++}`
+    const rule = asRule(slidingLog({ limit: 1000, windowMs: 600_000 }))
+    const limiter = createLimiter({ rules: [rule], store, prefix, onStoreError: 'deny' })
+    const admin = await ioredis(server)
+    const slept = admin.call('DEBUG', 'SLEEP', '0.5')
+    await sleep(20)
+    await deniedWhilePaused(limiter, 'k', 50)
+    await slept
+    await recovered(store, prefix, rule)
+    expect((await store.apply(prefix, 'k', [rule], 1, 'peek'))[0]).toMatchObject({ remaining: 999 })
+    expect(await server.cli('EXISTS', `sluice:${prefix}:{k}:${rule.id}`)).toBe('0\n')
+  })
+
+  it("counts a fresh store's first call exactly once (its first deadline is sent before it knows Redis's clock)", async () => {
+    const client = await clientOf(kind, server)
+    const store = new RedisStore({ client, timeoutMs: 2000, deniedCache: false })
+    const prefix = `first${run++}`
+    const rule = asRule(slidingLog({ limit: 10, windowMs: 600_000 }))
+    const decisions = await Promise.all(
+      Array.from({ length: 3 }, () => store.apply(prefix, 'k', [rule], 1, 'consume')),
+    )
+    expect(decisions.map((d) => d[0]!.remaining).sort()).toEqual([7, 8, 9])
+    expect(await server.cli('ZCARD', `sluice:${prefix}:{k}:${rule.id}`)).toBe('3\n')
   })
 
   const policies: [string, () => StoreErrorPolicy][] = [

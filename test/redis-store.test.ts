@@ -75,6 +75,19 @@ describe('RedisStore options', () => {
 })
 
 describe.each(CLIENT_KINDS)('RedisStore keys (%s)', (kind) => {
+  it('drops a sliding-log key written one member per unit (as before one entry per call) instead of failing on it', async () => {
+    const client = await clientOf(kind, server)
+    const store = new RedisStore({ client, deniedCache: false })
+    const prefix = `old-log${run++}`
+    const rule = asRule(slidingLog({ limit: 3, windowMs: 60_000 }))
+    const key = `sluice:${prefix}:{k}:${rule.id}`
+    const t = String(Number((await server.cli('TIME')).split('\n')[0]) * 1000)
+    await server.cli('ZADD', key, t, `${t}:0`, t, `${t}:1`)
+    const [d] = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    expect(d).toMatchObject({ allowed: true, remaining: 2 })
+    expect(await server.cli('ZCARD', key)).toBe('1\n')
+  })
+
   it('gives every key a TTL no longer than its rule needs, and idle keys disappear', async () => {
     const client = await clientOf(kind, server)
     const admin = await ioredis(server)

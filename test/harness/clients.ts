@@ -1,20 +1,53 @@
 /**
- * @module Redis clients for the suites, one helper per library, closed by `closeClients()`.
+ * @module Redis clients for the suites, one helper per library and major, closed by `closeClients()`.
+ *
+ * `ioredis` and `redis` are the majors a fresh install gets (6.x): every Redis suite runs on them
+ * (`CLIENT_KINDS`). The previous majors (5.x, installed as `ioredis5` and `redis5`) run a focused subset:
+ * conformance, faults and the cluster suites (`OTHER_MAJOR_KINDS`). @sluice/redis's peer ranges name
+ * exactly these majors.
  */
+import { createRequire } from 'node:module'
 import type { RedisClientLike } from '@sluice/redis'
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
+import { Cluster as Cluster5, Redis as Redis5 } from 'ioredis5'
 import { createClient, createCluster } from 'redis'
+import { createClient as createClient5, createCluster as createCluster5 } from 'redis5'
 import type { RedisCluster, RedisServer } from './redis.ts'
 
 type Closable = { close(): Promise<unknown> | unknown }
 const open = new Set<Closable>()
 
-export type ClientKind = 'ioredis' | 'node-redis'
+export type ClientKind = 'ioredis' | 'node-redis' | 'ioredis@5' | 'node-redis@5'
+/** The default majors: every Redis suite. */
 export const CLIENT_KINDS: readonly ClientKind[] = ['ioredis', 'node-redis']
+/** The previous majors, still in the peer ranges: the focused subset. */
+export const OTHER_MAJOR_KINDS: readonly ClientKind[] = ['ioredis@5', 'node-redis@5']
+export const ALL_CLIENT_KINDS: readonly ClientKind[] = [...CLIENT_KINDS, ...OTHER_MAJOR_KINDS]
+
+const require = createRequire(import.meta.url)
+const PACKAGES: Record<ClientKind, string> = {
+  ioredis: 'ioredis',
+  'node-redis': 'redis',
+  'ioredis@5': 'ioredis5',
+  'node-redis@5': 'redis5',
+}
+
+/** The installed version of the library behind `kind`. */
+export function versionOf(kind: ClientKind): string {
+  return (require(`${PACKAGES[kind]}/package.json`) as { version: string }).version
+}
+
+const isV5 = (kind: ClientKind) => kind.endsWith('@5')
+const isIoredis = (kind: ClientKind) => kind.startsWith('ioredis')
 
 /** An ioredis client, ready. Extra options override the suites' defaults. */
-export async function ioredis(server: RedisServer, options: RedisOptions = {}): Promise<Redis> {
-  const client = new Redis({ host: server.host, port: server.port, lazyConnect: true, ...options })
+export async function ioredis(
+  server: RedisServer,
+  options: RedisOptions = {},
+  major: 5 | 6 = 6,
+): Promise<Redis> {
+  const Client = major === 5 ? (Redis5 as unknown as typeof Redis) : Redis
+  const client = new Client({ host: server.host, port: server.port, lazyConnect: true, ...options })
   client.on('error', () => {})
   open.add({ close: () => client.disconnect() })
   await client.connect()
@@ -25,16 +58,23 @@ export async function ioredis(server: RedisServer, options: RedisOptions = {}): 
 export async function nodeRedis(
   server: RedisServer,
   options: Parameters<typeof createClient>[0] = {},
+  major: 5 | 6 = 6,
 ): Promise<ReturnType<typeof createClient>> {
-  const client = createClient({ socket: { host: server.host, port: server.port }, ...options })
+  const create = major === 5 ? (createClient5 as unknown as typeof createClient) : createClient
+  const client = create({ socket: { host: server.host, port: server.port }, ...options })
   client.on('error', () => {})
   open.add({ close: () => client.destroy() })
   await client.connect()
   return client
 }
 
-export async function ioredisCluster(cluster: RedisCluster, options: ClusterOptions = {}): Promise<Cluster> {
-  const client = new Cluster([...cluster.startupNodes], { lazyConnect: true, ...options })
+export async function ioredisCluster(
+  cluster: RedisCluster,
+  options: ClusterOptions = {},
+  major: 5 | 6 = 6,
+): Promise<Cluster> {
+  const Client = major === 5 ? (Cluster5 as unknown as typeof Cluster) : Cluster
+  const client = new Client([...cluster.startupNodes], { lazyConnect: true, ...options })
   client.on('error', () => {})
   open.add({ close: () => client.disconnect() })
   await client.connect()
@@ -44,8 +84,10 @@ export async function ioredisCluster(cluster: RedisCluster, options: ClusterOpti
 export async function nodeRedisCluster(
   cluster: RedisCluster,
   options: Omit<Parameters<typeof createCluster>[0], 'rootNodes'> = {},
+  major: 5 | 6 = 6,
 ): Promise<ReturnType<typeof createCluster>> {
-  const client = createCluster({
+  const create = major === 5 ? (createCluster5 as unknown as typeof createCluster) : createCluster
+  const client = create({
     rootNodes: cluster.startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } })),
     ...options,
   })
@@ -57,12 +99,23 @@ export async function nodeRedisCluster(
 
 /** A client of `kind` on a standalone server. */
 export function clientOf(kind: ClientKind, server: RedisServer): Promise<RedisClientLike> {
-  return kind === 'ioredis' ? ioredis(server) : nodeRedis(server)
+  const major = isV5(kind) ? 5 : 6
+  return isIoredis(kind) ? ioredis(server, {}, major) : nodeRedis(server, {}, major)
 }
 
-/** A client of `kind` on the cluster. */
-export function clusterClientOf(kind: ClientKind, cluster: RedisCluster): Promise<RedisClientLike> {
-  return kind === 'ioredis' ? ioredisCluster(cluster) : nodeRedisCluster(cluster)
+/** A client of `kind` on the cluster, with `options` for its library. */
+export function clusterClientOf(
+  kind: ClientKind,
+  cluster: RedisCluster,
+  options: {
+    ioredis?: ClusterOptions
+    nodeRedis?: Omit<Parameters<typeof createCluster>[0], 'rootNodes'>
+  } = {},
+): Promise<RedisClientLike> {
+  const major = isV5(kind) ? 5 : 6
+  return isIoredis(kind)
+    ? ioredisCluster(cluster, options.ioredis, major)
+    : nodeRedisCluster(cluster, options.nodeRedis, major)
 }
 
 export async function closeClients(): Promise<void> {

@@ -6,6 +6,7 @@ const rule = (ratePerSecond: number, maxQueueMs?: number) => leakyBucket({ rateP
 
 /** A realistic `Date.now()`, where a double keeps only about 1/4096 ms of precision. */
 const EPOCH = 1_700_000_000_000
+const MAX_TIMER = 2 ** 31 - 1
 
 describe('leakyBucket', () => {
   it('with maxQueueMs 0 is a strict meter: one call per interval, never a wait', async () => {
@@ -128,5 +129,79 @@ describe('leakyBucket', () => {
     const error = catchError(() => leakyBucket(options as never))
     expect(error).toBeInstanceOf(InvalidOptionError)
     expect(error).toMatchObject({ code: 'ERR_SLUICE_INVALID_OPTION', option })
+  })
+
+  it('rejects a queue of more than 2^50 units (1e16 a second over 1000 ms hung the factory)', () => {
+    const error = catchError(() => leakyBucket({ ratePerSecond: 1e16, maxQueueMs: 1000 }))
+    expect(error).toBeInstanceOf(InvalidOptionError)
+    expect(error).toMatchObject({
+      code: 'ERR_SLUICE_INVALID_OPTION',
+      option: 'leakyBucket.ratePerSecond',
+      value: 1e16,
+    })
+    expect(rule(2 ** 50, 1000).limit).toBe(2 ** 50 + 1)
+    expect(() => rule(2 ** 50 * 1.001, 1000)).toThrowError(InvalidOptionError)
+  })
+
+  it('rejects a rate so slow that one interval passes 2^50 ms', () => {
+    const error = catchError(() => leakyBucket({ ratePerSecond: 1e-13 }))
+    expect(error).toMatchObject({ code: 'ERR_SLUICE_INVALID_OPTION', option: 'leakyBucket.ratePerSecond' })
+    expect(rule(1000 / 2 ** 50).intervalMs).toBe(2 ** 50)
+  })
+
+  it.each([
+    [2 ** 50, 1000],
+    [1e12, 1000],
+    [5e8, MAX_TIMER],
+    [1000 / 2 ** 50, 0],
+    [1000 / 2 ** 50, MAX_TIMER],
+  ])('at the edge of its range (rate %d, maxQueueMs %d) tells the exact retry', async (rate, maxQueueMs) => {
+    const r = rule(rate, maxQueueMs)
+    const h = harness([r])
+    // The first call finds the bucket drained and passes at once; the rest fill the queue to the brim.
+    expect((await h.at(EPOCH)).allowed).toBe(true)
+    if (r.limit > 1) expect((await h.at(EPOCH, { cost: r.limit - 1 })).allowed).toBe(true)
+    for (const cost of [1, r.limit]) {
+      const d = await h.peekAt(EPOCH, { cost })
+      expect(d.allowed).toBe(false)
+      expect((await h.peekAt(EPOCH + d.retryAfterMs - 1, { cost })).allowed).toBe(false)
+      expect((await h.peekAt(EPOCH + d.retryAfterMs, { cost })).allowed).toBe(true)
+    }
+  })
+
+  it('rejects a strict meter (maxQueueMs 0) faster than 1000 a second, which passed only 1000 a second', () => {
+    const error = catchError(() => leakyBucket({ ratePerSecond: 10_000 }))
+    expect(error).toBeInstanceOf(InvalidOptionError)
+    expect(error).toMatchObject({
+      code: 'ERR_SLUICE_INVALID_OPTION',
+      option: 'leakyBucket.ratePerSecond',
+      value: 10_000,
+    })
+    expect((error as Error).message).toMatch(/maxQueueMs 0/)
+    expect(rule(1000).limit).toBe(1)
+  })
+
+  it('meters a rate above 1000 a second exactly once it may queue 1 ms: 10 calls in each ms', async () => {
+    const h = harness([rule(10_000, 1)], EPOCH)
+    let admitted = 0
+    for (let t = EPOCH; t < EPOCH + 1000; t++) {
+      let d = await h.at(t)
+      while (d.allowed) {
+        admitted++
+        d = await h.at(t)
+      }
+    }
+    // One every 0.1 ms: slots EPOCH, EPOCH + 0.1, ..., up to the last ms plus its 1 ms of queue.
+    expect(admitted).toBe(10_001)
+  })
+
+  it('at 1000 a second with maxQueueMs 0 passes exactly one call in each ms', async () => {
+    const h = harness([rule(1000)], EPOCH)
+    let admitted = 0
+    for (let t = EPOCH; t < EPOCH + 1000; t++) {
+      if ((await h.at(t)).allowed) admitted++
+      expect((await h.at(t)).allowed).toBe(false)
+    }
+    expect(admitted).toBe(1000)
   })
 })

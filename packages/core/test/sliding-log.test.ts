@@ -103,6 +103,7 @@ describe('slidingLog', () => {
     [{ limit: 0, windowMs: 1000 }, 'slidingLog.limit'],
     [{ limit: Number.NaN, windowMs: 1000 }, 'slidingLog.limit'],
     [{ limit: 2 ** 53, windowMs: 1000 }, 'slidingLog.limit'],
+    [{ limit: 2 ** 50 + 1, windowMs: 1000 }, 'slidingLog.limit'],
     [{ limit: 1, windowMs: -5 }, 'slidingLog.windowMs'],
     [{ limit: 1, windowMs: '1000' }, 'slidingLog.windowMs'],
     [{ limit: 1, windowMs: 1000, name: 'x'.repeat(129) }, 'slidingLog.name'],

@@ -5,6 +5,9 @@ import { admitted, catchError, denied, harness } from './support.ts'
 
 const rule = (capacity: number, refillPerSecond: number) => tokenBucket({ capacity, refillPerSecond })
 
+/** A realistic `Date.now()`. */
+const EPOCH = 1_700_000_000_000
+
 describe('tokenBucket', () => {
   it('starts full: a new key may spend the whole capacity at once', async () => {
     const h = harness([rule(5, 2)])
@@ -94,5 +97,47 @@ describe('tokenBucket', () => {
     const error = catchError(() => tokenBucket(options as never))
     expect(error).toBeInstanceOf(InvalidOptionError)
     expect(error).toMatchObject({ code: 'ERR_SLUICE_INVALID_OPTION', option })
+  })
+
+  it('rejects a refill so slow that a wait passes 2^50 ms (1e-13 a second hung the first consume)', () => {
+    const error = catchError(() => tokenBucket({ capacity: 10, refillPerSecond: 1e-13 }))
+    expect(error).toBeInstanceOf(InvalidOptionError)
+    expect(error).toMatchObject({
+      code: 'ERR_SLUICE_INVALID_OPTION',
+      option: 'tokenBucket.refillPerSecond',
+      value: 1e-13,
+    })
+    expect((error as Error).message).toMatch(/a refill so slow that a wait passes 2\^50 ms/)
+    // Just inside the range: an empty bucket of 10 fills in exactly 2^50 ms.
+    expect(tokenBucket({ capacity: 10, refillPerSecond: 10_000 / 2 ** 50 })).toMatchObject({ capacity: 10 })
+    expect(() => tokenBucket({ capacity: 10, refillPerSecond: 9_999 / 2 ** 50 })).toThrowError(
+      InvalidOptionError,
+    )
+  })
+
+  it('rejects a capacity whose thousandths would not be exact doubles', () => {
+    const largest = Math.floor(Number.MAX_SAFE_INTEGER / 1000)
+    expect(tokenBucket({ capacity: largest, refillPerSecond: 1e9 })).toMatchObject({ capacity: largest })
+    const error = catchError(() => tokenBucket({ capacity: largest + 1, refillPerSecond: 1e9 }))
+    expect(error).toMatchObject({ code: 'ERR_SLUICE_INVALID_OPTION', option: 'tokenBucket.capacity' })
+  })
+
+  it.each([
+    [10, 10_000 / 2 ** 50],
+    [3, 3000 / 2 ** 50],
+    [7, 0.1],
+    [Math.floor(Number.MAX_SAFE_INTEGER / 1000), 1e9],
+    [Math.floor(Number.MAX_SAFE_INTEGER / 1000), (9007199254740 / 2 ** 50) * 1000],
+  ])('at the edge of its range (capacity %d, refill %d) tells the exact retry', async (capacity, refill) => {
+    const h = harness([rule(capacity, refill)])
+    const full = await h.at(EPOCH, { cost: capacity })
+    expect(full.allowed).toBe(true)
+    expect(full.resetMs).toBeLessThanOrEqual(2 ** 50)
+    for (const cost of [1, capacity]) {
+      const d = await h.peekAt(EPOCH, { cost })
+      expect(d.allowed).toBe(false)
+      expect((await h.peekAt(EPOCH + d.retryAfterMs - 1, { cost })).allowed).toBe(false)
+      expect((await h.peekAt(EPOCH + d.retryAfterMs, { cost })).allowed).toBe(true)
+    }
   })
 })

@@ -1,17 +1,20 @@
 /**
  * @module The script for one sequence of rule kinds: the prelude, the chunk of each kind it uses, and a
  * foot written here that calls each rule's `<kind>Decide`, then (all admitted, consuming) each
- * `<kind>Admit`, and replies five integers per rule.
+ * `<kind>Admit`, and replies five integers per rule, then the server's ms.
  *
  * The foot is straight-line code, generated once per sequence and kept: a call runs no loop over a table
  * of rules and creates no closure or table per rule. Each rule's params are read from ARGV in place
- * (after now, mode and cost, in the order of the rules).
+ * (after now, mode, cost and deadline, in the order of the rules).
  */
 import type { Rule } from '@sluice/core'
 import { type Script, script } from './script-runner.ts'
 import { PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
 
 type Kind = Rule['kind']
+
+/** ARGV before the rules' params: now, mode, cost, deadline (see prelude.lua). */
+export const HEAD_ARGS = 4
 
 /** How many params each kind reads from ARGV (see `ruleArgs`). */
 const PARAMS: { readonly [K in Kind]: number } = {
@@ -50,24 +53,24 @@ function paramsOf(kind: Kind, first: number): string {
  */
 export function footOf(kinds: readonly Kind[]): string {
   if (kinds.length === 1) {
-    const params = paramsOf(kinds[0]!, 4)
+    const params = paramsOf(kinds[0]!, HEAD_ARGS + 1)
     return [
       `local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${kinds[0]}Decide(KEYS[1], now, cost, ${params})`,
       `if ok and consume then ${kinds[0]}Admit(KEYS[1], now, cost, ${params}, a, b) end`,
-      'if ok then return { 1, remaining, resetMs, retryAfterMs, waitMs } end',
-      'return { 0, remaining, resetMs, retryAfterMs, waitMs }',
+      'if ok then return { 1, remaining, resetMs, retryAfterMs, waitMs, serverNow } end',
+      'return { 0, remaining, resetMs, retryAfterMs, waitMs, serverNow }',
     ].join('\n')
   }
   // Rule i (1-based) replies in out[5i - 4 .. 5i] and keeps what its admit needs in st[2i - 1], st[2i].
   const params: string[] = []
-  let argv = 4
+  let argv = HEAD_ARGS + 1
   for (const kind of kinds) {
     params.push(paramsOf(kind, argv))
     argv += PARAMS[kind]
   }
   const zeros = kinds.flatMap(() => [0, 0, 0, 0, 0]).join(', ')
   // The reply table is built at its full size, so its slots are an array from the start.
-  const lines = [`local out, st = { ${zeros} }, {}`, 'local admitted, ok = true, true']
+  const lines = [`local out, st = { ${zeros}, serverNow }, {}`, 'local admitted, ok = true, true']
   kinds.forEach((kind, index) => {
     const i = index + 1
     const o = index * 5

@@ -6,7 +6,9 @@
  * Redis (`TIME`), so application servers' clocks do not matter. This file holds what happens around the
  * script: the key layout, a cached plan per rule combination, the per-call timeout, the bound on calls in
  * flight, and the process-local cache of denied keys. What a failure means for a call is the limiter's
- * business (`onStoreError`); the store only rejects, with a `StoreError`, within its timeout.
+ * business (`onStoreError`); the store only rejects, with a `StoreError`, within its timeout. A call it
+ * has rejected is never counted later: each script carries its call's timeout as a deadline in Redis's
+ * clock (learnt from earlier replies) and counts nothing when it starts after it.
  */
 import {
   ErrorCode,
@@ -17,8 +19,8 @@ import {
   StoreError,
   type StoreMode,
 } from '@sluice/core'
-import { ruleArgs, scriptFor } from './compose.ts'
-import { Deadlines } from './deadlines.ts'
+import { HEAD_ARGS, ruleArgs, scriptFor } from './compose.ts'
+import { Deadlines, type PendingCall } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
 import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
@@ -50,7 +52,9 @@ export interface RedisStoreOptions {
   prefix?: string
   /**
    * Longest wait for Redis per call, in ms (an integer >= 1). Past it the call rejects with a
-   * `StoreError` coded `ERR_SLUICE_STORE_TIMEOUT`, and the limiter's `onStoreError` decides. Default 100.
+   * `StoreError` coded `ERR_SLUICE_STORE_TIMEOUT`, and the limiter's `onStoreError` decides. The call's
+   * script still reaches Redis, but it carries this deadline in Redis's clock and, starting after it,
+   * counts nothing: a call answered by `onStoreError` is never counted later. Default 100.
    */
   timeoutMs?: number
   /**
@@ -106,6 +110,11 @@ export class RedisStore implements Store {
   readonly #plans = new WeakMap<readonly Rule[], Plan>()
   readonly #plansById = new Map<string, Plan>()
   #inFlight = 0
+  /**
+   * Redis's ms minus `performance.now()`, as low as the replies so far allow (see `#learnClock`); undefined
+   * until the first reply. It turns a call's local timeout into the deadline its script is sent.
+   */
+  #offset: number | undefined
   /** Resets made so far: a denial sent before the latest one is not cached. */
   #resets = 0
   #closed = false
@@ -180,17 +189,56 @@ export class RedisStore implements Store {
     const n = rules.length
     const keys = new Array<string>(n)
     for (let i = 0; i < n; i++) keys[i] = base + plan.ids[i]
-    const args = new Array<string>(3 + plan.args.length)
+    const args = new Array<string>(HEAD_ARGS + plan.args.length)
     args[0] = now === undefined ? '' : String(now)
     args[1] = consume ? '1' : '0'
     args[2] = String(cost)
-    for (let i = 0; i < plan.args.length; i++) args[i + 3] = plan.args[i]!
+    for (let i = 0; i < plan.args.length; i++) args[i + HEAD_ARGS] = plan.args[i]!
 
     const call = this.#deadlines.start<readonly RuleDecision[]>()
+    this.#attempt(call, plan, rules, keys, args, true, (decisions) => {
+      if (cache !== undefined) {
+        let denied = false
+        for (const d of decisions) if (!d.allowed) denied = true
+        if (denied && resets === this.#resets) cache.set(cacheKey, plan.id, cost, localNow, decisions)
+        else if (cache.size > 0) cache.delete(cacheKey)
+      }
+      call.resolve(decisions)
+    })
+    return call.promise
+  }
+
+  /**
+   * Sends one call's script with the deadline of `call` in Redis's ms: past it, the call has been answered
+   * by its timeout, so a script that starts later counts nothing and answers `late`. A `late` answer
+   * that arrives while the call is still waiting means the deadline was wrong (no reply had told the
+   * store Redis's clock yet, or that clock moved): the clock is learnt from that answer, and the call is
+   * sent once more (`retry`), with a deadline from it.
+   */
+  #attempt(
+    call: PendingCall<readonly RuleDecision[]>,
+    plan: Plan,
+    rules: readonly Rule[],
+    keys: readonly string[],
+    args: string[],
+    retry: boolean,
+    done: (decisions: RuleDecision[]) => void,
+  ): void {
+    args[3] = this.#offset === undefined ? '0' : String(Math.floor(call.deadline + this.#offset))
+    const sent = performance.now()
     this.#send(plan.script, keys, args).then(
       (reply) => {
         this.#inFlight--
+        const late = isLate(reply)
+        const serverNow = late ? Number(reply[1]) : serverNowOf(reply, rules.length)
+        if (serverNow !== undefined) this.#learnClock(serverNow, sent, performance.now())
         if (call.done) return
+        if (late) {
+          const refused = retry ? this.#refuse() : this.#timeoutError()
+          if (refused !== undefined) call.reject(refused)
+          else this.#attempt(call, plan, rules, keys, args, false, done)
+          return
+        }
         let decisions: RuleDecision[]
         try {
           decisions = decisionsOf(plan, rules, reply)
@@ -198,20 +246,29 @@ export class RedisStore implements Store {
           call.reject(error)
           return
         }
-        if (cache !== undefined) {
-          let denied = false
-          for (const d of decisions) if (!d.allowed) denied = true
-          if (denied && resets === this.#resets) cache.set(cacheKey, plan.id, cost, localNow, decisions)
-          else if (cache.size > 0) cache.delete(cacheKey)
-        }
-        call.resolve(decisions)
+        done(decisions)
       },
       (error: unknown) => {
         this.#inFlight--
+        this.#runner.troubled()
         call.reject(storeError(error))
       },
     )
-    return call.promise
+  }
+
+  /**
+   * Learns Redis's clock from a reply: Redis read `serverNow` (whole ms) between `sent` and `received`, so
+   * its offset from the local clock lies in [serverNow - received, serverNow + 1 - sent]. The store keeps
+   * the highest lower bound seen, which errs early: a deadline from it falls before the call's timeout
+   * by about the time a reply takes to come back, so a call counted just before its deadline is still
+   * answered by Redis rather than by the timeout. A reply whose range lies wholly below the kept
+   * bound means Redis's clock went back (or a cluster node's clock runs behind): the bound restarts there.
+   */
+  #learnClock(serverNow: number, sent: number, received: number): void {
+    const lower = serverNow - received
+    if (this.#offset === undefined || this.#offset > serverNow + 1 - sent || lower > this.#offset) {
+      this.#offset = lower
+    }
   }
 
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {
@@ -267,8 +324,10 @@ export class RedisStore implements Store {
     }
   }
 
-  readonly #timeoutError = (): StoreError =>
-    new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
+  readonly #timeoutError = (): StoreError => {
+    this.#runner.troubled()
+    return new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
+  }
 
   /** The plan for `rules`: by identity of the list first (fixed rules pass the same list every call). */
   #plan(rules: readonly Rule[]): Plan {
@@ -297,10 +356,22 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
   }
 }
 
-/** The script's reply (five integers per rule) as RuleDecisions. */
+/** True for a script's answer that it started after its deadline and counted nothing. */
+function isLate(reply: unknown): reply is [string, unknown] {
+  return Array.isArray(reply) && reply.length === 2 && String(reply[0]) === 'late'
+}
+
+/** Redis's ms at the end of a script's reply, or undefined when the reply is not one. */
+function serverNowOf(reply: unknown, rules: number): number | undefined {
+  if (!Array.isArray(reply) || reply.length !== rules * 5 + 1) return undefined
+  const serverNow = Number(reply[rules * 5])
+  return Number.isFinite(serverNow) ? serverNow : undefined
+}
+
+/** The script's reply (five integers per rule, then Redis's ms) as RuleDecisions. */
 function decisionsOf(plan: Plan, rules: readonly Rule[], reply: unknown): RuleDecision[] {
   const n = rules.length
-  if (!Array.isArray(reply) || reply.length !== n * 5) {
+  if (!Array.isArray(reply) || reply.length !== n * 5 + 1) {
     throw new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
   }
   const out = new Array<RuleDecision>(n)

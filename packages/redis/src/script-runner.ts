@@ -29,6 +29,11 @@ export interface ScriptRunner {
   run(script: Script, keys: readonly string[], args: readonly string[], alone: boolean): Promise<unknown>
   /** False when the client is known to be disconnected, so calls can fail fast instead of queueing. */
   connected(): boolean
+  /**
+   * A call failed or timed out. A runner whose client does not heal by itself repairs it here (a
+   * node-redis cluster refreshes its slot map); the others ignore it.
+   */
+  troubled(): void
 }
 
 /** The parts of an ioredis `Redis` or `Cluster` the store uses. */
@@ -50,6 +55,10 @@ interface NodeRedisClientLike {
 interface NodeRedisClusterLike {
   sendCommand(firstKey: string, isReadonly: boolean, args: string[]): Promise<unknown>
   getSlotMaster(slot: number): unknown
+  /** The masters it knows, each with its node client once connected (node-redis 5 and 6). */
+  readonly masters?: readonly { readonly client?: { readonly isReady?: boolean } }[]
+  /** Its slot map (node-redis 5 and 6): `rediscover` asks CLUSTER SLOTS again, from `startWith` first. */
+  readonly _slots?: { rediscover(startWith: unknown): Promise<void> }
 }
 
 /** Picks the runner for `client`, or throws `InvalidOptionError` naming `option`. */
@@ -125,6 +134,9 @@ class IoRedisRunner implements ScriptRunner {
   connected(): boolean {
     return !IOREDIS_DOWN.has(this.#client.status)
   }
+
+  /** ioredis refreshes a Cluster's slot map by itself when a node drops, and a client reconnects. */
+  troubled(): void {}
 }
 
 /** True for Redis's "NOSCRIPT No matching script" error reply, and nothing else. */
@@ -136,6 +148,7 @@ export function isNoScript(error: unknown): boolean {
 abstract class NodeRedisRunner implements ScriptRunner {
   protected abstract send(firstKey: string, command: string[]): Promise<unknown>
   abstract connected(): boolean
+  abstract troubled(): void
 
   run(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
     const command = new Array<string>(3 + keys.length + args.length)
@@ -168,10 +181,20 @@ class NodeRedisClientRunner extends NodeRedisRunner {
   connected(): boolean {
     return this.#client.isReady
   }
+
+  /** A client reconnects by itself. */
+  troubled(): void {}
 }
+
+/** Least time between two slot-map refreshes a cluster's failures ask for. */
+export const REDISCOVER_EVERY_MS = 500
 
 class NodeRedisClusterRunner extends NodeRedisRunner {
   readonly #cluster: NodeRedisClusterLike
+  /** When the last refresh was asked for (`performance.now()`), or -Infinity. */
+  #rediscoveredAt = Number.NEGATIVE_INFINITY
+  #rediscovering = false
+
   constructor(cluster: NodeRedisClusterLike) {
     super()
     this.#cluster = cluster
@@ -182,5 +205,39 @@ class NodeRedisClusterRunner extends NodeRedisRunner {
   }
   connected(): boolean {
     return true
+  }
+
+  /**
+   * A node-redis 5 cluster refreshes its slot map only on a MOVED or ASK reply. When a master dies, the
+   * calls for its slots wait on a node client that reconnects to the dead address for ever, so nothing
+   * ever answers MOVED and the shard fails until the old master comes back. So a failure asks the cluster
+   * to ask CLUSTER SLOTS again: from a master that is up (a dead one fails fast, and node-redis then asks
+   * its root nodes), at most once per `REDISCOVER_EVERY_MS` and one at a time. Once the replica is
+   * promoted, the next refresh maps the shard to it, and the dead node's client is dropped (its waiting
+   * calls fail). node-redis 6 also refreshes by itself when a node keeps reconnecting; this is harmless
+   * there. A refresh that fails is left for the next failure to retry.
+   */
+  troubled(): void {
+    const slots = this.#cluster._slots
+    if (this.#rediscovering || typeof slots?.rediscover !== 'function') return
+    const now = performance.now()
+    if (now - this.#rediscoveredAt < REDISCOVER_EVERY_MS) return
+    const masters = this.#cluster.masters ?? []
+    const startWith = (masters.find((m) => m.client?.isReady === true) ?? masters.find((m) => m.client))
+      ?.client
+    if (startWith === undefined) return
+    this.#rediscoveredAt = now
+    this.#rediscovering = true
+    let refresh: Promise<void>
+    try {
+      refresh = slots.rediscover(startWith)
+    } catch {
+      refresh = Promise.resolve()
+    }
+    refresh
+      .catch(() => {})
+      .finally(() => {
+        this.#rediscovering = false
+      })
   }
 }

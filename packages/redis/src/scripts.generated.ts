@@ -9,7 +9,10 @@ export const PRELUDE_LUA = `-- sluice: the head of a composed script. The chunks
 -- \`<kind>Decide\` and \`<kind>Admit\`; the foot, generated per sequence of rule kinds (src/compose.ts),
 -- calls them for each rule in turn, all or nothing, and replies.
 --
--- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost, then each rule's params.
+-- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost, deadline, then each rule's
+-- params. The deadline is in the server's ms: a script that starts after it counts nothing, because the
+-- caller has already answered the call some other way (its timeout passed and \`onStoreError\` decided).
+-- The reply ends with the server's ms, from which the caller keeps its estimate of the server's clock.
 --
 -- Lua numbers are doubles, as in JavaScript. Every rule does the same float operations in the same order
 -- as its TypeScript twin in @sluice/core, so both stores agree to the last bit. Floats are stored with
@@ -27,6 +30,10 @@ local fmod = math.fmod
 local floor = math.floor
 local ceil = math.ceil
 
+-- The most steps a fix-up loop takes (FIXUP_STEPS in @sluice/core's rules/bounds.ts): no loop in these
+-- scripts runs a number of times that depends on a rate, a span or a cost.
+local fixupSteps = 2
+
 -- A key's TTL in ms, as PEXPIRE takes it. With a caller's clock (ARGV[1] not empty: tests driving a
 -- trace), Redis still expires keys by its own clock, which the caller's may lag by a few ms of latency;
 -- a second of slack keeps a key from vanishing before the caller's clock says it may. Keeping state past
@@ -38,13 +45,15 @@ local function pttl(ms)
   return ms + ttlSlack
 end
 
-local now
-if ARGV[1] == '' then
+local serverNow
+do
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[1])
+  serverNow = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
+if serverNow >= tonumber(ARGV[4]) then return { 'late', serverNow } end
+
+local now = serverNow
+if ARGV[1] ~= '' then now = tonumber(ARGV[1]) end
 local consume = ARGV[2] == '1'
 local cost = tonumber(ARGV[3])
 `
@@ -87,51 +96,95 @@ local function fixedWindowAdmit(key, now, cost, limit, windowMs, start, same)
 end
 `,
   /** sliding-log.lua */
-  slidingLog: `-- slidingLog (params: limit, windowMs). A sorted set, one member per admitted unit, scored by
--- its time. Members at one score are "<time>:0", "<time>:1", ...: entries leave only a whole score at a
--- time (or with the key), so counting the members at \`now\` numbers new ones uniquely, however many
--- processes land in the same ms. The key lives until its newest entry stops counting.
+  slidingLog: `-- slidingLog (params: limit, windowMs). A sorted set with one member per admitted call, whatever its cost,
+-- scored by the call's time. A member is "<seq>:<end>:<cost>": \`seq\` numbers the calls of one ms (16 digits,
+-- so members of one score sort in the order they came), and \`end\` is the running sum of units admitted on
+-- the key through this call, modulo 2^52. The units of any run of entries are then the difference of two
+-- ends, so the live total and the entry a denied call waits for (a binary search over ranks: the sums grow
+-- along the set) cost O(log n) commands, never a walk over the members. A window holds at most 2^50 units
+-- (the factory's bound), far below the modulus, so a difference is never ambiguous.
+--
+-- Work per call is bounded: a few O(log n) commands, at most 52 probes for a denial, and at most
+-- \`logMaxDrop\` expired members removed. An admitted call adds one member and removes up to 64, so expired
+-- members never pile up; all of them go with the key, which lives until its newest entry stops counting.
+-- A key holding members of another shape (one member per unit, \`<time>:<n>\`, as sluice 0.1 wrote them) is
+-- dropped at its first use: its entries cannot be read as calls, and the window they count soon passes.
+
+local logModulus = 4503599627370496 -- 2^52
+local logMaxDrop = 64
+
+-- The running sum (nil for a member of another shape) and the time of the entry at \`rank\`.
+local function logEntry(key, rank)
+  local e = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+  return tonumber(string.match(e[1], '^%d+:(%d+):%d+$')), tonumber(e[2])
+end
+
+-- Units from the entry whose sum before it is \`before\` through the entry whose sum is \`finish\`.
+local function unitsSince(before, finish)
+  local d = finish - before
+  if d < 0 then d = d + logModulus end
+  return d
+end
 
 local function slidingLogDecide(key, now, cost, limit, windowMs)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - windowMs))
-  local total = redis.call('ZCARD', key)
+  local expired = redis.call('ZCOUNT', key, '-inf', num(now - windowMs))
+  if expired > 0 then
+    local drop = expired
+    if drop > logMaxDrop then drop = logMaxDrop end
+    redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
+    expired = expired - drop
+  end
+  local n = redis.call('ZCARD', key)
+  -- Live entries are ranks \`expired\` .. n - 1; \`before\` is the sum before the oldest of them.
+  local total, newestEnd, newestAt, before = 0, 0, 0, 0
+  if n > 0 then
+    newestEnd, newestAt = logEntry(key, n - 1)
+    local firstEnd, firstCost
+    if expired < n then
+      firstEnd, firstCost = string.match(redis.call('ZRANGE', key, expired, expired)[1], '^%d+:(%d+):(%d+)$')
+    end
+    if newestEnd == nil or (expired < n and firstEnd == nil) then
+      redis.call('DEL', key)
+      n, expired, newestEnd = 0, 0, 0
+    elseif expired < n then
+      before = tonumber(firstEnd) - tonumber(firstCost)
+      if before < 0 then before = before + logModulus end
+      total = unitsSince(before, newestEnd)
+    end
+  end
   if total + cost <= limit then
     -- The newest entry is this call's, or with cost 0 the newest already logged.
     local resetMs = windowMs
     if cost == 0 then
       resetMs = 0
-      if total > 0 then resetMs = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + windowMs - now end
+      if total > 0 then resetMs = newestAt + windowMs - now end
     end
-    return true, limit - total - cost, resetMs, 0, 0
+    return true, limit - total - cost, resetMs, 0, 0, newestEnd, n
   end
-  -- Denied: the call fits once the oldest \`mustExpire\` units have expired.
+  -- Denied: the call fits once the oldest \`mustExpire\` units have expired, that is once the first entry
+  -- whose running sum reaches them has.
   local mustExpire = total + cost - limit
-  local oldest = redis.call('ZRANGE', key, mustExpire - 1, mustExpire - 1, 'WITHSCORES')
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  return false, limit - total, tonumber(newest[2]) + windowMs - now, tonumber(oldest[2]) + windowMs - now, 0
+  local lo, hi = expired, n - 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    local midEnd = logEntry(key, mid)
+    -- A member of another shape amid the log (written by an older sluice during an upgrade) ends the search.
+    if midEnd == nil or unitsSince(before, midEnd) >= mustExpire then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  local _, oldestAt = logEntry(key, lo)
+  return false, limit - total, newestAt + windowMs - now, oldestAt + windowMs - now, 0
 end
 
-local function slidingLogAdmit(key, now, cost, _limit, windowMs)
-  local at = num(now)
-  local seq = redis.call('ZCOUNT', key, at, at)
-  if cost == 1 then
-    redis.call('ZADD', key, at, at .. ':' .. seq)
-    redis.call('PEXPIRE', key, pttl(windowMs))
-    return
-  end
-  local batch = {}
-  local n = 0
-  for i = 0, cost - 1 do
-    batch[n + 1] = at
-    batch[n + 2] = at .. ':' .. (seq + i)
-    n = n + 2
-    if n == 1000 then
-      redis.call('ZADD', key, unpack(batch))
-      batch = {}
-      n = 0
-    end
-  end
-  if n > 0 then redis.call('ZADD', key, unpack(batch)) end
+local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)
+  local finish = newestEnd + cost
+  if finish >= logModulus then finish = finish - logModulus end
+  local seq = 0
+  if n > 0 then seq = redis.call('ZCOUNT', key, now, now) end
+  redis.call('ZADD', key, now, string.format('%016d:%s:%s', seq, num(finish), num(cost)))
   redis.call('PEXPIRE', key, pttl(windowMs))
 end
 `,
@@ -209,9 +262,18 @@ local function msUntil(capacity, refill, milli0, t0, target, now)
   local have = milliAt(capacity, refill, milli0, t0, now)
   if have >= target then return 0 end
   local ms = ceil((target - have) / refill)
-  -- At a rate that is not exact in binary (0.1) the estimate can be a rounding off either way.
-  while ms > 1 and milliAt(capacity, refill, milli0, t0, now + ms - 1) >= target do ms = ms - 1 end
-  while milliAt(capacity, refill, milli0, t0, now + ms) < target do ms = ms + 1 end
+  -- At a rate that is not exact in binary (0.1) the estimate can be a rounding off either way. The factory
+  -- keeps every wait within 2^50 ms, where it is off by at most one ms; the loops are capped all the same.
+  local i = 0
+  while i < fixupSteps and ms > 1 and milliAt(capacity, refill, milli0, t0, now + ms - 1) >= target do
+    ms = ms - 1
+    i = i + 1
+  end
+  i = 0
+  while i < fixupSteps and milliAt(capacity, refill, milli0, t0, now + ms) < target do
+    ms = ms + 1
+    i = i + 1
+  end
   return ms
 end
 
@@ -258,8 +320,18 @@ end
 local function unitsWithin(rate, ms)
   local n = floor((ms * rate) / 1000)
   if n < 0 then n = 0 end
-  while ((n + 1) * 1000) / rate <= ms do n = n + 1 end
-  while n > 0 and (n * 1000) / rate > ms do n = n - 1 end
+  -- The estimate can be a rounding off; settle it with the comparison decide makes. Within 2^50 units it
+  -- is off by at most one; the loops are capped all the same (a state left by a faster rule can hold more).
+  local i = 0
+  while i < fixupSteps and ((n + 1) * 1000) / rate <= ms do
+    n = n + 1
+    i = i + 1
+  end
+  i = 0
+  while i < fixupSteps and n > 0 and (n * 1000) / rate > ms do
+    n = n - 1
+    i = i + 1
+  end
   return n
 end
 

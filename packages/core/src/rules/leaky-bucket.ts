@@ -4,14 +4,30 @@
  * it is admitted when the slot is at most `maxQueueMs` ahead, and must then wait until its slot
  * (`waitMs`). Adapters hold the request that long: queue-and-wait. `maxQueueMs = 0` is a strict meter.
  */
+import { InvalidOptionError } from '../errors.ts'
 import { given, integerOption, labelOption, MAX_TIMER_MS, positiveOption, ruleOptions } from '../options.ts'
 import type { LeakyBucketRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 
 export interface LeakyBucketOptions {
-  /** Units passing per second: a number > 0. */
+  /**
+   * Units passing per second: a number > 0. At most one unit per 2^50 ms is too slow (its wait would
+   * leave the range where waits are exact), and `ratePerSecond * maxQueueMs / 1000` (the units a queue
+   * holds) must stay within 2^50. With `maxQueueMs: 0`, at most 1000 (see `maxQueueMs`).
+   */
   ratePerSecond: number
-  /** Longest a call may wait for its slot, in ms: an integer >= 0. Default 0 (no waiting). */
+  /**
+   * Longest a call may wait for its slot, in ms: an integer >= 0. Default 0 (no waiting).
+   *
+   * `0` is a strict meter: a call passes only at a clock reading (whole ms) its slot has reached, so two
+   * calls are never closer than `1000 / ratePerSecond` ms, and under a steady stream each gap is that
+   * interval rounded up to whole ms. It therefore cannot pass more than one call per ms, and rejects a
+   * `ratePerSecond` above 1000; and a rate whose interval is not a whole number of ms (600/s: 1.67 ms)
+   * passes at `1000 / ceil(1000 / ratePerSecond)` a second under steady demand (500/s), never faster.
+   * With `maxQueueMs >= 1` the queue absorbs those fractions: any accepted rate is metered exactly, one
+   * unit every `1000 / ratePerSecond` ms, however many land in one ms.
+   */
   maxQueueMs?: number
   /** Shown in headers and decisions. Default: `"<rate>-per-s-queue-<maxQueueMs>ms"`. */
   name?: string
@@ -24,6 +40,30 @@ export function leakyBucket(options: LeakyBucketOptions): LeakyBucketRule {
   // A held request waits on a timer, so the queue can be no longer than a timer holds.
   const maxQueueMs = integerOption('leakyBucket.maxQueueMs', given(o.maxQueueMs, 0), 0, MAX_TIMER_MS)
   const intervalMs = 1000 / ratePerSecond
+  if (intervalMs > MAX_FIGURE) {
+    throw new InvalidOptionError(
+      'leakyBucket.ratePerSecond',
+      ratePerSecond,
+      `at least ${1000 / MAX_FIGURE}: a rate so slow that one interval passes 2^50 ms (about 35,700 ` +
+        'years) would leave the range where waits are exact and bounded',
+    )
+  }
+  if ((ratePerSecond * maxQueueMs) / 1000 > MAX_FIGURE) {
+    throw new InvalidOptionError(
+      'leakyBucket.ratePerSecond',
+      ratePerSecond,
+      `at most ${(MAX_FIGURE * 1000) / maxQueueMs} with maxQueueMs ${maxQueueMs}: a queue of more than ` +
+        '2^50 units would leave the range where unit counts are exact and bounded',
+    )
+  }
+  if (maxQueueMs === 0 && ratePerSecond > 1000) {
+    throw new InvalidOptionError(
+      'leakyBucket.ratePerSecond',
+      ratePerSecond,
+      'at most 1000 with maxQueueMs 0: a strict meter passes calls only at whole ms, so it cannot pass ' +
+        'more than one per ms (give maxQueueMs >= 1 to meter a faster rate exactly)',
+    )
+  }
   const limit = unitsWithin(ratePerSecond, maxQueueMs) + 1
   return Object.freeze({
     kind: 'leakyBucket',
@@ -62,9 +102,10 @@ function spanOf(rule: LeakyBucketRule, units: number): number {
 /** The most units whose intervals fit in `ms`: the largest n >= 0 with `n * 1000 / rate <= ms`. */
 function unitsWithin(ratePerSecond: number, ms: number): number {
   let n = Math.max(0, Math.floor((ms * ratePerSecond) / 1000))
-  // The estimate can be a rounding off; settle it with the comparison decide makes.
-  while (((n + 1) * 1000) / ratePerSecond <= ms) n++
-  while (n > 0 && (n * 1000) / ratePerSecond > ms) n--
+  // The estimate can be a rounding off; settle it with the comparison decide makes. Within 2^50 units it
+  // is off by at most one; the loops are capped all the same (a state left by a faster rule can hold more).
+  for (let i = 0; i < FIXUP_STEPS && ((n + 1) * 1000) / ratePerSecond <= ms; i++) n++
+  for (let i = 0; i < FIXUP_STEPS && n > 0 && (n * 1000) / ratePerSecond > ms; i++) n--
   return n
 }
 

@@ -1,15 +1,18 @@
 /**
- * @module slidingLog: one entry per admitted unit, exact over every window.
- * No half-open window of `windowMs` ever holds more than `limit` units: an entry admitted at `t`
- * counts while `now < t + windowMs`. Memory grows with the limit, so it suits small limits best.
+ * @module slidingLog: a log of admitted calls with their costs, exact over every window.
+ * No half-open window of `windowMs` ever holds more than `limit` units: a unit admitted at `t`
+ * counts while `now < t + windowMs`. Memory grows with the calls admitted in a window (one entry per call
+ * in Redis, per ms here), never with their cost; a call's work grows with the log's logarithm only.
  */
+import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingLogRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { MAX_FIGURE } from './bounds.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface SlidingLogOptions {
-  /** Units admitted in any window of `windowMs`: an integer >= 1, or -1 for not limited. */
+  /** Units admitted in any window of `windowMs`: an integer from 1 to 2^50, or -1 for not limited. */
   limit: number
   /** Window length in ms, an integer >= 1. */
   windowMs: number
@@ -23,6 +26,10 @@ export function slidingLog(options: SlidingLogOptions): SlidingLogRule | Unlimit
   const limit = limitOption('slidingLog.limit', o.limit)
   const windowMs = integerOption('slidingLog.windowMs', o.windowMs, 1)
   if (limit === -1) return UNLIMITED
+  // The Redis log keeps running sums of units modulo 2^52; a window's units must stay well below that.
+  if (limit > MAX_FIGURE) {
+    throw new InvalidOptionError('slidingLog.limit', limit, 'an integer from 1 to 2^50, or -1')
+  }
   return Object.freeze({
     kind: 'slidingLog',
     id: `slidingLog:${limit}:${windowMs}`,
@@ -37,40 +44,63 @@ export function slidingLog(options: SlidingLogOptions): SlidingLogRule | Unlimit
 }
 
 /**
- * The log, oldest first, run-length encoded: `counts[i]` units were admitted at `times[i]`.
- * Entries before `head` have expired and are compacted away lazily.
+ * The log, oldest first: one entry per ms in which calls were admitted, with a running sum of units, so
+ * that both the live total and the entry a denied call waits for are found by binary search: no call
+ * walks the log, however long it is. `ends[i]` is the units admitted from the start of the arrays
+ * through entry `i`. Entries before `head` have expired and are compacted away lazily.
  */
 export interface SlidingLogState {
   times: number[]
-  counts: number[]
+  ends: number[]
   head: number
-  /** Units in the live entries (from `head` on). */
-  total: number
 }
 
-/** Drops entries that no longer count at `now`. */
+/** Units admitted before entry `i`. */
+function endBefore(state: SlidingLogState, i: number): number {
+  return i === 0 ? 0 : state.ends[i - 1]!
+}
+
+/** Units in the live entries (from `head` on). */
+function totalOf(state: SlidingLogState): number {
+  const last = state.ends.length - 1
+  return last < state.head ? 0 : state.ends[last]! - endBefore(state, state.head)
+}
+
+/** The running sums are rebased when they pass this, so they stay exact integers. */
+const REBASE_AT = 2 ** 51
+
+/** Drops entries that no longer count at `now`: a binary search for the first live one. */
 function expire(state: SlidingLogState, rule: SlidingLogRule, now: number): void {
-  const { times, counts } = state
+  const { times, ends } = state
   const oldestLive = now - rule.windowMs
-  let head = state.head
-  while (head < times.length && times[head]! <= oldestLive) {
-    state.total -= counts[head]!
-    head++
+  let lo = state.head
+  let hi = times.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (times[mid]! <= oldestLive) lo = mid + 1
+    else hi = mid
   }
-  if (head > 32 && head * 2 > times.length) {
+  const head = lo
+  // Compaction moves every entry: done only once half the arrays have expired, so it is amortised over
+  // the calls that logged them (or when the sums grow large, which takes 2^51 units since the last one).
+  const base = endBefore(state, head)
+  if ((head > 32 && head * 2 > times.length) || base > REBASE_AT) {
     times.splice(0, head)
-    counts.splice(0, head)
-    head = 0
+    ends.splice(0, head)
+    for (let i = 0; i < ends.length; i++) ends[i]! -= base
+    state.head = 0
+    return
   }
   state.head = head
 }
 
 export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
-  create: () => ({ times: [], counts: [], head: 0, total: 0 }),
+  create: () => ({ times: [], ends: [], head: 0 }),
 
   decide(state, rule, now, cost) {
     expire(state, rule, now)
-    const { times, counts, total } = state
+    const { times, ends, head } = state
+    const total = totalOf(state)
     const allowed = total + cost <= rule.limit
     if (allowed) {
       // The newest entry is this call's, or with cost 0 the newest already logged.
@@ -78,30 +108,35 @@ export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
         cost > 0 ? rule.windowMs : total > 0 ? times[times.length - 1]! + rule.windowMs - now : 0
       return ruleDecision(rule, true, rule.limit - total - cost, resetMs, 0, 0)
     }
-    // Denied: the call fits once enough of the oldest units have expired.
+    // Denied: the call fits once the oldest `mustExpire` units have expired, that is once the first entry
+    // whose running sum reaches them has (a binary search: the sums grow along the log).
     const mustExpire = total + cost - rule.limit
-    let expired = 0
-    let i = state.head
-    while (expired + counts[i]! < mustExpire) expired += counts[i++]!
+    const base = endBefore(state, head)
+    let lo = head
+    let hi = ends.length - 1
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (ends[mid]! - base >= mustExpire) hi = mid
+      else lo = mid + 1
+    }
     const newest = times[times.length - 1]!
     return ruleDecision(
       rule,
       false,
       rule.limit - total,
       newest + rule.windowMs - now,
-      times[i]! + rule.windowMs - now,
+      times[lo]! + rule.windowMs - now,
       0,
     )
   },
 
   admit(state, _rule, now, cost) {
     const last = state.times.length - 1
-    if (last >= state.head && state.times[last] === now) state.counts[last]! += cost
+    if (last >= state.head && state.times[last] === now) state.ends[last]! += cost
     else {
       state.times.push(now)
-      state.counts.push(cost)
+      state.ends.push((last < 0 ? 0 : state.ends[last]!) + cost)
     }
-    state.total += cost
   },
 
   expiresAt: (state, rule) =>

@@ -4,15 +4,23 @@
  * Tokens are fractional, kept in thousandths (see `TokenBucketState`). The Redis script performs the
  * same floating-point operations in the same order, so both stores agree to the last bit.
  */
+import { InvalidOptionError } from '../errors.ts'
 import { integerOption, labelOption, positiveOption, ruleOptions } from '../options.ts'
 import type { TokenBucketRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface TokenBucketOptions {
-  /** Most tokens the bucket holds (the largest burst): an integer >= 1, or -1 for not limited. */
+  /**
+   * Most tokens the bucket holds (the largest burst): an integer from 1 to 9,007,199,254,740 (its
+   * thousandths must stay exact doubles), or -1 for not limited.
+   */
   capacity: number
-  /** Tokens added per second, continuously: a number > 0. */
+  /**
+   * Tokens added per second, continuously: a number > 0, fast enough that an empty bucket fills within
+   * 2^50 ms (about 35,700 years): at least `capacity * 1000 / 2^50`.
+   */
   refillPerSecond: number
   /** Shown in headers and decisions. Default: `"<capacity>-burst-<refill>-per-s"`. */
   name?: string
@@ -21,9 +29,18 @@ export interface TokenBucketOptions {
 /** A rule holding up to `capacity` tokens, refilled at `refillPerSecond`. Starts full. */
 export function tokenBucket(options: TokenBucketOptions): TokenBucketRule | UnlimitedRule {
   const o = ruleOptions('tokenBucket', options, ['capacity', 'refillPerSecond', 'name'])
-  const capacity = o.capacity === -1 ? -1 : integerOption('tokenBucket.capacity', o.capacity, 1)
+  const capacity = o.capacity === -1 ? -1 : integerOption('tokenBucket.capacity', o.capacity, 1, MAX_CAPACITY)
   const refillPerSecond = positiveOption('tokenBucket.refillPerSecond', o.refillPerSecond)
   if (capacity === -1) return UNLIMITED
+  // The longest wait a call can be told is the time an empty bucket takes to fill.
+  if ((capacity * 1000) / refillPerSecond > MAX_FIGURE) {
+    throw new InvalidOptionError(
+      'tokenBucket.refillPerSecond',
+      refillPerSecond,
+      `at least ${(capacity * 1000) / MAX_FIGURE} for capacity ${capacity}: a refill so slow that a wait ` +
+        'passes 2^50 ms (about 35,700 years) would leave the range where waits are exact and bounded',
+    )
+  }
   return Object.freeze({
     kind: 'tokenBucket',
     id: `tokenBucket:${capacity}:${refillPerSecond}`,
@@ -36,6 +53,9 @@ export function tokenBucket(options: TokenBucketOptions): TokenBucketRule | Unli
     refillPerSecond,
   })
 }
+
+/** The largest capacity whose thousandths are exact doubles (below 2^53). */
+const MAX_CAPACITY = Math.floor(Number.MAX_SAFE_INTEGER / 1000)
 
 /**
  * The bucket's level in thousandths of a token, so one ms of refill adds exactly `refillPerSecond`.
@@ -63,9 +83,10 @@ function msUntil(rule: TokenBucketRule, milli0: number, t0: number, target: numb
   const have = milliAt(rule, milli0, t0, now)
   if (have >= target) return 0
   let ms = Math.ceil((target - have) / rule.refillPerSecond)
-  // At a rate that is not exact in binary (0.1) the estimate can be a rounding off either way.
-  while (ms > 1 && milliAt(rule, milli0, t0, now + ms - 1) >= target) ms--
-  while (milliAt(rule, milli0, t0, now + ms) < target) ms++
+  // At a rate that is not exact in binary (0.1) the estimate can be a rounding off either way. The factory
+  // keeps every wait within 2^50 ms, where it is off by at most one ms; the loops are capped all the same.
+  for (let i = 0; i < FIXUP_STEPS && ms > 1 && milliAt(rule, milli0, t0, now + ms - 1) >= target; i++) ms--
+  for (let i = 0; i < FIXUP_STEPS && milliAt(rule, milli0, t0, now + ms) < target; i++) ms++
   return ms
 }
 

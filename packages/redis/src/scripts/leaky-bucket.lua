@@ -13,8 +13,18 @@ end
 local function unitsWithin(rate, ms)
   local n = floor((ms * rate) / 1000)
   if n < 0 then n = 0 end
-  while ((n + 1) * 1000) / rate <= ms do n = n + 1 end
-  while n > 0 and (n * 1000) / rate > ms do n = n - 1 end
+  -- The estimate can be a rounding off; settle it with the comparison decide makes. Within 2^50 units it
+  -- is off by at most one; the loops are capped all the same (a state left by a faster rule can hold more).
+  local i = 0
+  while i < fixupSteps and ((n + 1) * 1000) / rate <= ms do
+    n = n + 1
+    i = i + 1
+  end
+  i = 0
+  while i < fixupSteps and n > 0 and (n * 1000) / rate > ms do
+    n = n - 1
+    i = i + 1
+  end
   return n
 end
 

@@ -2,7 +2,10 @@
 -- `<kind>Decide` and `<kind>Admit`; the foot, generated per sequence of rule kinds (src/compose.ts),
 -- calls them for each rule in turn, all or nothing, and replies.
 --
--- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost, then each rule's params.
+-- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost, deadline, then each rule's
+-- params. The deadline is in the server's ms: a script that starts after it counts nothing, because the
+-- caller has already answered the call some other way (its timeout passed and `onStoreError` decided).
+-- The reply ends with the server's ms, from which the caller keeps its estimate of the server's clock.
 --
 -- Lua numbers are doubles, as in JavaScript. Every rule does the same float operations in the same order
 -- as its TypeScript twin in @sluice/core, so both stores agree to the last bit. Floats are stored with
@@ -20,6 +23,10 @@ local fmod = math.fmod
 local floor = math.floor
 local ceil = math.ceil
 
+-- The most steps a fix-up loop takes (FIXUP_STEPS in @sluice/core's rules/bounds.ts): no loop in these
+-- scripts runs a number of times that depends on a rate, a span or a cost.
+local fixupSteps = 2
+
 -- A key's TTL in ms, as PEXPIRE takes it. With a caller's clock (ARGV[1] not empty: tests driving a
 -- trace), Redis still expires keys by its own clock, which the caller's may lag by a few ms of latency;
 -- a second of slack keeps a key from vanishing before the caller's clock says it may. Keeping state past
@@ -31,12 +38,14 @@ local function pttl(ms)
   return ms + ttlSlack
 end
 
-local now
-if ARGV[1] == '' then
+local serverNow
+do
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[1])
+  serverNow = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
+if serverNow >= tonumber(ARGV[4]) then return { 'late', serverNow } end
+
+local now = serverNow
+if ARGV[1] ~= '' then now = tonumber(ARGV[1]) end
 local consume = ARGV[2] == '1'
 local cost = tonumber(ARGV[3])

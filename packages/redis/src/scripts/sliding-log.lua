@@ -1,47 +1,91 @@
--- slidingLog (params: limit, windowMs). A sorted set, one member per admitted unit, scored by
--- its time. Members at one score are "<time>:0", "<time>:1", ...: entries leave only a whole score at a
--- time (or with the key), so counting the members at `now` numbers new ones uniquely, however many
--- processes land in the same ms. The key lives until its newest entry stops counting.
+-- slidingLog (params: limit, windowMs). A sorted set with one member per admitted call, whatever its cost,
+-- scored by the call's time. A member is "<seq>:<end>:<cost>": `seq` numbers the calls of one ms (16 digits,
+-- so members of one score sort in the order they came), and `end` is the running sum of units admitted on
+-- the key through this call, modulo 2^52. The units of any run of entries are then the difference of two
+-- ends, so the live total and the entry a denied call waits for (a binary search over ranks: the sums grow
+-- along the set) cost O(log n) commands, never a walk over the members. A window holds at most 2^50 units
+-- (the factory's bound), far below the modulus, so a difference is never ambiguous.
+--
+-- Work per call is bounded: a few O(log n) commands, at most 52 probes for a denial, and at most
+-- `logMaxDrop` expired members removed. An admitted call adds one member and removes up to 64, so expired
+-- members never pile up; all of them go with the key, which lives until its newest entry stops counting.
+-- A key holding members of another shape (one member per unit, `<time>:<n>`, as sluice 0.1 wrote them) is
+-- dropped at its first use: its entries cannot be read as calls, and the window they count soon passes.
+
+local logModulus = 4503599627370496 -- 2^52
+local logMaxDrop = 64
+
+-- The running sum (nil for a member of another shape) and the time of the entry at `rank`.
+local function logEntry(key, rank)
+  local e = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+  return tonumber(string.match(e[1], '^%d+:(%d+):%d+$')), tonumber(e[2])
+end
+
+-- Units from the entry whose sum before it is `before` through the entry whose sum is `finish`.
+local function unitsSince(before, finish)
+  local d = finish - before
+  if d < 0 then d = d + logModulus end
+  return d
+end
 
 local function slidingLogDecide(key, now, cost, limit, windowMs)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - windowMs))
-  local total = redis.call('ZCARD', key)
+  local expired = redis.call('ZCOUNT', key, '-inf', num(now - windowMs))
+  if expired > 0 then
+    local drop = expired
+    if drop > logMaxDrop then drop = logMaxDrop end
+    redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
+    expired = expired - drop
+  end
+  local n = redis.call('ZCARD', key)
+  -- Live entries are ranks `expired` .. n - 1; `before` is the sum before the oldest of them.
+  local total, newestEnd, newestAt, before = 0, 0, 0, 0
+  if n > 0 then
+    newestEnd, newestAt = logEntry(key, n - 1)
+    local firstEnd, firstCost
+    if expired < n then
+      firstEnd, firstCost = string.match(redis.call('ZRANGE', key, expired, expired)[1], '^%d+:(%d+):(%d+)$')
+    end
+    if newestEnd == nil or (expired < n and firstEnd == nil) then
+      redis.call('DEL', key)
+      n, expired, newestEnd = 0, 0, 0
+    elseif expired < n then
+      before = tonumber(firstEnd) - tonumber(firstCost)
+      if before < 0 then before = before + logModulus end
+      total = unitsSince(before, newestEnd)
+    end
+  end
   if total + cost <= limit then
     -- The newest entry is this call's, or with cost 0 the newest already logged.
     local resetMs = windowMs
     if cost == 0 then
       resetMs = 0
-      if total > 0 then resetMs = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + windowMs - now end
+      if total > 0 then resetMs = newestAt + windowMs - now end
     end
-    return true, limit - total - cost, resetMs, 0, 0
+    return true, limit - total - cost, resetMs, 0, 0, newestEnd, n
   end
-  -- Denied: the call fits once the oldest `mustExpire` units have expired.
+  -- Denied: the call fits once the oldest `mustExpire` units have expired, that is once the first entry
+  -- whose running sum reaches them has.
   local mustExpire = total + cost - limit
-  local oldest = redis.call('ZRANGE', key, mustExpire - 1, mustExpire - 1, 'WITHSCORES')
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  return false, limit - total, tonumber(newest[2]) + windowMs - now, tonumber(oldest[2]) + windowMs - now, 0
+  local lo, hi = expired, n - 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    local midEnd = logEntry(key, mid)
+    -- A member of another shape amid the log (written by an older sluice during an upgrade) ends the search.
+    if midEnd == nil or unitsSince(before, midEnd) >= mustExpire then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  local _, oldestAt = logEntry(key, lo)
+  return false, limit - total, newestAt + windowMs - now, oldestAt + windowMs - now, 0
 end
 
-local function slidingLogAdmit(key, now, cost, _limit, windowMs)
-  local at = num(now)
-  local seq = redis.call('ZCOUNT', key, at, at)
-  if cost == 1 then
-    redis.call('ZADD', key, at, at .. ':' .. seq)
-    redis.call('PEXPIRE', key, pttl(windowMs))
-    return
-  end
-  local batch = {}
-  local n = 0
-  for i = 0, cost - 1 do
-    batch[n + 1] = at
-    batch[n + 2] = at .. ':' .. (seq + i)
-    n = n + 2
-    if n == 1000 then
-      redis.call('ZADD', key, unpack(batch))
-      batch = {}
-      n = 0
-    end
-  end
-  if n > 0 then redis.call('ZADD', key, unpack(batch)) end
+local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)
+  local finish = newestEnd + cost
+  if finish >= logModulus then finish = finish - logModulus end
+  local seq = 0
+  if n > 0 then seq = redis.call('ZCOUNT', key, now, now) end
+  redis.call('ZADD', key, now, string.format('%016d:%s:%s', seq, num(finish), num(cost)))
   redis.call('PEXPIRE', key, pttl(windowMs))
 end

@@ -19,9 +19,18 @@ local function msUntil(capacity, refill, milli0, t0, target, now)
   local have = milliAt(capacity, refill, milli0, t0, now)
   if have >= target then return 0 end
   local ms = ceil((target - have) / refill)
-  -- At a rate that is not exact in binary (0.1) the estimate can be a rounding off either way.
-  while ms > 1 and milliAt(capacity, refill, milli0, t0, now + ms - 1) >= target do ms = ms - 1 end
-  while milliAt(capacity, refill, milli0, t0, now + ms) < target do ms = ms + 1 end
+  -- At a rate that is not exact in binary (0.1) the estimate can be a rounding off either way. The factory
+  -- keeps every wait within 2^50 ms, where it is off by at most one ms; the loops are capped all the same.
+  local i = 0
+  while i < fixupSteps and ms > 1 and milliAt(capacity, refill, milli0, t0, now + ms - 1) >= target do
+    ms = ms - 1
+    i = i + 1
+  end
+  i = 0
+  while i < fixupSteps and milliAt(capacity, refill, milli0, t0, now + ms) < target do
+    ms = ms + 1
+    i = i + 1
+  end
   return ms
 end
 

@@ -1,0 +1,20 @@
+/**
+ * @module The range of figures in which every rule decides in bounded time and stays exact.
+ *
+ * Waits, spans and unit counts are doubles. Below 2^53 every whole number is exact, and a figure of at
+ * most 2^50 leaves three bits of headroom: an estimate such as `ceil(deficit / rate)` is then off from
+ * the exact answer by at most one step, so the fix-up loops that settle it run at most `FIXUP_STEPS`
+ * times. Factories reject figures outside this range with an `InvalidOptionError`; beyond it a wait of
+ * `x` ms and one of `x + 1` ms can be the same double, and a loop stepping from one to the other would
+ * never end.
+ */
+
+/** The longest wait (ms) or the most units a rule may have to reckon with. About 35,700 years in ms. */
+export const MAX_FIGURE = 2 ** 50
+
+/**
+ * The most steps a fix-up loop takes. Within `MAX_FIGURE` one suffices; the cap makes the bound hold by
+ * construction too, for state written under other rules (state identity ignores rates and capacities).
+ * The Lua scripts use the same cap, so both stores stop at the same answer.
+ */
+export const FIXUP_STEPS = 2
