@@ -157,8 +157,8 @@ describe.each(ALL_CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
   /** `calls` consumes of `key`, sent while Redis is paused: every one is answered by the 'deny' policy. */
   async function deniedWhilePaused(limiter: Limiter, key: string, calls: number): Promise<void> {
     const decisions = await Promise.all(Array.from({ length: calls }, () => limiter.consume(key)))
-    expect(decisions.map((d) => `${d.allowed} ${d.rule}`)).toEqual(
-      Array.from({ length: calls }, () => 'false store-unavailable'),
+    expect(decisions.map((d) => `${d.allowed} ${d.reason}`)).toEqual(
+      Array.from({ length: calls }, () => 'false store-error'),
     )
   }
 
