@@ -4,7 +4,7 @@
  * Each test starts a server of its own, so every count starts from zero.
  */
 import { afterAll, describe, expect, it } from 'vitest'
-import { many, request, startServer, statuses, stopExamples } from './examples-harness.ts'
+import { many, request, run, startServer, statuses, stopExamples } from './examples-harness.ts'
 
 const SERVER = 'examples/express/server.mjs'
 
@@ -105,6 +105,34 @@ describe('examples/express', () => {
     const refused = replies.find((r) => r.status === 429)!
     expect(refused.headers.get('retry-after')).toBe('1')
     expect(refused.body.detail).toBe('Rate limit 2-per-s-queue-2000ms exceeded; retry in 1 s.')
+  })
+
+  it('serves GET /metrics: the decisions it made, for Prometheus, never limited itself', async () => {
+    const server = await startServer(SERVER)
+    expect(statuses(await many(4, `${server.url}/pay`, pay('PAYMENT', 'WECHAT')))).toEqual({ 200: 2, 429: 2 })
+    const text = (await (await fetch(`${server.url}/metrics`)).text()).split('\n')
+    const line = (prefix: string) => text.find((l) => l.startsWith(prefix))
+    // Two limits counted each payment: the app-wide one 4 times, the route's 2 admitted and 2 denied.
+    expect(
+      line('sluice_decisions_total{limiter="sluice",rule="100-per-60s",result="allowed",reason="rules"}'),
+    ).toMatch(/ 4$/)
+    // Per request and limit, by route template where the route is known (never the raw URL).
+    expect(text.filter((l) => l.startsWith('sluice_http_requests_total'))).toEqual([
+      'sluice_http_requests_total{limiter="sluice",action="allow",route=""} 4',
+      'sluice_http_requests_total{limiter="sluice",action="allow",route="POST /pay"} 2',
+      'sluice_http_requests_total{limiter="sluice",action="deny",route="POST /pay"} 2',
+    ])
+    const denied = text.filter((l) => l.startsWith('sluice_decisions_total') && l.includes('result="denied"'))
+    expect(denied).toEqual([
+      'sluice_decisions_total{limiter="sluice",rule="2-per-1s",result="denied",reason="rules"} 2',
+    ])
+  })
+
+  it('says so and exits 1 when its port is taken (it crashed reading a null address)', async () => {
+    const server = await startServer(SERVER)
+    const second = run(SERVER, [], { PORT: new URL(server.url).port })
+    expect(await second.exited).toBe(1)
+    expect(second.output()).toMatch(/^Cannot listen on port \d+: EADDRINUSE\. Set PORT to a free port\.\n$/)
   })
 
   it('stops on SIGTERM', async () => {

@@ -5,14 +5,24 @@
  *   missing entry or -1 means not limited;
  * - GET /report: a leaky bucket passing 2 requests a second; a request waits up to 2 s for its turn
  *   (queue-and-wait), one that would wait longer gets 429.
+ * - GET /metrics: every decision as Prometheus metrics (@sluice/metrics).
  * Run: node examples/express/server.mjs (PORT, default 3000).
  */
 import { leakyBucket, slidingLog, slidingWindow } from '@sluice/core'
 import { rateLimit } from '@sluice/express'
+import { prometheusMetrics } from '@sluice/metrics'
 import express from 'express'
+import { Registry } from 'prom-client'
 
 const app = express()
-// Behind a proxy, tell Express which one to trust, e.g. app.set('trust proxy', 1): sluice keys by req.ip.
+// sluice keys by req.ip. Behind a proxy, trust only its address, e.g. app.set('trust proxy', '10.0.0.0/8').
+
+// Decisions counted for Prometheus; served before the limit, so scraping is never limited.
+const registry = new Registry()
+prometheusMetrics({ registry })
+app.get('/metrics', async (_req, res) => {
+  res.type(registry.contentType).send(await registry.metrics())
+})
 
 app.use(rateLimit({ rules: [slidingWindow({ limit: 100, windowMs: 60_000 })] }))
 
@@ -43,7 +53,11 @@ app.get(
 )
 
 const port = Number(process.env.PORT ?? 3000)
-const server = app.listen(port, () => {
+const server = app.listen(port, (error) => {
+  if (error) {
+    console.error(`Cannot listen on port ${port}: ${error.code ?? error.message}. Set PORT to a free port.`)
+    process.exit(1)
+  }
   const url = `http://localhost:${server.address().port}`
   console.log(`sluice express example on ${url}
 
@@ -55,5 +69,8 @@ const server = app.listen(port, () => {
   curl -i -X POST ${url}/pay -H 'x-biz-type: PAYMENT'
 
   # queue-and-wait: 6 at once pass 500 ms apart; those past a 2 s wait get 429
-  for i in 1 2 3 4 5 6; do curl -s ${url}/report & done; wait`)
+  for i in 1 2 3 4 5 6; do curl -s ${url}/report & done; wait
+
+  # what sluice decided, for Prometheus
+  curl -s ${url}/metrics | grep sluice_`)
 })

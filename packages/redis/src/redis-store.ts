@@ -19,6 +19,14 @@ import {
   StoreError,
   type StoreMode,
 } from '@sluice/core'
+import {
+  functionOption,
+  given,
+  integerOption,
+  labelOption,
+  MAX_TIMER_MS,
+  readOptions,
+} from '@sluice/core/store'
 import { HEAD_ARGS, ruleArgs, scriptFor } from './compose.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
@@ -96,8 +104,14 @@ const RESET = script(RESET_LUA)
 const DEFAULT_DENIED_CACHE_KEYS = 10_000
 /** Rule combinations remembered by their ids; a rules function could otherwise grow the map forever. */
 const MAX_PLANS = 1024
-const KNOWN_OPTIONS = ['client', 'prefix', 'timeoutMs', 'clock', 'deniedCache', 'maxInFlight']
-const PREFIX = /^[\x21-\x7e]{1,128}$/
+const KNOWN_OPTIONS: (keyof RedisStoreOptions)[] = [
+  'client',
+  'prefix',
+  'timeoutMs',
+  'clock',
+  'deniedCache',
+  'maxInFlight',
+]
 
 export class RedisStore implements Store {
   readonly #runner: ScriptRunner
@@ -120,45 +134,15 @@ export class RedisStore implements Store {
   #closed = false
 
   constructor(options: RedisStoreOptions) {
-    if (options === null || typeof options !== 'object') {
-      throw new InvalidOptionError('RedisStore', options, 'an options object with a client')
-    }
-    for (const key of Object.keys(options)) {
-      if (!KNOWN_OPTIONS.includes(key)) {
-        throw new InvalidOptionError(
-          `RedisStore.${key}`,
-          (options as unknown as Record<string, unknown>)[key],
-          `one of the known options: ${KNOWN_OPTIONS.join(', ')}`,
-        )
-      }
-    }
-    this.#runner = scriptRunnerFor(options.client, 'RedisStore.client')
-    const prefix = options.prefix === undefined ? 'sluice' : options.prefix
+    const o = readOptions('RedisStore', options, KNOWN_OPTIONS, true)
+    this.#runner = scriptRunnerFor(o.client, 'RedisStore.client')
     // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
     // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
-    if (typeof prefix !== 'string' || !PREFIX.test(prefix) || /["'\\{}:]/.test(prefix)) {
-      throw new InvalidOptionError(
-        'RedisStore.prefix',
-        prefix,
-        '1 to 128 printable ASCII characters without spaces, quotes, backslashes, braces or colons',
-      )
-    }
-    this.#prefix = prefix
-    // Only an option left out (or undefined) takes its default: a null is rejected like any wrong value.
-    this.#timeoutMs = integer(
-      'RedisStore.timeoutMs',
-      options.timeoutMs === undefined ? 100 : options.timeoutMs,
-    )
-    this.#maxInFlight = integer(
-      'RedisStore.maxInFlight',
-      options.maxInFlight === undefined ? 10_000 : options.maxInFlight,
-    )
-    const clock = options.clock
-    if (clock !== undefined && typeof clock !== 'function') {
-      throw new InvalidOptionError('RedisStore.clock', clock, 'a function returning ms')
-    }
-    this.#clock = clock
-    this.#cache = deniedCache(options.deniedCache)
+    this.#prefix = labelOption('RedisStore.prefix', given(o.prefix, 'sluice'), " ':{}")
+    this.#timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
+    this.#maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
+    this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
+    this.#cache = deniedCache(o.deniedCache)
     this.#deadlines = new Deadlines(this.#timeoutMs, () => performance.now(), this.#timeoutError)
   }
 
@@ -397,28 +381,17 @@ function storeError(error: unknown): StoreError {
   return new StoreError(ErrorCode.STORE_ERROR, `Redis failed: ${message}`, { cause: error })
 }
 
-/** Node's timers take at most 2^31 - 1 ms; a longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647
-
-function integer(option: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > MAX_TIMER_MS) {
-    throw new InvalidOptionError(option, value, `an integer from 1 to ${MAX_TIMER_MS}`)
-  }
-  return value
-}
-
 function deniedCache(option: unknown): DeniedCache | undefined {
   if (option === undefined || option === true) return new DeniedCache(DEFAULT_DENIED_CACHE_KEYS)
   if (option === false) return undefined
-  if (option !== null && typeof option === 'object') {
-    const o = option as Record<string, unknown>
-    for (const key of Object.keys(o)) {
-      if (key !== 'maxKeys') {
-        throw new InvalidOptionError(`RedisStore.deniedCache.${key}`, o[key], 'the known option maxKeys')
-      }
-    }
-    const maxKeys = o.maxKeys === undefined ? DEFAULT_DENIED_CACHE_KEYS : o.maxKeys
-    return new DeniedCache(integer('RedisStore.deniedCache.maxKeys', maxKeys))
+  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
+    const o = readOptions<{ maxKeys?: number }>('RedisStore.deniedCache', option, ['maxKeys'])
+    const maxKeys = integerOption(
+      'RedisStore.deniedCache.maxKeys',
+      given(o.maxKeys, DEFAULT_DENIED_CACHE_KEYS),
+      1,
+    )
+    return new DeniedCache(maxKeys)
   }
   throw new InvalidOptionError('RedisStore.deniedCache', option, 'true, false or { maxKeys }')
 }

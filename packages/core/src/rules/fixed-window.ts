@@ -22,14 +22,13 @@ export function fixedWindow(options: FixedWindowOptions): FixedWindowRule | Unli
   const o = ruleOptions('fixedWindow', options, ['limit', 'windowMs', 'name'])
   const limit = limitOption('fixedWindow.limit', o.limit)
   const windowMs = integerOption('fixedWindow.windowMs', o.windowMs, 1)
+  // The name is checked even for -1: a bad option is an error whatever the other options say.
+  const name = o.name === undefined ? undefined : labelOption('fixedWindow.name', o.name)
   if (limit === -1) return UNLIMITED
   return Object.freeze({
     kind: 'fixedWindow',
     id: `fixedWindow:${limit}:${windowMs}`,
-    name:
-      o.name === undefined
-        ? `${limit}-per-${durationLabel(windowMs)}`
-        : labelOption('fixedWindow.name', o.name),
+    name: name ?? `${limit}-per-${durationLabel(windowMs)}`,
     policyWindowSeconds: Math.ceil(windowMs / 1000),
     limit,
     windowMs,

@@ -25,6 +25,8 @@ export function slidingLog(options: SlidingLogOptions): SlidingLogRule | Unlimit
   const o = ruleOptions('slidingLog', options, ['limit', 'windowMs', 'name'])
   const limit = limitOption('slidingLog.limit', o.limit)
   const windowMs = integerOption('slidingLog.windowMs', o.windowMs, 1)
+  // The name is checked even for -1: a bad option is an error whatever the other options say.
+  const name = o.name === undefined ? undefined : labelOption('slidingLog.name', o.name)
   if (limit === -1) return UNLIMITED
   // The Redis log keeps running sums of units modulo 2^52; a window's units must stay well below that.
   if (limit > MAX_FIGURE) {
@@ -33,10 +35,7 @@ export function slidingLog(options: SlidingLogOptions): SlidingLogRule | Unlimit
   return Object.freeze({
     kind: 'slidingLog',
     id: `slidingLog:${limit}:${windowMs}`,
-    name:
-      o.name === undefined
-        ? `${limit}-per-${durationLabel(windowMs)}`
-        : labelOption('slidingLog.name', o.name),
+    name: name ?? `${limit}-per-${durationLabel(windowMs)}`,
     policyWindowSeconds: Math.ceil(windowMs / 1000),
     limit,
     windowMs,

@@ -41,14 +41,13 @@ export function slidingWindow(options: SlidingWindowOptions): SlidingWindowRule 
   if (windowMs % buckets !== 0) {
     throw new InvalidOptionError('slidingWindow.buckets', buckets, `a divisor of windowMs (${windowMs})`)
   }
+  // The name is checked even for -1: a bad option is an error whatever the other options say.
+  const name = o.name === undefined ? undefined : labelOption('slidingWindow.name', o.name)
   if (limit === -1) return UNLIMITED
   return Object.freeze({
     kind: 'slidingWindow',
     id: `slidingWindow:${limit}:${windowMs}:${buckets}`,
-    name:
-      o.name === undefined
-        ? `${limit}-per-${durationLabel(windowMs)}`
-        : labelOption('slidingWindow.name', o.name),
+    name: name ?? `${limit}-per-${durationLabel(windowMs)}`,
     policyWindowSeconds: Math.ceil(windowMs / 1000),
     limit,
     windowMs,

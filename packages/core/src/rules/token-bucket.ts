@@ -31,6 +31,8 @@ export function tokenBucket(options: TokenBucketOptions): TokenBucketRule | Unli
   const o = ruleOptions('tokenBucket', options, ['capacity', 'refillPerSecond', 'name'])
   const capacity = o.capacity === -1 ? -1 : integerOption('tokenBucket.capacity', o.capacity, 1, MAX_CAPACITY)
   const refillPerSecond = positiveOption('tokenBucket.refillPerSecond', o.refillPerSecond)
+  // The name is checked even for -1: a bad option is an error whatever the other options say.
+  const name = o.name === undefined ? undefined : labelOption('tokenBucket.name', o.name)
   if (capacity === -1) return UNLIMITED
   // The longest wait a call can be told is the time an empty bucket takes to fill.
   if ((capacity * 1000) / refillPerSecond > MAX_FIGURE) {
@@ -44,10 +46,7 @@ export function tokenBucket(options: TokenBucketOptions): TokenBucketRule | Unli
   return Object.freeze({
     kind: 'tokenBucket',
     id: `tokenBucket:${capacity}:${refillPerSecond}`,
-    name:
-      o.name === undefined
-        ? `${capacity}-burst-${refillPerSecond}-per-s`
-        : labelOption('tokenBucket.name', o.name),
+    name: name ?? `${capacity}-burst-${refillPerSecond}-per-s`,
     policyWindowSeconds: Math.ceil(capacity / refillPerSecond),
     capacity,
     refillPerSecond,
