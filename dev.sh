@@ -25,8 +25,25 @@ ensure_redis() {
   fi
 }
 
+# Builds the packages when a source is newer than its build, printing the build's output only if it fails.
+build_if_stale() {
+  local stale=""
+  for dir in packages/*/; do
+    [ -f "$dir/dist/index.js" ] || { stale=1; break; }
+    if [ -n "$(find "$dir/src" "$dir/package.json" -newer "$dir/dist/index.js" -print -quit 2>/dev/null)" ]; then
+      stale=1; break
+    fi
+  done
+  [ -n "$stale" ] || return 0
+  echo "Building the packages..."
+  local log
+  log=$(mktemp)
+  if ! pnpm -s build >"$log" 2>&1; then cat "$log"; rm -f "$log"; exit 1; fi
+  rm -f "$log"
+}
+
 case "${1:-}" in
-  start) ensure_pnpm; pnpm start ;;
+  start) ensure_pnpm; build_if_stale; exec node examples/express/server.mjs ;;
   test) ensure_pnpm; ensure_redis; pnpm test ;;
   setup) ensure_pnpm; ensure_redis ;;
   *) echo "usage: bash dev.sh start|test|setup" >&2; exit 2 ;;
