@@ -184,7 +184,10 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     mode: StoreMode,
     started: number,
   ): Promise<Decision> {
-    if (storeErrorChannel.hasSubscribers) storeErrorChannel.publish({ limiter: prefix, key, error })
+    if (storeErrorChannel.hasSubscribers) {
+      // As `onStoreError: 'throw'` would surface it: coded, with a store's own error as its cause.
+      storeErrorChannel.publish({ limiter: prefix, key, error: asStoreError(error) })
+    }
     let answer: Promise<Decision>
     if (onStoreError === 'allow') answer = Promise.resolve(STORE_ALLOW_DECISION)
     else if (onStoreError === 'deny') answer = Promise.resolve(STORE_DENY_DECISION)

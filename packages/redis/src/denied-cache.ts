@@ -7,7 +7,7 @@
  * its ms figures counted down. Entries are dropped when the key is admitted or reset through this store,
  * when they expire, and oldest first when the cache is full.
  */
-import type { RuleDecision } from '@sluice/core'
+import type { RuleDecision, StoreAnswer } from '@sluice/core'
 
 interface Entry {
   /** The rule combination (its ids) the denial was for. */
@@ -20,7 +20,13 @@ interface Entry {
   readonly at: number
   /** Local clock from which the call may be admitted again. */
   readonly until: number
-  readonly decisions: readonly RuleDecision[]
+  /** The denial, marked as the cache's answer (`reason: 'cache'`). */
+  readonly decisions: StoreAnswer
+}
+
+/** `decisions` as the cache answers them: the store did not run the rules. */
+function cached(decisions: RuleDecision[]): StoreAnswer {
+  return Object.assign(decisions, { reason: 'cache' as const })
 }
 
 export class DeniedCache {
@@ -36,7 +42,7 @@ export class DeniedCache {
   }
 
   /** The cached answer for this call at local time `now`, or undefined when Redis must be asked. */
-  get(id: string, plan: string, cost: number, now: number): readonly RuleDecision[] | undefined {
+  get(id: string, plan: string, cost: number, now: number): StoreAnswer | undefined {
     const entry = this.#entries.get(id)
     if (entry === undefined) return undefined
     if (now >= entry.until) {
@@ -46,7 +52,7 @@ export class DeniedCache {
     if (entry.plan !== plan || cost < entry.cost) return undefined
     const elapsed = now - entry.at
     if (elapsed < 1) return entry.decisions
-    return entry.decisions.map((d) => countDown(d, entry.at, now))
+    return cached(entry.decisions.map((d) => countDown(d, entry.at, now)))
   }
 
   /** Remembers a denial of `cost` decided at local time `now`. */
@@ -58,7 +64,13 @@ export class DeniedCache {
       const oldest = this.#entries.keys().next()
       if (!oldest.done) this.#entries.delete(oldest.value)
     }
-    this.#entries.set(id, { plan, cost, at: now, until: now + retryAfterMs, decisions })
+    this.#entries.set(id, {
+      plan,
+      cost,
+      at: now,
+      until: now + retryAfterMs,
+      decisions: cached([...decisions]),
+    })
   }
 
   delete(id: string): void {
