@@ -43,6 +43,7 @@ const VARIANTS = [
   'noop-headers',
   'noop-ip-headers',
   'sluice-memory',
+  'sluice-memory-observed',
   ...(BEFORE === undefined ? [] : ['sluice-memory@before']),
   'peer-memory',
 ]
