@@ -75,7 +75,12 @@ async function sluiceStore() {
   return new RedisStore({ client })
 }
 
-const SLUICE_VARIANTS = new Set(['sluice-memory', 'sluice-memory-observed', 'sluice-redis', 'sluice-redis-node'])
+const SLUICE_VARIANTS = new Set([
+  'sluice-memory',
+  'sluice-memory-observed',
+  'sluice-redis',
+  'sluice-redis-node',
+])
 const MEMORY_VARIANTS = new Set(['sluice-memory', 'sluice-memory-observed'])
 
 if (p.variant === 'sluice-memory-observed') {
