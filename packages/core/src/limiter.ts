@@ -117,6 +117,8 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   const prefix = prefixOption('createLimiter.prefix', given(o.prefix, 'sluice'))
   const onStoreError = storeErrorPolicyOption<C>('createLimiter.onStoreError', o.onStoreError)
   claimPrefix(store, prefix)
+  /** Whether the store's last answer came synchronously (then an observed call is not timed: it took none). */
+  let synchronous = false
 
   /** Decides a call: synchronously when the store answers synchronously. Throws on a bad key, cost or rules. */
   function decide(
@@ -134,13 +136,14 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       if (observed) publishDecision(prefix, key, cost, mode, UNLIMITED_DECISION, 0)
       return UNLIMITED_DECISION
     }
-    const started = observed ? performance.now() : 0
+    const started = observed && !synchronous ? performance.now() : 0
     let answer: StoreAnswer | Promise<StoreAnswer>
     try {
       answer = store.apply(prefix, storageKey, rules, cost, mode)
     } catch (error) {
       return fallback(error, key, cost, context, mode, started)
     }
+    synchronous = !isPromise(answer)
     if (isPromise(answer)) {
       // A native promise even when the store answers with another thenable.
       return Promise.resolve(answer).then(

@@ -108,6 +108,55 @@ export class AttributeCache<T> {
 /** Combinations of attribute values cached per sink. */
 export const MAX_CACHED_ATTRIBUTES = 10_000
 
+/** One combination's count: what `Tally.add` increments and a metric reads when it is collected. */
+export interface Tallied<T> {
+  readonly attributes: T
+  count: number
+  /** The count a delta-based reader (prom-client's `collect`) has already passed on. */
+  reported: number
+}
+
+/**
+ * Counts per combination of attribute values, kept in plain numbers and read only when the metrics are
+ * collected (an OpenTelemetry observable counter's callback, prom-client's `collect`), so counting a message
+ * costs an increment, not the metric library's attribute processing (hashing, sorting, validating) per call.
+ * Bounded: past `MAX_CACHED_ATTRIBUTES` combinations, new ones are not counted, and a process warning says so
+ * once (the values come from prefixes, rule names and route templates: a small set in any sane application).
+ */
+export class Tally<T> {
+  readonly entries: Tallied<T>[] = []
+  readonly #cache: AttributeCache<Tallied<T>>
+  #warned = false
+
+  constructor(make: (a: Part, b: Part, c: Part, d: Part) => T) {
+    const overflow: Tallied<T> = { attributes: undefined as T, count: 0, reported: 0 }
+    this.#cache = new AttributeCache(Number.POSITIVE_INFINITY, (a, b, c, d) => {
+      if (this.entries.length >= MAX_CACHED_ATTRIBUTES) {
+        if (!this.#warned) {
+          this.#warned = true
+          process.emitWarning(
+            `sluice: more than ${MAX_CACHED_ATTRIBUTES} combinations of metric attributes; new ones are not counted`,
+            { code: 'SLUICE_METRICS_CARDINALITY' },
+          )
+        }
+        return overflow
+      }
+      const entry: Tallied<T> = { attributes: make(a, b, c, d), count: 0, reported: 0 }
+      this.entries.push(entry)
+      return entry
+    })
+  }
+
+  add(a: Part, b: Part, c: Part, d: Part): void {
+    this.#cache.get(a, b, c, d).count++
+  }
+
+  /** The attributes of a combination, for a metric that records at once instead. */
+  attributesOf(a: Part, b: Part, c: Part, d: Part): T {
+    return this.#cache.get(a, b, c, d).attributes
+  }
+}
+
 /**
  * Bucket bounds (seconds) for the time a queued (leakyBucket) request is held: from a millisecond to the
  * half minute past which a `maxQueueMs` is rarely set.
