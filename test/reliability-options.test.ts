@@ -21,7 +21,7 @@ import {
   slidingWindow,
   tokenBucket,
 } from '@sluice/core'
-import { describeValue } from '@sluice/core/http'
+import { describeValue, REQUEST_OPTION_NAMES } from '@sluice/core/http'
 import { rateLimit } from '@sluice/express'
 import { sluice } from '@sluice/fastify'
 import { RedisStore } from '@sluice/redis'
@@ -546,15 +546,7 @@ describe('a fuzz of option objects', () => {
       'maxInFlight',
     ])
     entry('rateLimit', (o) => rateLimit({ rules: [rule], ...(o as object) }), [
-      'key',
-      'onMissingKey',
-      'ipv6Subnet',
-      'cost',
-      'skip',
-      'headers',
-      'message',
-      'statusCode',
-      'shadow',
+      ...REQUEST_OPTION_NAMES,
       'prefix',
       'onStoreError',
       'onLimited',

@@ -13,9 +13,12 @@ import {
   AttributeCache,
   loadPeer,
   MAX_CACHED_ATTRIBUTES,
+  type MetricsSubscription,
   packageVersion,
   QUEUE_WAIT_BUCKETS,
   STORE_DURATION_BUCKETS,
+  sharedSink,
+  sinks,
   subscribe,
   Tally,
 } from './shared.ts'
@@ -29,16 +32,8 @@ export interface OpenTelemetryMetricsOptions {
   meter?: Meter
 }
 
-/** What a metrics sink returns: `close()` unsubscribes from core's channels. Calling it again does nothing. */
-export interface MetricsSubscription {
-  close(): void
-}
-
-/**
- * Per meter: its instruments and counts, made once and kept (so what was counted stays reported after
- * `close()`, and a later call counts on), and one channel subscription shared by every open call.
- */
-const perMeter = new WeakMap<Meter, { subscribe: () => () => void; refs: number; unsubscribe?: () => void }>()
+/** One sink per meter (see `sharedSink`). */
+const perMeter = sinks<Meter>()
 
 /**
  * Records sluice's decisions on an OpenTelemetry meter:
@@ -64,21 +59,7 @@ export function openTelemetryMetrics(options: OpenTelemetryMetricsOptions = {}):
       '@opentelemetry/api',
       'openTelemetryMetrics without a meter',
     ).metrics.getMeter('@sluice/metrics', packageVersion())
-  let shared = perMeter.get(meter)
-  if (shared === undefined) {
-    shared = { subscribe: instruments(meter), refs: 0 }
-    perMeter.set(meter, shared)
-  }
-  if (shared.refs++ === 0) shared.unsubscribe = shared.subscribe()
-  const share = shared
-  let open = true
-  return {
-    close() {
-      if (!open) return
-      open = false
-      if (--share.refs === 0) share.unsubscribe?.()
-    },
-  }
+  return sharedSink(perMeter, meter, () => instruments(meter))
 }
 
 /** Creates the instruments on `meter` and answers how to subscribe them to core's channels. */

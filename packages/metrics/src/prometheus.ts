@@ -10,13 +10,15 @@ import type { DecisionMessage, HttpMessage, StoreErrorMessage } from '@sluice/co
 import { InvalidOptionError } from '@sluice/core'
 import type { Counter, Histogram, Metric, Registry } from 'prom-client'
 import { CHANNELS, errorCodeOf, resultOf, storeWasAsked } from './messages.ts'
-import type { MetricsSubscription } from './otel.ts'
 import {
   AttributeCache,
   loadPeer,
   MAX_CACHED_ATTRIBUTES,
+  type MetricsSubscription,
   QUEUE_WAIT_BUCKETS,
   STORE_DURATION_BUCKETS,
+  sharedSink,
+  sinks,
   subscribe,
   Tally,
 } from './shared.ts'
@@ -57,21 +59,7 @@ const perRegistry = new WeakMap<
 export function prometheusMetrics(options: PrometheusMetricsOptions = {}): MetricsSubscription {
   const client = loadPeer<typeof import('prom-client')>('prom-client', 'prometheusMetrics')
   const registry = options.registry ?? client.register
-  let shared = perRegistry.get(registry)
-  if (shared === undefined) {
-    shared = { subscribe: instruments(client, registry), refs: 0 }
-    perRegistry.set(registry, shared)
-  }
-  if (shared.refs++ === 0) shared.unsubscribe = shared.subscribe()
-  const share = shared
-  let open = true
-  return {
-    close() {
-      if (!open) return
-      open = false
-      if (--share.refs === 0) share.unsubscribe?.()
-    },
-  }
+  return sharedSink(perRegistry, registry, () => instruments(client, registry))
 }
 
 /** Creates the metrics on `registry` and answers how to subscribe them to core's channels. */

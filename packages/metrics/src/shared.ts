@@ -172,3 +172,46 @@ export const QUEUE_WAIT_BUCKETS: readonly number[] = [
 export const STORE_DURATION_BUCKETS: readonly number[] = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 ]
+
+/** What a metrics sink returns: `close()` unsubscribes from core's channels. Calling it again does nothing. */
+export interface MetricsSubscription {
+  close(): void
+}
+
+interface Shared {
+  readonly subscribe: () => () => void
+  refs: number
+  unsubscribe?: () => void
+}
+
+/**
+ * One sink per target (a meter, a registry), shared by every call with it, so nothing is counted twice:
+ * its instruments and counts are made once by `make` and kept (what was counted stays reported after
+ * `close()`, and a later call counts on), and one channel subscription serves every open call.
+ */
+export function sharedSink<K extends object>(
+  sinks: WeakMap<K, Shared>,
+  target: K,
+  make: () => () => () => void,
+): MetricsSubscription {
+  let shared = sinks.get(target)
+  if (shared === undefined) {
+    shared = { subscribe: make(), refs: 0 }
+    sinks.set(target, shared)
+  }
+  if (shared.refs++ === 0) shared.unsubscribe = shared.subscribe()
+  const share = shared
+  let open = true
+  return {
+    close() {
+      if (!open) return
+      open = false
+      if (--share.refs === 0) share.unsubscribe?.()
+    },
+  }
+}
+
+/** The per-target sinks of one kind, for `sharedSink`. */
+export function sinks<K extends object>(): WeakMap<K, Shared> {
+  return new WeakMap()
+}
