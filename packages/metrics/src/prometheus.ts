@@ -30,14 +30,8 @@ export interface PrometheusMetricsOptions {
 
 type Labels = Record<string, string>
 
-/**
- * Per registry: its metrics and counts, made once and kept (so what was counted stays reported after
- * `close()`, and a later call counts on), and one channel subscription shared by every open call.
- */
-const perRegistry = new WeakMap<
-  Registry,
-  { subscribe: () => () => void; refs: number; unsubscribe?: () => void }
->()
+/** One sink per registry (see `sharedSink`). */
+const perRegistry = sinks<Registry>()
 
 /**
  * Records sluice's decisions on a prom-client registry:
