@@ -64,6 +64,8 @@ export class AttributeCache<T> {
   readonly #max: number
   readonly #make: (a: Part, b: Part, c: Part, d: Part) => T
   #size = 0
+  /** The last combination asked for, and its value: steady traffic asks for the same one again and again. */
+  #last: [Part, Part, Part, Part, T] | undefined
 
   constructor(max: number, make: (a: Part, b: Part, c: Part, d: Part) => T) {
     this.#max = max
@@ -71,6 +73,14 @@ export class AttributeCache<T> {
   }
 
   get(a: Part, b: Part, c: Part, d: Part): T {
+    const last = this.#last
+    if (last !== undefined && last[0] === a && last[1] === b && last[2] === c && last[3] === d) return last[4]
+    const value = this.#lookup(a, b, c, d)
+    this.#last = [a, b, c, d, value]
+    return value
+  }
+
+  #lookup(a: Part, b: Part, c: Part, d: Part): T {
     let level1 = this.#root.get(a)
     if (level1 === undefined) {
       level1 = new Map()
@@ -91,7 +101,7 @@ export class AttributeCache<T> {
       if (this.#size >= this.#max) {
         this.#root.clear()
         this.#size = 0
-        return this.get(a, b, c, d)
+        return this.#lookup(a, b, c, d)
       }
       value = this.#make(a, b, c, d)
       level3.set(d, value)
