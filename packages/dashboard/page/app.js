@@ -127,11 +127,28 @@ function merge(stats) {
   state.since = unknown || stats.until === 0 ? undefined : stats.until - OVERLAP
 }
 
-/** The visible seconds of one limiter, oldest first, zeros where nothing was counted. */
+/**
+ * The `range` seconds of one limiter up to the last complete one (the newest second is still being
+ * counted and published), oldest first, zeros where nothing was counted. `denied` is what the limiter
+ * enforced: a shadowed limit's denials, which it let through, are counted by liveStats in both denied and
+ * shadow, and are shown as shadow only.
+ */
 function pointsOf(held, range) {
   const out = []
-  for (let t = state.until - range + 1; t <= state.until; t++) {
-    out.push(held.points.get(t) ?? { t, allowed: 0, queued: 0, denied: 0, shadow: 0 })
+  const last = state.until - 1
+  for (let t = last - range + 1; t <= last; t++) {
+    const p = held.points.get(t)
+    out.push(
+      p === undefined
+        ? { t, allowed: 0, queued: 0, denied: 0, shadow: 0 }
+        : {
+            t,
+            allowed: p.allowed,
+            queued: p.queued,
+            denied: Math.max(0, p.denied - p.shadow),
+            shadow: p.shadow,
+          },
+    )
   }
   return out
 }
@@ -147,9 +164,9 @@ function sums(points) {
   return total
 }
 
-/** Rates per second over the last RECENT seconds, leaving out the second still being counted. */
+/** Rates per second over the last RECENT complete seconds. */
 function recentRates(held) {
-  const points = pointsOf(held, RECENT + 1).slice(0, RECENT)
+  const points = pointsOf(held, RECENT)
   const total = sums(points)
   for (const k of Object.keys(total)) total[k] /= RECENT
   return total
@@ -165,8 +182,8 @@ function renderOverview() {
     const r = recentRates(held)
     for (const k of Object.keys(all)) all[k] += r[k]
   }
-  const decided = all.allowed + all.queued + all.denied
-  const share = decided === 0 ? 0 : (100 * all.denied) / decided
+  const requests = all.allowed + all.queued + all.denied + all.shadow
+  const share = requests === 0 ? 0 : (100 * all.denied) / requests
   const tile = (cls, label, value, note) =>
     h(
       'div',
@@ -182,9 +199,9 @@ function renderOverview() {
       'denied',
       'denied',
       `${formatRate(all.denied)}/s`,
-      `${share.toFixed(share >= 10 ? 0 : 1)}% of decisions`,
+      `${share.toFixed(share >= 10 ? 0 : 1)}% of requests`,
     ),
-    tile('shadow', 'shadow', `${formatRate(all.shadow)}/s`, 'would be denied'),
+    tile('shadow', 'shadow', `${formatRate(all.shadow)}/s`, 'let through by shadow limits'),
     tile(
       'plain',
       'limiters',
@@ -224,27 +241,34 @@ function renderLimiters() {
 }
 
 function limiterCard({ name, held, points, total, recent }, width) {
-  const decided = total.allowed + total.queued + total.denied
-  const share = decided === 0 ? 0 : (100 * total.denied) / decided
+  const requests = total.allowed + total.queued + total.denied + total.shadow
+  const percent = (n) => {
+    const p = requests === 0 ? 0 : (100 * n) / requests
+    return p.toFixed(p >= 10 || p === 0 ? 0 : 1)
+  }
   const denying = recent.denied > 0
   const chip = (cls, label, value) =>
     h('span', { class: `chip ${cls}` }, h('b', { text: value }), ` ${label}`)
+  const over = `over the last ${spanLabel(points.length)}`
+  const share =
+    total.denied === 0 && total.shadow > 0
+      ? h(
+          'span',
+          { class: 'share shadowed', title: `shadow share ${over}` },
+          `${percent(total.shadow)}% shadow`,
+        )
+      : h(
+          'span',
+          { class: `share${total.denied > 0 ? ' hot' : ''}`, title: `denied share ${over}` },
+          `${percent(total.denied)}% denied`,
+        )
   return h(
     'article',
-    { class: `card limiter${denying ? ' denying' : ''}`, 'data-limiter': name },
-    h(
-      'header',
-      {},
-      h('h3', { class: 'name', text: name, title: name }),
-      h(
-        'span',
-        {
-          class: `share${share > 0 ? ' hot' : ''}`,
-          title: `denied share over the last ${spanLabel(points.length)}`,
-        },
-        `${share.toFixed(share >= 10 || share === 0 ? 0 : 1)}% denied`,
-      ),
-    ),
+    {
+      class: `card limiter${denying ? ' denying' : recent.shadow > 0 ? ' shadowing' : ''}`,
+      'data-limiter': name,
+    },
+    h('header', {}, h('h3', { class: 'name', text: name, title: name }), share),
     h(
       'div',
       { class: 'chips' },
@@ -257,7 +281,7 @@ function limiterCard({ name, held, points, total, recent }, width) {
     h(
       'div',
       { class: 'below' },
-      deniedKeys(held.topDenied),
+      deniedKeys(held.topDenied, total.denied === 0 && total.shadow > 0),
       h('p', { class: 'from', text: `from ${held.instances.join(', ')}` }),
     ),
   )
@@ -279,7 +303,7 @@ function chart(points, width, height, name) {
   const ht = height - top - bottom
   const n = points.length
   let max = 0
-  for (const p of points) max = Math.max(max, p.allowed + p.queued + p.denied, p.shadow)
+  for (const p of points) max = Math.max(max, p.allowed + p.queued + p.denied + p.shadow)
   max = niceCeiling(max)
   const x = (i) => left + (n <= 1 ? w : (i * w) / (n - 1))
   const y = (v) => top + ht - (v / max) * ht
@@ -289,6 +313,7 @@ function chart(points, width, height, name) {
     ['allowed', () => 0, (p) => p.allowed],
     ['queued', (p) => p.allowed, (p) => p.allowed + p.queued],
     ['denied', (p) => p.allowed + p.queued, (p) => p.allowed + p.queued + p.denied],
+    ['shadow', (p) => p.allowed + p.queued + p.denied, (p) => p.allowed + p.queued + p.denied + p.shadow],
   ]
   const root = svg('svg', { class: 'chart', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img' })
   root.append(svg('title', {}, `${name}: allowed, queued, denied and shadow per second`))
@@ -308,10 +333,6 @@ function chart(points, width, height, name) {
     for (let i = n - 1; i >= 0; i--) d += `L${f(x(i))},${f(y(low(points[i])))}`
     root.append(svg('path', { class: `area ${cls}`, d: `${d}Z` }))
   }
-  if (points.some((p) => p.shadow > 0)) {
-    const d = points.map((p, i) => `${i === 0 ? 'M' : 'L'}${f(x(i))},${f(y(p.shadow))}`).join('')
-    root.append(svg('path', { class: 'line shadow', d }))
-  }
   const tick = n <= 60 ? 15 : n <= 300 ? 60 : 180
   for (let back = 0; back < n; back += tick) {
     const i = n - 1 - back
@@ -328,7 +349,8 @@ function chart(points, width, height, name) {
   return root
 }
 
-function deniedKeys(top) {
+/** The most denied keys; for a limit in shadow mode, the keys it would have denied. */
+function deniedKeys(top, shadowOnly) {
   if (!top || top.length === 0) return h('p', { class: 'nokeys', text: 'No key denied recently.' })
   const most = top[0].count || 1
   const list = h('ol', { class: 'keys' })
@@ -345,7 +367,12 @@ function deniedKeys(top) {
       ),
     )
   }
-  return h('div', { class: 'denied-keys' }, h('h4', { text: 'most denied keys' }), list)
+  return h(
+    'div',
+    { class: `denied-keys${shadowOnly ? ' shadowed' : ''}` },
+    h('h4', { text: shadowOnly ? 'most denied keys (shadow: let through)' : 'most denied keys' }),
+    list,
+  )
 }
 
 function renderInstances() {
