@@ -86,11 +86,11 @@ async function open(role: Access): Promise<Watched> {
   const page = await context.newPage()
   const errors: string[] = []
   const dialogs: string[] = []
-  await page.addInitScript(() => {
-    document.addEventListener('securitypolicyviolation', (e) =>
-      console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`),
-    )
-  })
+  // Run before the page's own script, outside its CSP (an init script is the browser's, not the page's).
+  await page.addInitScript(
+    "document.addEventListener('securitypolicyviolation', (e) => " +
+      "console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI))",
+  )
   page.on('console', (m) => {
     if (m.type() === 'error') errors.push(m.text())
   })
