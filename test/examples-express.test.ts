@@ -107,6 +107,39 @@ describe('examples/express', () => {
     expect(refused.body.detail).toBe('Rate limit 2-per-s-queue-2000ms exceeded; retry in 1 s.')
   })
 
+  it('serves the live dashboard at /sluice/ to this machine, outside the limits, with its table editable', async () => {
+    const server = await startServer(SERVER)
+    const bare = await fetch(`${server.url}/sluice`, { redirect: 'manual' })
+    expect(bare.status).toBe(308)
+    expect(bare.headers.get('location')).toBe('./sluice/')
+    const page = await fetch(`${server.url}/sluice/`)
+    expect(page.status).toBe(200)
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'")
+    expect(page.headers.get('ratelimit')).toBeNull()
+    const csrf = /<meta name="sluice-csrf" content="([^"]+)">/.exec(await page.text())![1]!
+
+    // Two WECHAT payments pass, the third is denied; the dashboard counts them and names the key.
+    expect(statuses(await many(3, `${server.url}/pay`, pay('PAYMENT', 'WECHAT')))).toEqual({ 200: 2, 429: 1 })
+    const stats = (await request(`${server.url}/sluice/api/stats`)).body as {
+      limiters: { limiter: string; series: { allowed: number; denied: number }[]; topDenied: unknown[] }[]
+    }
+    const payStats = stats.limiters.find((l) => l.limiter === 'pay')!
+    expect(payStats.series.reduce((n, p) => n + p.allowed, 0)).toBe(2)
+    expect(payStats.series.reduce((n, p) => n + p.denied, 0)).toBe(1)
+    expect(payStats.topDenied).toEqual([{ key: 'PAYMENT:WECHAT', count: 1 }])
+
+    // Raising WECHAT to 5 a second on the dashboard takes effect at the next payment.
+    const put = await request(`${server.url}/sluice/api/tables/channels/entries/PAYMENT%3AWECHAT`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', 'x-sluice-csrf': csrf },
+      body: JSON.stringify(['slidingLog:5/1s']),
+    })
+    expect(put.status).toBe(200)
+    expect(put.body).toMatchObject({ version: 1, rules: [{ kind: 'slidingLog', limit: 5, windowMs: 1000 }] })
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    expect(statuses(await many(6, `${server.url}/pay`, pay('PAYMENT', 'WECHAT')))).toEqual({ 200: 5, 429: 1 })
+  })
+
   it('stops on SIGTERM', async () => {
     const server = await startServer(SERVER)
     expect((await request(`${server.url}/report`)).status).toBe(200)
