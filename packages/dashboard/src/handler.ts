@@ -121,11 +121,12 @@ export class DashboardServer<Request extends IncomingMessage> {
   readonly #config: DashboardConfig<Request>
   readonly #api: DashboardApi<Request>
   readonly #assets: Map<string, Asset>
-  /** One per handler: a page served by this handler carries it, a page from elsewhere cannot. */
-  readonly #csrf = randomBytes(32).toString('base64url')
+  /** One per handler unless configured: a page served by this handler carries it, a page from elsewhere cannot. */
+  readonly #csrf: string
 
   constructor(config: DashboardConfig<Request>) {
     this.#config = config
+    this.#csrf = config.csrfToken ?? randomBytes(32).toString('base64url')
     this.#api = new DashboardApi(config)
     this.#assets = loadAssets()
   }

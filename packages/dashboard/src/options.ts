@@ -82,6 +82,13 @@ export interface DashboardOptions<Request extends IncomingMessage = IncomingMess
    * when a proxy changes the `Host`). Default none.
    */
   trustedOrigins?: string[]
+  /**
+   * The token a write must carry in `x-sluice-csrf` (the page gets it in `<meta name="sluice-csrf">`).
+   * Default: random per handler, which is right for one process. Several processes behind one address
+   * (a cluster, replicas behind a load balancer) must share one: a secret of 32 to 256 URL-safe
+   * characters (`[A-Za-z0-9_-]`), e.g. `randomBytes(32).toString('base64url')` kept in your secrets.
+   */
+  csrfToken?: string
   /** Who a change is recorded as in the audit trail. Default `dashboard <remote address>`. */
   actor?: (request: Request) => string
   /** Largest edit body accepted, in bytes. Integer 256 to 1,048,576. Default 65,536. */
@@ -126,6 +133,7 @@ export interface DashboardConfig<Request extends IncomingMessage> {
   readonly auditCount: number
   readonly basePath: string
   readonly trustedOrigins: readonly string[]
+  readonly csrfToken: string | undefined
   readonly actor: (request: Request) => string
   readonly maxBodyBytes: number
   readonly clock: () => number
@@ -143,6 +151,7 @@ const OPTION_NAMES = [
   'auditCount',
   'basePath',
   'trustedOrigins',
+  'csrfToken',
   'actor',
   'maxBodyBytes',
   'clock',
@@ -213,6 +222,14 @@ export function dashboardConfig<Request extends IncomingMessage>(
   if (!Array.isArray(trustedOrigins) || trustedOrigins.some((t) => typeof t !== 'string')) {
     throw new InvalidOptionError('dashboard.trustedOrigins', trustedOrigins, 'a list of origins')
   }
+  const csrfToken = o.csrfToken
+  if (csrfToken !== undefined && (typeof csrfToken !== 'string' || !/^[\w-]{32,256}$/.test(csrfToken))) {
+    throw new InvalidOptionError(
+      'dashboard.csrfToken',
+      csrfToken,
+      '32 to 256 characters of A-Z, a-z, 0-9, _ and -',
+    )
+  }
   const actor = o.actor ?? ((request: Request) => `dashboard ${request.socket?.remoteAddress ?? 'unknown'}`)
   if (typeof actor !== 'function') throw new InvalidOptionError('dashboard.actor', actor, 'a function')
   const clock = o.clock ?? Date.now
@@ -230,6 +247,7 @@ export function dashboardConfig<Request extends IncomingMessage>(
     auditCount: integerOption('dashboard.auditCount', o.auditCount ?? 50, 0, 1000),
     basePath,
     trustedOrigins: trustedOrigins.map((t) => t.replace(/\/+$/, '').toLowerCase()),
+    csrfToken,
     actor,
     maxBodyBytes: integerOption('dashboard.maxBodyBytes', o.maxBodyBytes ?? 65_536, 256, 1_048_576),
     clock,

@@ -149,6 +149,23 @@ describe('access', () => {
     }
   })
 
+  it("uses the configured token, so several processes behind one address accept each other's pages", async () => {
+    const csrfToken = 'a'.repeat(20) + '-_'.repeat(10)
+    const a = await setup({ csrfToken })
+    const b = await setup({ csrfToken })
+    expect(a.csrf).toBe(csrfToken)
+    const put = await send(entryUrl(b.url, 'X'), {
+      method: 'PUT',
+      headers: { ...pageWrite(b.url, a.csrf), [ROLE]: 'write' },
+      body: SPEC,
+    })
+    expect(put.status).toBe(200)
+    expect(() => dashboard({ access: byHeader, csrfToken: 'short' })).toThrow(/dashboard.csrfToken/)
+    expect(() => dashboard({ access: byHeader, csrfToken: `${'a'.repeat(40)}"><script>` })).toThrow(
+      /dashboard.csrfToken/,
+    )
+  })
+
   it('uses a different token per handler', async () => {
     const a = await setup()
     const b = await setup()
