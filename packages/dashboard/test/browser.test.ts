@@ -7,13 +7,14 @@
  * - a denied key named like markup is shown as text, and no dialog ever opens;
  * - an entry edited in the form reaches the table and changes both processes' decisions; a refused edit
  *   shows the API's code; a reader sees no form;
- * - the README's screenshots (docs/dashboard/*.png) are taken here.
+ * - the README's screenshots (docs/dashboard/*.png) are taken here (SLUICE_UPDATE_SCREENSHOTS=1 writes them).
  *
  * Without Chromium this suite fails (it never skips): `bash dev.sh setup` installs it.
  */
 import { type ChildProcess, fork } from 'node:child_process'
 import { existsSync, mkdirSync } from 'node:fs'
 import type { IncomingMessage } from 'node:http'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Access, dashboard, type RuleSpec } from '@sluice/dashboard'
@@ -35,7 +36,14 @@ const CHROMIUM_FLAGS = [
   '--disable-sync',
 ]
 const WORKER = fileURLToPath(new URL('./workers/load.mjs', import.meta.url))
-const SCREENSHOTS = fileURLToPath(new URL('../../../docs/dashboard/', import.meta.url))
+/**
+ * The README's screenshots are redrawn with SLUICE_UPDATE_SCREENSHOTS=1; otherwise they are taken all the
+ * same, into a temp dir, so a test run leaves the working tree as it was.
+ */
+const SCREENSHOTS =
+  process.env.SLUICE_UPDATE_SCREENSHOTS === '1'
+    ? fileURLToPath(new URL('../../../docs/dashboard/', import.meta.url))
+    : join(tmpdir(), `sluice-dashboard-screenshots-${process.pid}`)
 const XSS_KEY = '<img src=x onerror=alert(1)>'
 const ROLE = 'x-test-role'
 
