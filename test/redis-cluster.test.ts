@@ -115,7 +115,7 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => {
       '%7Ba%7D',
       '%',
       'x:y',
-      'x:y}:slidingLog:2:60000',
+      'x:y}:slidingLog:60000',
       '\u0000',
       '\u0000a',
       'ключ',

@@ -24,4 +24,14 @@ export {
 } from '../options.ts'
 export { type Algorithm, ruleDecision } from '../rules/algorithm.ts'
 export { algorithmOf } from '../rules/index.ts'
+export { RULE_KINDS, type RuleKindEntry } from '../rules/spec.ts'
+export {
+  checkEntryName,
+  type ParsedEntry,
+  parseEntry,
+  parseEntryJson,
+  TABLE_BOUNDS,
+  TableState,
+  tooManyEntries,
+} from '../table.ts'
 export type { Store, StoreAnswer, StoreMode } from '../types.ts'
