@@ -163,7 +163,7 @@ export class RedisLimitTable implements LimitTable {
     await table.#read()
     if (follow) {
       try {
-        table.#subscriber = await subscribe(options.client, table.#channel, {
+        table.#subscriber = await subscribe(options.client, table.#channel, table.#timeoutMs, {
           message: (text) => table.#onNotice(text),
           reconnected: () => table.#refresh(),
         })
@@ -489,6 +489,17 @@ function auditRecord(item: unknown): LimitTableAuditRecord {
   return record
 }
 
+/** Resolves when an ioredis connection that is already connecting is ready; rejects after `timeoutMs`. */
+function readyWithin(sub: IoRedisSubscriber, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not ready within ${timeoutMs} ms`)), timeoutMs)
+    sub.on('ready', () => {
+      clearTimeout(timer)
+      resolve()
+    })
+  })
+}
+
 /** What a pub/sub subscriber tells the table. */
 interface SubscriberEvents {
   message(text: string): void
@@ -517,7 +528,12 @@ interface NodeRedisSubscriber {
  * `message` event; node-redis (4 to 6, client or cluster) `duplicate()`, `connect()`, `subscribe(channel,
  * listener)`. A `ready` after the first one means the connection came back.
  */
-async function subscribe(client: unknown, channel: string, events: SubscriberEvents): Promise<Subscriber> {
+async function subscribe(
+  client: unknown,
+  channel: string,
+  timeoutMs: number,
+  events: SubscriberEvents,
+): Promise<Subscriber> {
   const c = client as { duplicate?: () => unknown; defineCommand?: unknown }
   if (typeof c.duplicate !== 'function') {
     throw new InvalidOptionError(
@@ -540,6 +556,7 @@ async function subscribe(client: unknown, channel: string, events: SubscriberEve
     })
     try {
       if (sub.status === 'wait') await sub.connect()
+      else if (sub.status !== 'ready') await readyWithin(sub, timeoutMs)
       await sub.subscribe(channel)
     } catch (error) {
       sub.disconnect()
