@@ -9,9 +9,9 @@ import type { Decision, DecisionMessage } from '@sluice/core'
 export const CHANNELS = {
   /** Every consume and peek: {@link DecisionMessage}. */
   decision: 'sluice:decision',
-  /** Once per limit per HTTP request: {@link HttpMessage}. */
+  /** Once per limit per HTTP request: {@link @sluice/core!HttpMessage}. */
   http: 'sluice:http',
-  /** A store failed or timed out, before `onStoreError` decides: {@link StoreErrorMessage}. */
+  /** A store failed or timed out, before `onStoreError` decides: {@link @sluice/core!StoreErrorMessage}. */
   storeError: 'sluice:store-error',
 } as const
 
