@@ -38,7 +38,7 @@ const PLAN = quick
       memory: {
         warmupMs: 100,
         measureMs: 200,
-        subjects: ['sluice:fixedWindow', 'rlf', 'erl', 'map', 'map+clock'],
+        subjects: ['sluice:fixedWindow', 'sluice:table', 'rlf', 'erl', 'map', 'map+clock'],
       },
       redis: {
         warmupMs: 200,
@@ -64,6 +64,7 @@ const PLAN = quick
         measureMs: 800,
         subjects: [
           ...ALGORITHMS.map((a) => `sluice:${a}`),
+          'sluice:table',
           'rlf',
           'erl',
           'fastify-local',
@@ -95,6 +96,7 @@ const PLAN = quick
         runs: 2,
         subjects: [
           ...ALGORITHMS.map((a) => `sluice:${a}`),
+          'sluice:table',
           'rlf',
           'erl',
           'fastify-local',

@@ -131,7 +131,8 @@ async function fastifyHook(options: Record<string, unknown>) {
 }
 
 const ADAPTER_OPTIONS: Record<string, readonly unknown[]> = {
-  rules: [null, [], 'rules', [{}], [rule, rule], 5],
+  // Two rules sharing a state identity are refused too, with their own code: see below.
+  rules: [null, [], 'rules', [{}], 5],
   store: [null, {}, 'memory', 5],
   limiter: [null, {}, 'limiter', 5],
   prefix: NOT_PREFIX,
@@ -252,6 +253,18 @@ describe('every invalid option throws ERR_SLUICE_INVALID_OPTION naming it, at st
       expect(wrong).toEqual([])
     })
   }
+
+  it('two rules sharing a state identity throw ERR_SLUICE_DUPLICATE_RULE naming where they came from, at start-up', async () => {
+    const twice = [rule, rule]
+    for (const [build, where] of [
+      [() => createLimiter({ rules: twice }), 'createLimiter.rules'],
+      [() => rateLimit({ rules: twice }), 'rateLimit.rules'],
+      [() => fastifyPlugin({ rules: twice }), 'sluice.rules'],
+      [() => fastifyRoute({ rules: twice }), 'config.rateLimit.rules'],
+    ] as const) {
+      expect(await failure(build)).toMatchObject({ code: ErrorCode.DUPLICATE_RULE, where })
+    }
+  })
 
   it('RedisStore: deniedCache.maxKeys and unknown deniedCache keys throw naming the nested option', async () => {
     for (const maxKeys of [...NOT_INTEGER, 0]) {

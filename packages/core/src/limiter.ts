@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto'
 import { decisionChannel, storeErrorChannel } from './channels.ts'
 import {
+  DuplicateRuleError,
   describe,
   ErrorCode,
   InvalidCostError,
@@ -278,7 +279,10 @@ export function rulesOption<C>(option: string, value: unknown): (key: string, co
   return () => rules
 }
 
-/** Drops unlimited markers; rejects anything a rule factory did not build, and duplicate rules. */
+/**
+ * Drops unlimited markers; rejects anything a rule factory did not build (`code`), and two rules sharing a
+ * state identity (`DuplicateRuleError`, `ERR_SLUICE_DUPLICATE_RULE`, at construction and per call alike).
+ */
 function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode): readonly Rule[] {
   if (!Array.isArray(list)) throw rulesError(code, where, list, 'a list of rules or null')
   let rules: Rule[] | undefined
@@ -296,10 +300,10 @@ function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode):
       rules ??= list.slice(0, i) as Rule[]
       continue
     }
+    // State is keyed by identity (kind, shape, name), not by limits: two rules sharing one would share counts.
     for (let j = 0; j < i; j++) {
-      if ((list[j] as Rule).id === rule.id) {
-        throw rulesError(code, where, rule.name, 'no two rules with the same algorithm and numbers')
-      }
+      const other = list[j] as Rule
+      if (other.id === rule.id) throw new DuplicateRuleError(where, rule.id, other.name, rule.name)
     }
     rules?.push(rule)
   }

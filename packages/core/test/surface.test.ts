@@ -10,17 +10,21 @@ import { describe, expect, it } from 'vitest'
 describe('entry points', () => {
   it('@sluice/core offers what a user of the library writes, and nothing else', () => {
     expect(Object.keys(core).sort()).toEqual([
+      'DuplicateRuleError',
       'ErrorCode',
       'InvalidCostError',
       'InvalidOptionError',
+      'InvalidSpecError',
       'MemoryStore',
       'RateLimitedError',
       'SluiceError',
       'StoreError',
+      'createLimitTable',
       'createLimiter',
       'fixedWindow',
       'ipKey',
       'leakyBucket',
+      'ruleFromSpec',
       'slidingLog',
       'slidingWindow',
       'tokenBucket',
@@ -61,8 +65,12 @@ describe('entry points', () => {
   it('@sluice/core/store offers the store contract helpers and the option validators', () => {
     expect(Object.keys(store).sort()).toEqual([
       'MAX_TIMER_MS',
+      'RULE_KINDS',
+      'TABLE_BOUNDS',
+      'TableState',
       'algorithmOf',
       'booleanOption',
+      'checkEntryName',
       'durationLabel',
       'functionOption',
       'given',
@@ -70,11 +78,14 @@ describe('entry points', () => {
       'isValidPrefix',
       'labelOption',
       'oneOfOption',
+      'parseEntry',
+      'parseEntryJson',
       'positiveOption',
       'prefixOption',
       'readOptions',
       'ruleDecision',
       'storeOption',
+      'tooManyEntries',
     ])
   })
 

@@ -89,9 +89,12 @@ export interface RedisStoreOptions {
 
 /** What the store sends for one combination of rules, computed once and kept. */
 interface Plan {
-  /** The rules' ids, joined: the combination's identity. */
+  /**
+   * The rules' specs (kind, numbers, given name), joined: the combination with its numbers. Rules that
+   * share state identities but differ in their limits get different plans, each sending its own numbers.
+   */
   readonly id: string
-  /** Per rule: `<rule.id>`, appended to the key base. */
+  /** Per rule: `<rule.id>`, its state identity (no limits), appended to the key base. */
   readonly ids: readonly string[]
   /** Every rule's numbers, in order, as the script reads them. */
   readonly args: readonly string[]
@@ -313,12 +316,15 @@ export class RedisStore implements Store {
     return new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
   }
 
-  /** The plan for `rules`: by identity of the list first (fixed rules pass the same list every call). */
+  /**
+   * The plan for `rules`: by identity of the list first (fixed rules, and a limit table's entries, pass
+   * the same list every call), then by the rules' specs.
+   */
   #plan(rules: readonly Rule[]): Plan {
     let plan = this.#plans.get(rules)
     if (plan !== undefined) return plan
-    let id = rules[0]!.id
-    for (let i = 1; i < rules.length; i++) id += `|${rules[i]!.id}`
+    let id = specOf(rules[0]!)
+    for (let i = 1; i < rules.length; i++) id += `|${specOf(rules[i]!)}`
     plan = this.#plansById.get(id)
     if (plan === undefined) {
       plan = planOf(id, rules)
@@ -328,6 +334,18 @@ export class RedisStore implements Store {
     this.#plans.set(rules, plan)
     return plan
   }
+}
+
+/** Each rule's JSON (its spec: kind, numbers, given name), computed once per rule object. */
+const specs = new WeakMap<Rule, string>()
+
+function specOf(rule: Rule): string {
+  let spec = specs.get(rule)
+  if (spec === undefined) {
+    spec = JSON.stringify(rule)
+    specs.set(rule, spec)
+  }
+  return spec
 }
 
 function planOf(id: string, rules: readonly Rule[]): Plan {

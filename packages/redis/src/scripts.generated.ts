@@ -83,7 +83,10 @@ local function fixedWindowDecide(key, now, cost, limit, windowMs)
   if after > 0 then resetMs = start + windowMs - now end
   local retryAfterMs = 0
   if not allowed then retryAfterMs = resetMs end
-  return allowed, limit - after, resetMs, retryAfterMs, 0, start, same
+  -- A count past a lowered limit (state identity keeps counts) leaves nothing, not less.
+  local remaining = 0
+  if after < limit then remaining = limit - after end
+  return allowed, remaining, resetMs, retryAfterMs, 0, start, same
 end
 
 local function fixedWindowAdmit(key, now, cost, limit, windowMs, start, same)
@@ -176,7 +179,10 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
     end
   end
   local _, oldestAt = logEntry(key, lo)
-  return false, limit - total, newestAt + windowMs - now, oldestAt + windowMs - now, 0
+  -- A log past a lowered limit (state identity keeps counts) leaves nothing, not less.
+  local remaining = 0
+  if total < limit then remaining = limit - total end
+  return false, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0
 end
 
 local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)
@@ -231,7 +237,10 @@ local function slidingWindowDecide(key, now, cost, limit, windowMs, bucketMs)
     if expired >= mustExpire then break end
     s = s + bucketMs
   end
-  return false, limit - total, newest + windowMs - now, s + windowMs - now, 0, current, stale
+  -- Counts past a lowered limit (state identity keeps counts) leave nothing, not less.
+  local remaining = 0
+  if total < limit then remaining = limit - total end
+  return false, remaining, newest + windowMs - now, s + windowMs - now, 0, current, stale
 end
 
 local function slidingWindowAdmit(key, now, cost, _limit, windowMs, _bucketMs, current, stale)
@@ -241,10 +250,12 @@ local function slidingWindowAdmit(key, now, cost, _limit, windowMs, _bucketMs, c
 end
 `,
   /** token-bucket.lua */
-  tokenBucket: `-- tokenBucket (params: capacity, refillPerSecond). A hash { m = level, l = last refill }: the level
--- is kept in thousandths of a token, so one ms of refill adds exactly \`refillPerSecond\` (whole tokens as
--- floats drift: 1.03 - 1 is 0.030000000000000027). A missing key is a full bucket. The key lives until
--- the bucket is full again.
+  tokenBucket: `-- tokenBucket (params: capacity, refillPerSecond). A hash { m = level, l = last refill, x = full again }:
+-- the level is kept in thousandths of a token, so one ms of refill adds exactly \`refillPerSecond\` (whole
+-- tokens as floats drift: 1.03 - 1 is 0.030000000000000027). A missing key is a full bucket. The key lives
+-- until the bucket is full again (\`x\`, under the numbers it was written with); from \`x\` on it reads as a
+-- full bucket whatever the numbers are now, as @sluice/core's memory store reads it (state is keyed by
+-- identity, not numbers, so an edited rule may judge it).
 
 -- Thousandths at \`t\` for a bucket that held \`milli0\` at \`t0\`: continuous refill, capped at capacity.
 local function milliAt(capacity, refill, milli0, t0, t)
@@ -279,9 +290,9 @@ end
 
 local function tokenBucketDecide(key, now, cost, capacity, refill)
   local full = capacity * 1000
-  local h = redis.call('HMGET', key, 'm', 'l')
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
   local milli0, last = full, now
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     milli0 = tonumber(h[1])
     last = tonumber(h[2])
   end
@@ -299,8 +310,8 @@ end
 local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
   local milli = milliAt(capacity, refill, milli0, last, now) - cost * 1000
   if now > last then last = now end
-  redis.call('HSET', key, 'm', num(milli), 'l', num(last))
   local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
 `,
@@ -309,7 +320,9 @@ end
 -- is the whole ms at which a call last found the bucket drained, \`units\` the cost queued behind that call,
 -- so the last admitted unit passes at \`start + units * 1000 / rate\`, computed afresh and never summed up
 -- as a float. A missing key has never let anything through. Slots are reserved inside this script, so
--- every process shares one queue. The key lives until the bucket has drained for a full queue.
+-- every process shares one queue. The key lives until the bucket has drained for a full queue (\`x\`, under
+-- the numbers it was written with); from \`x\` on it reads as a missing key whatever the numbers are now,
+-- as @sluice/core's memory store reads it (state is keyed by identity, so an edited rule may judge it).
 
 -- ms that \`units\` units take to pass.
 local function spanOf(rate, units)
@@ -353,9 +366,9 @@ local function drainedIn(rate, start, units, now)
 end
 
 local function leakyBucketDecide(key, now, cost, rate, maxQueueMs, limit)
-  local h = redis.call('HMGET', key, 's', 'u')
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
   local start, units = -math.huge, 0
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     start = tonumber(h[1])
     units = tonumber(h[2])
   end
@@ -392,8 +405,9 @@ local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start,
     start = now
     units = 0
   end
-  redis.call('HSET', key, 's', num(start), 'u', num(units))
-  redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
+  local expiresAt = start + ceil(spanOf(rate, units + limit))
+  redis.call('HSET', key, 's', num(start), 'u', num(units), 'x', num(expiresAt))
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
 `,
 } as const
@@ -401,4 +415,64 @@ end
 /** reset.lua: deletes a key's rule keys. */
 export const RESET_LUA = `-- sluice: forgets one key's state under the given rules (KEYS: the rule keys, all in one hash slot).
 return redis.call('DEL', unpack(KEYS))
+`
+
+/** table-write.lua: one limit table change, its audit record and its notice. */
+export const TABLE_WRITE_LUA = `-- sluice limit table: one change (set or delete one entry), atomically.
+-- KEYS: the table's hash (entry -> spec JSON), its version, its audit stream.
+-- ARGV: entry, after (spec JSON, or '' to delete), actor, the highest version the writer has seen, audit
+-- length (MAXLEN ~), pub/sub channel, most entries, most characters of one entry's JSON.
+-- Replies { version, changed }: changed 0 for a delete of an entry the table does not hold; version -1
+-- when the table is full, -2 when the entry is too large (nothing written either way).
+-- The version carries on from the highest the writer has seen: a Redis that lost the table (restarted
+-- without persistence) never hands out a version a process already holds for another table.
+local entry, after = ARGV[1], ARGV[2]
+if #after > tonumber(ARGV[8]) then return { -2, 0 } end
+local before = redis.call('HGET', KEYS[1], entry)
+local version = tonumber(redis.call('GET', KEYS[2]) or '0')
+if after == '' and not before then return { version, 0 } end
+if after ~= '' and not before and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[7]) then return { -1, 0 } end
+local seen = tonumber(ARGV[4])
+if version < seen then version = seen end
+version = version + 1
+redis.call('SET', KEYS[2], version)
+local change = 'set'
+if after == '' then
+  redis.call('HDEL', KEYS[1], entry)
+  change = 'delete'
+else
+  redis.call('HSET', KEYS[1], entry, after)
+end
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*',
+  'v', version, 't', ms, 'change', change, 'entry', entry, 'before', before or '', 'after', after, 'actor', ARGV[3])
+-- Entry names hold no line breaks and spec JSON none either: version, entry and value, one per line.
+redis.call('PUBLISH', ARGV[6], version .. '\\n' .. entry .. '\\n' .. after)
+return { version, 1 }
+`
+
+/** table-restore.lua: a process writes back the limit table into a Redis that lost it. */
+export const TABLE_RESTORE_LUA = `-- sluice limit table: a process writes back the table it holds into a Redis that is behind it (restarted
+-- without persistence, or flushed). KEYS: hash, version, audit stream. ARGV: the version the process
+-- holds, audit length, pub/sub channel, actor, then entry / spec JSON pairs (at most the table's bound).
+-- Entries written since Redis lost the table are newer than the snapshot and win over it; the table
+-- then moves one version past the snapshot, so every process reads the merge. Replies { version, done }.
+local stored = tonumber(redis.call('GET', KEYS[2]) or '0')
+local held = tonumber(ARGV[1])
+if stored >= held then return { stored, 0 } end
+local written = redis.call('HLEN', KEYS[1])
+for i = 5, #ARGV, 2 do
+  redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+local version = held
+if written > 0 then version = held + 1 end
+redis.call('SET', KEYS[2], version)
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*',
+  'v', version, 't', ms, 'change', 'restore', 'entry', '', 'before', '', 'after', '', 'actor', ARGV[4])
+-- An empty entry asks every process to read the whole table again.
+if version > held then redis.call('PUBLISH', ARGV[3], version .. '\\n\\n') end
+return { version, 1 }
 `

@@ -9,6 +9,7 @@ import { given, integerOption, labelOption, MAX_TIMER_MS, positiveOption, ruleOp
 import type { LeakyBucketRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
+import { defineRule } from './define.ts'
 
 export interface LeakyBucketOptions {
   /**
@@ -64,20 +65,15 @@ export function leakyBucket(options: LeakyBucketOptions): LeakyBucketRule {
         'more than one per ms (give maxQueueMs >= 1 to meter a faster rate exactly)',
     )
   }
+  const name = o.name === undefined ? undefined : labelOption('leakyBucket.name', o.name)
   const limit = unitsWithin(ratePerSecond, maxQueueMs) + 1
-  return Object.freeze({
-    kind: 'leakyBucket',
-    id: `leakyBucket:${ratePerSecond}:${maxQueueMs}`,
-    name:
-      o.name === undefined
-        ? `${ratePerSecond}-per-s-queue-${maxQueueMs}ms`
-        : labelOption('leakyBucket.name', o.name),
-    policyWindowSeconds: Math.ceil(limit / ratePerSecond),
-    ratePerSecond,
-    maxQueueMs,
-    intervalMs,
-    limit,
-  })
+  return defineRule<LeakyBucketRule>(
+    { kind: 'leakyBucket', ratePerSecond, maxQueueMs },
+    [],
+    name,
+    `${ratePerSecond}-per-s-queue-${maxQueueMs}ms`,
+    { policyWindowSeconds: Math.ceil(limit / ratePerSecond), intervalMs, limit },
+  )
 }
 
 /**
@@ -92,6 +88,12 @@ export interface LeakyBucketState {
   /** -Infinity when nothing has passed yet. */
   start: number
   units: number
+  /**
+   * When the bucket has drained for a full queue under the numbers it was last written with (-Infinity
+   * until something passes). From then on the state reads as a fresh one, whatever the rule's numbers are
+   * now (state is keyed by identity, not numbers); the Redis script checks the same time.
+   */
+  until: number
 }
 
 /** ms that `units` units take to pass, from `start`. */
@@ -123,10 +125,12 @@ function drainedIn(rule: LeakyBucketRule, start: number, units: number, now: num
 }
 
 export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> = {
-  create: () => ({ start: Number.NEGATIVE_INFINITY, units: 0 }),
+  create: () => ({ start: Number.NEGATIVE_INFINITY, units: 0, until: Number.NEGATIVE_INFINITY }),
 
   decide(state, rule, now, cost) {
-    const { start, units } = state
+    const fresh = now >= state.until
+    const start = fresh ? Number.NEGATIVE_INFINITY : state.start
+    const units = fresh ? 0 : state.units
     if (cost === 0) {
       return ruleDecision(
         rule,
@@ -163,12 +167,14 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
   },
 
   admit(state, rule, now, cost) {
-    if (Math.ceil(spanOf(rule, state.units + cost)) > now - state.start) state.units += cost
-    else {
+    if (now < state.until && Math.ceil(spanOf(rule, state.units + cost)) > now - state.start) {
+      state.units += cost
+    } else {
       state.start = now
       state.units = 0
     }
+    state.until = state.start + Math.ceil(spanOf(rule, state.units + rule.limit))
   },
 
-  expiresAt: (state, rule) => state.start + Math.ceil(spanOf(rule, state.units + rule.limit)),
+  expiresAt: (state) => state.until,
 }

@@ -9,6 +9,7 @@ import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingWindowRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface SlidingWindowOptions {
@@ -41,19 +42,15 @@ export function slidingWindow(options: SlidingWindowOptions): SlidingWindowRule 
   if (windowMs % buckets !== 0) {
     throw new InvalidOptionError('slidingWindow.buckets', buckets, `a divisor of windowMs (${windowMs})`)
   }
-  // The name is checked even for -1: a bad option is an error whatever the other options say.
   const name = o.name === undefined ? undefined : labelOption('slidingWindow.name', o.name)
   if (limit === -1) return UNLIMITED
-  return Object.freeze({
-    kind: 'slidingWindow',
-    id: `slidingWindow:${limit}:${windowMs}:${buckets}`,
-    name: name ?? `${limit}-per-${durationLabel(windowMs)}`,
-    policyWindowSeconds: Math.ceil(windowMs / 1000),
-    limit,
-    windowMs,
-    buckets,
-    bucketMs: windowMs / buckets,
-  })
+  return defineRule<SlidingWindowRule>(
+    { kind: 'slidingWindow', limit, windowMs, buckets },
+    [windowMs, buckets],
+    name,
+    `${limit}-per-${durationLabel(windowMs)}`,
+    { policyWindowSeconds: Math.ceil(windowMs / 1000), bucketMs: windowMs / buckets },
+  )
 }
 
 /** A ring of buckets: slot `i` holds the bucket whose start `s` has `(s / bucketMs) % buckets === i`. */
@@ -105,7 +102,8 @@ export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowS
     return ruleDecision(
       rule,
       false,
-      rule.limit - total,
+      // Past the limit when it was lowered (state identity keeps counts): nothing is left, not less.
+      total < rule.limit ? rule.limit - total : 0,
       newest + rule.windowMs - now,
       s + rule.windowMs - now,
       0,

@@ -20,7 +20,10 @@ local function fixedWindowDecide(key, now, cost, limit, windowMs)
   if after > 0 then resetMs = start + windowMs - now end
   local retryAfterMs = 0
   if not allowed then retryAfterMs = resetMs end
-  return allowed, limit - after, resetMs, retryAfterMs, 0, start, same
+  -- A count past a lowered limit (state identity keeps counts) leaves nothing, not less.
+  local remaining = 0
+  if after < limit then remaining = limit - after end
+  return allowed, remaining, resetMs, retryAfterMs, 0, start, same
 end
 
 local function fixedWindowAdmit(key, now, cost, limit, windowMs, start, same)

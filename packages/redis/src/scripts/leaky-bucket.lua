@@ -2,7 +2,9 @@
 -- is the whole ms at which a call last found the bucket drained, `units` the cost queued behind that call,
 -- so the last admitted unit passes at `start + units * 1000 / rate`, computed afresh and never summed up
 -- as a float. A missing key has never let anything through. Slots are reserved inside this script, so
--- every process shares one queue. The key lives until the bucket has drained for a full queue.
+-- every process shares one queue. The key lives until the bucket has drained for a full queue (`x`, under
+-- the numbers it was written with); from `x` on it reads as a missing key whatever the numbers are now,
+-- as @sluice/core's memory store reads it (state is keyed by identity, so an edited rule may judge it).
 
 -- ms that `units` units take to pass.
 local function spanOf(rate, units)
@@ -46,9 +48,9 @@ local function drainedIn(rate, start, units, now)
 end
 
 local function leakyBucketDecide(key, now, cost, rate, maxQueueMs, limit)
-  local h = redis.call('HMGET', key, 's', 'u')
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
   local start, units = -math.huge, 0
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     start = tonumber(h[1])
     units = tonumber(h[2])
   end
@@ -85,6 +87,7 @@ local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start,
     start = now
     units = 0
   end
-  redis.call('HSET', key, 's', num(start), 'u', num(units))
-  redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
+  local expiresAt = start + ceil(spanOf(rate, units + limit))
+  redis.call('HSET', key, 's', num(start), 'u', num(units), 'x', num(expiresAt))
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end

@@ -78,7 +78,10 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
     end
   end
   local _, oldestAt = logEntry(key, lo)
-  return false, limit - total, newestAt + windowMs - now, oldestAt + windowMs - now, 0
+  -- A log past a lowered limit (state identity keeps counts) leaves nothing, not less.
+  local remaining = 0
+  if total < limit then remaining = limit - total end
+  return false, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0
 end
 
 local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)

@@ -40,7 +40,10 @@ local function slidingWindowDecide(key, now, cost, limit, windowMs, bucketMs)
     if expired >= mustExpire then break end
     s = s + bucketMs
   end
-  return false, limit - total, newest + windowMs - now, s + windowMs - now, 0, current, stale
+  -- Counts past a lowered limit (state identity keeps counts) leave nothing, not less.
+  local remaining = 0
+  if total < limit then remaining = limit - total end
+  return false, remaining, newest + windowMs - now, s + windowMs - now, 0, current, stale
 end
 
 local function slidingWindowAdmit(key, now, cost, _limit, windowMs, _bucketMs, current, stale)

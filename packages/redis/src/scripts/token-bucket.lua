@@ -1,7 +1,9 @@
--- tokenBucket (params: capacity, refillPerSecond). A hash { m = level, l = last refill }: the level
--- is kept in thousandths of a token, so one ms of refill adds exactly `refillPerSecond` (whole tokens as
--- floats drift: 1.03 - 1 is 0.030000000000000027). A missing key is a full bucket. The key lives until
--- the bucket is full again.
+-- tokenBucket (params: capacity, refillPerSecond). A hash { m = level, l = last refill, x = full again }:
+-- the level is kept in thousandths of a token, so one ms of refill adds exactly `refillPerSecond` (whole
+-- tokens as floats drift: 1.03 - 1 is 0.030000000000000027). A missing key is a full bucket. The key lives
+-- until the bucket is full again (`x`, under the numbers it was written with); from `x` on it reads as a
+-- full bucket whatever the numbers are now, as @sluice/core's memory store reads it (state is keyed by
+-- identity, not numbers, so an edited rule may judge it).
 
 -- Thousandths at `t` for a bucket that held `milli0` at `t0`: continuous refill, capped at capacity.
 local function milliAt(capacity, refill, milli0, t0, t)
@@ -36,9 +38,9 @@ end
 
 local function tokenBucketDecide(key, now, cost, capacity, refill)
   local full = capacity * 1000
-  local h = redis.call('HMGET', key, 'm', 'l')
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
   local milli0, last = full, now
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     milli0 = tonumber(h[1])
     last = tonumber(h[2])
   end
@@ -56,7 +58,7 @@ end
 local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
   local milli = milliAt(capacity, refill, milli0, last, now) - cost * 1000
   if now > last then last = now end
-  redis.call('HSET', key, 'm', num(milli), 'l', num(last))
   local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
