@@ -7,11 +7,11 @@
 import { hostname, userInfo } from 'node:os'
 import { InvalidOptionError, type Rule, type RuleSpec } from '@sluice/core'
 import { checkEntryName, parseEntry, prefixOption } from '@sluice/core/store'
+import { parseSpecs } from '@sluice/dashboard'
 import { RedisLimitTable } from '@sluice/redis'
 import { readArgs } from './args.ts'
 import type { Io } from './io.ts'
 import { connect } from './redis.ts'
-import { parseSpecs } from './spec.ts'
 
 export const LIMITS_USAGE = `Usage: sluice limits <command> --table NAME [--redis URL] [options]
 

@@ -427,30 +427,63 @@ const DURATIONS = [
 ]
 
 function durationText(ms) {
+  if (ms === 0) return '0ms'
   for (const [unit, suffix] of DURATIONS) if (ms % unit === 0) return `${ms / unit}${suffix}`
   return `${ms}ms`
 }
 
-/** A spec in the short form when it has one, else its JSON. */
-function specText(spec) {
-  if (spec === null || typeof spec !== 'object') return JSON.stringify(spec)
-  const keys = Object.keys(spec).sort().join(',')
-  const { kind } = spec
-  if (['fixedWindow', 'slidingLog', 'slidingWindow'].includes(kind) && keys === 'kind,limit,windowMs') {
-    return `${kind}:${spec.limit}/${durationText(spec.windowMs)}`
-  }
-  if (kind === 'tokenBucket' && keys === 'capacity,kind,refillPerSecond') {
-    return `tokenBucket:${spec.capacity}+${spec.refillPerSecond}/s`
-  }
-  if (kind === 'leakyBucket' && (keys === 'kind,ratePerSecond' || keys === 'kind,maxQueueMs,ratePerSecond')) {
-    return `leakyBucket:${spec.ratePerSecond}/s${spec.maxQueueMs ? `~${durationText(spec.maxQueueMs)}` : ''}`
-  }
-  return JSON.stringify(spec)
+/** A number as the spec grammar writes it (no exponent), or undefined. */
+function numberText(n) {
+  const text = String(n)
+  return typeof n === 'number' && /^-?\d+(\.\d+)?$/.test(text) ? text : undefined
 }
 
+/** A duration as the spec grammar writes it, or undefined. */
+function msText(ms) {
+  return typeof ms === 'number' && Number.isInteger(ms) && ms >= 0 ? durationText(ms) : undefined
+}
+
+const SHORT = {
+  fixedWindow: { keys: ['limit', 'windowMs'], text: (s) => `${numberText(s.limit)}/${msText(s.windowMs)}` },
+  slidingLog: { keys: ['limit', 'windowMs'], text: (s) => `${numberText(s.limit)}/${msText(s.windowMs)}` },
+  slidingWindow: {
+    keys: ['limit', 'windowMs', 'buckets'],
+    text: (s) =>
+      `${numberText(s.limit)}/${msText(s.windowMs)}${s.buckets === undefined ? '' : `/${numberText(s.buckets)}`}`,
+  },
+  tokenBucket: {
+    keys: ['capacity', 'refillPerSecond'],
+    text: (s) => `${numberText(s.capacity)}+${numberText(s.refillPerSecond)}/s`,
+  },
+  leakyBucket: {
+    keys: ['ratePerSecond', 'maxQueueMs'],
+    text: (s) =>
+      `${numberText(s.ratePerSecond)}/s${s.maxQueueMs === undefined ? '' : `~${msText(s.maxQueueMs)}`}`,
+  },
+}
+
+/**
+ * A spec in the grammar the API reads (`slidingLog:100/1s`, `tokenBucket:50+10/s`, `leakyBucket:5/s~2s`,
+ * `slidingWindow:600/1m/6`, each with `@NAME`), or undefined when it has no such form.
+ */
+function specText(spec) {
+  if (spec === null || typeof spec !== 'object') return undefined
+  const form = Object.hasOwn(SHORT, spec.kind) ? SHORT[spec.kind] : undefined
+  if (form === undefined) return undefined
+  for (const key of Object.keys(spec)) {
+    if (key !== 'kind' && key !== 'name' && !form.keys.includes(key)) return undefined
+  }
+  if (spec.name !== undefined && (typeof spec.name !== 'string' || /[\s,@]/.test(spec.name))) return undefined
+  const body = form.text(spec)
+  if (body.includes('undefined')) return undefined
+  return `${spec.kind}:${body}${spec.name === undefined ? '' : `@${spec.name}`}`
+}
+
+/** An entry's rules as the form takes them back: -1, short forms separated by spaces, or else JSON. */
 function rulesText(rules) {
   if (rules === null || rules === undefined) return '-1'
-  return rules.map(specText).join(' ')
+  const texts = rules.map(specText)
+  return texts.includes(undefined) ? JSON.stringify(rules) : texts.join(' ')
 }
 
 /** What the rules field holds: -1 or null, JSON, or short forms separated by spaces. */
@@ -562,9 +595,13 @@ function renderTable(view) {
       view.audit.slice(0, 20).map((r) =>
         h(
           'li',
-          {},
-          h('time', { text: new Date(r.at).toLocaleString() }),
-          h('span', { class: 'mono entry', text: r.entry }),
+          { 'data-version': String(r.version) },
+          h('time', { text: new Date(r.time).toLocaleString() }),
+          h('span', { class: 'version', text: `v${r.version}` }),
+          h('span', {
+            class: 'mono entry',
+            text: r.change === 'restore' ? '(whole table restored)' : r.entry,
+          }),
           h('span', {
             class: 'mono before',
             text: r.before === undefined ? '(none)' : rulesText(r.before),

@@ -3,9 +3,9 @@
  * plain JSON, and table edits. Nothing here knows about HTTP beyond the status an error maps to.
  */
 import type { IncomingMessage } from 'node:http'
+import type { RuleSpec } from '@sluice/core'
 import { readPublishedStats } from '@sluice/metrics'
 import { type DashboardConfig, DashboardErrorCode, type TableAuditRecord } from './options.ts'
-import type { RuleSpec } from './spec.ts'
 import { combineSnapshots, type InstanceSnapshot, type StatsView } from './stats.ts'
 
 /**
@@ -126,13 +126,16 @@ export class DashboardApi<Request extends IncomingMessage> {
     let audit: TableAuditRecord[] = []
     if (typeof table.audit === 'function' && this.#config.auditCount > 0) {
       try {
-        audit = (await table.audit(this.#config.auditCount)).slice(0, this.#config.auditCount).map((r) => ({
-          at: r.at,
+        const records = await table.audit(this.#config.auditCount)
+        audit = records.slice(0, this.#config.auditCount).map((r) => ({
+          version: r.version,
+          time: r.time,
+          change: r.change,
           entry: r.entry,
           // An entry that did not exist (before a first set, after a delete) stays absent.
-          before: r.before === undefined ? undefined : asJson(r.before),
-          after: r.after === undefined ? undefined : asJson(r.after),
-          ...(r.actor === undefined ? {} : { actor: r.actor }),
+          ...(r.before === undefined ? {} : { before: asJson(r.before) }),
+          ...(r.after === undefined ? {} : { after: asJson(r.after) }),
+          actor: r.actor,
         }))
       } catch (error) {
         throw unavailable(error)

@@ -4,29 +4,37 @@
  * `InvalidOptionError`, nothing falls back silently).
  */
 import type { IncomingMessage } from 'node:http'
-import { InvalidOptionError } from '@sluice/core'
+import { InvalidOptionError, type RuleSpec } from '@sluice/core'
 import { readOptions } from '@sluice/core/store'
 import type { LiveStatsSnapshot, StatsRedisClient } from '@sluice/metrics'
-import type { RuleSpec } from './spec.ts'
 
 /** What a request may do: change tables, look, or nothing at all. */
 export type Access = 'write' | 'read' | 'none'
 
-/** One change to a table, as its audit trail records it. */
+/**
+ * One change to a table, as its audit trail records it: the shape of `RedisLimitTable.audit()`'s records
+ * (`@sluice/redis`).
+ */
 export interface TableAuditRecord {
-  /** When, in ms since the epoch. */
-  at: number
-  entry: string
-  /** The entry's rules before and after (specs, or `null` for not limited; `undefined` when absent). */
-  before: unknown
-  after: unknown
-  /** Who changed it, when known. */
-  actor?: string
+  /** The table's version after the change. */
+  readonly version: number
+  /** When it was made, in ms since the epoch. */
+  readonly time: number
+  /** `set`, `delete`, or `restore` (a process wrote the table back into a Redis that had lost it). */
+  readonly change: 'set' | 'delete' | 'restore'
+  /** The entry changed; `""` for a restore. */
+  readonly entry: string
+  /** The entry's specs before (`null`: not limited); absent when the table did not hold it. */
+  readonly before?: readonly unknown[] | null
+  /** The entry's specs after (`null`: not limited); absent when it was deleted. */
+  readonly after?: readonly unknown[] | null
+  /** Who made the change. */
+  readonly actor: string
 }
 
 /**
- * What the dashboard needs of a limit table (`createLimitTable` from `@sluice/core`, `RedisLimitTable`
- * from `@sluice/redis`, or anything with the same methods).
+ * What the dashboard needs of a limit table: `createLimitTable` from `@sluice/core`, `RedisLimitTable`
+ * from `@sluice/redis`, or anything with the same methods.
  */
 export interface DashboardTable {
   /** Rises by one with each change. */
@@ -34,13 +42,18 @@ export interface DashboardTable {
   /** Every entry with its rules (`null`: not limited). Rules are shown as `JSON.stringify` renders them. */
   entries(): ReadonlyMap<string, readonly unknown[] | null>
   /**
-   * Sets an entry. Must validate every spec before writing anything, and reject with a coded error
-   * (`code: 'ERR_SLUICE_…'`) when one is invalid: the dashboard answers that code with status 400.
+   * Sets an entry. Must check every spec before writing anything, and reject with a coded error
+   * (`code: 'ERR_SLUICE_…'`) when one is invalid: the dashboard answers that code with status 400 (503 for
+   * `ERR_SLUICE_STORE…`). `options.actor` names who made the change, for a table that keeps an audit trail
+   * (`RedisLimitTable`); a table without one (`createLimitTable`) ignores it.
    */
   set(entry: string, rules: readonly RuleSpec[] | null, options?: { actor?: string }): Promise<void>
-  /** Removes an entry (it falls back to `"*"`, or to not limited). */
+  /** Removes an entry (it falls back to `"*"`, or to not limited); `options.actor` as for `set`. */
   delete(entry: string, options?: { actor?: string }): Promise<void>
-  /** The most recent changes, newest first, at most `count`. Optional: without it no trail is shown. */
+  /**
+   * The last `count` changes (1 to 1000), newest first, as `RedisLimitTable.audit(count)` answers them.
+   * Optional: a table without it (`createLimitTable`) shows no trail.
+   */
   audit?(count: number): readonly TableAuditRecord[] | Promise<readonly TableAuditRecord[]>
 }
 

@@ -1,12 +1,15 @@
 /**
  * The dashboard in a real headless Chromium (Debian's, at /usr/bin/chromium, driven by playwright-core),
  * against two application processes limited on one redis-server that publish their live statistics
- * there, under a bounded load on loopback. The dashboard reads Redis, as `sluice dashboard` does.
+ * there, under a bounded load on loopback. The dashboard reads Redis, as `sluice dashboard` does, and
+ * it and both processes open one `RedisLimitTable` there: an edit made on the page reaches the processes
+ * through Redis alone.
  *
  * - the page loads with no console error and no CSP violation, and its charts move with the load;
  * - a denied key named like markup is shown as text, and no dialog ever opens;
- * - an entry edited in the form reaches the table and changes both processes' decisions; a refused edit
- *   shows the API's code; a reader sees no form;
+ * - an entry edited in the form reaches the table in Redis, both processes publish its new version, and
+ *   their decisions change; the audit trail shows who changed what; a refused edit shows the API's code;
+ *   a reader sees no form;
  * - the README's screenshots (docs/dashboard/*.png) are taken here (SLUICE_UPDATE_SCREENSHOTS=1 writes them).
  *
  * Without Chromium this suite fails (it never skips): `bash dev.sh setup` installs it.
@@ -17,13 +20,14 @@ import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { type Access, dashboard, type RuleSpec } from '@sluice/dashboard'
+import type { RuleSpec } from '@sluice/core'
+import { type Access, dashboard } from '@sluice/dashboard'
+import { RedisLimitTable } from '@sluice/redis'
 import { Redis } from 'ioredis'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
 import { closeServers, send, serve } from './http.ts'
-import { type MemoryTable, openTable } from './memory-table.ts'
 
 const CHROMIUM = '/usr/bin/chromium'
 const CHROMIUM_FLAGS = [
@@ -47,14 +51,16 @@ const SCREENSHOTS =
 const XSS_KEY = '<img src=x onerror=alert(1)>'
 const ROLE = 'x-test-role'
 
+const TABLE = 'channels'
+
 interface Worker {
   child: ChildProcess
   url: string
-  /** The next message of the given kind. */
-  next(kind: string): Promise<Record<string, unknown>>
+  /** The version of the table the process held once it had opened it. */
+  version: number
 }
 
-async function startWorker(instance: string, redisPort: number, entries: Record<string, RuleSpec[] | null>) {
+async function startWorker(instance: string, redisPort: number) {
   const child = fork(WORKER, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   const waiting: { kind: string; resolve: (m: Record<string, unknown>) => void }[] = []
   child.on('message', (message: Record<string, unknown>) => {
@@ -64,15 +70,15 @@ async function startWorker(instance: string, redisPort: number, entries: Record<
   const next = (kind: string) =>
     new Promise<Record<string, unknown>>((resolve) => waiting.push({ kind, resolve }))
   const ready = Promise.race([next('ready'), next('error')])
-  child.send({ setup: { redisPort, instance, entries } })
+  child.send({ setup: { redisPort, instance, table: TABLE } })
   const answer = await ready
   if (answer.error !== undefined) throw new Error(`worker ${instance} failed: ${answer.error}`)
-  return { child, url: `http://127.0.0.1:${answer.port}`, next } satisfies Worker
+  return { child, url: `http://127.0.0.1:${answer.port}`, version: answer.version as number } satisfies Worker
 }
 
 let redis: RedisServer
 let client: Redis
-let table: MemoryTable
+let table: RedisLimitTable
 let workers: Worker[] = []
 let browser: Browser
 let base: string
@@ -127,23 +133,18 @@ beforeAll(async () => {
     ALIPAY: [{ kind: 'slidingLog', limit: 1000, windowMs: 1000 }],
     REFUND: null,
   }
-  table = openTable(initial)
-  workers = await Promise.all([
-    startWorker('worker-1', redis.port, initial),
-    startWorker('worker-2', redis.port, initial),
-  ])
-  // Each change the dashboard makes reaches both processes (with RedisLimitTable, Redis does this).
-  table.onChange((entry) => {
-    const rules = table.entries().get(entry)
-    for (const w of workers) w.child.send({ table: { entry, rules } })
-  })
+  // The table in Redis, written before the processes start: versions 1 to 3.
+  table = await RedisLimitTable.open({ client, name: TABLE })
+  for (const [entry, rules] of Object.entries(initial)) await table.set(entry, rules, { actor: 'setup' })
+  workers = await Promise.all([startWorker('worker-1', redis.port), startWorker('worker-2', redis.port)])
+  expect(workers.map((w) => w.version)).toEqual([3, 3])
   for (const w of workers) w.child.send({ go: true, maxMs: 60_000 })
 
   const access = (req: IncomingMessage): Access => {
     const role = req.headers[ROLE]
     return role === 'write' || role === 'read' ? role : 'none'
   }
-  base = await serve(dashboard({ access, client, tables: { channels: table }, basePath: '/sluice' }))
+  base = await serve(dashboard({ access, client, tables: { [TABLE]: table }, basePath: '/sluice' }))
   // launch() starts Chromium on a new, empty profile (--user-data-dir in a temp dir) and removes it after.
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS })
 }, 60_000)
@@ -164,6 +165,7 @@ afterAll(async () => {
         }),
     ),
   )
+  await table?.close()
   client?.disconnect()
   await closeServers()
   await stopAll()
@@ -183,8 +185,8 @@ describe('the dashboard in Chromium', () => {
     await expect
       .poll(() => page.locator('#instances tbody tr').allTextContents(), { timeout: 10_000 })
       .toEqual([
-        expect.stringMatching(/^worker-1.*table version\s*0$/),
-        expect.stringMatching(/^worker-2.*table version\s*0$/),
+        expect.stringMatching(/^worker-1.*table version\s*3$/),
+        expect.stringMatching(/^worker-2.*table version\s*3$/),
       ])
     const before = await chartOf(page, 'api')
     await expect.poll(() => chartOf(page, 'api'), { timeout: 5000 }).not.toBe(before)
@@ -213,7 +215,7 @@ describe('the dashboard in Chromium', () => {
     expect(errors).toEqual([])
   })
 
-  it("an entry edited in the form reaches the table and changes both processes' decisions", async () => {
+  it("an entry edited in the form reaches the table in Redis and changes both processes' decisions", async () => {
     const pay = async (w: Worker) =>
       (await fetch(`${w.url}/pay`, { method: 'POST', headers: { 'x-channel': 'ALIPAY' } })).status
     // Before: ALIPAY allows 1000 a second; six payments through both processes all pass.
@@ -223,6 +225,14 @@ describe('the dashboard in Chromium', () => {
 
     const { page, errors } = await open('write')
     const card = page.locator('.card.table[data-table="channels"]')
+    // The trail the setup wrote, newest first.
+    await expect
+      .poll(() => card.locator('.trail li').allTextContents())
+      .toEqual([
+        expect.stringMatching(/v3REFUND\(none\) → -1setup$/),
+        expect.stringMatching(/v2ALIPAY\(none\) → slidingLog:1000\/1ssetup$/),
+        expect.stringMatching(/v1\*\(none\) → slidingLog:100\/1ssetup$/),
+      ])
     await card.locator('tr[data-entry="ALIPAY"] button', { hasText: 'edit' }).click()
     expect(await card.locator('input[name="entry"]').inputValue()).toBe('ALIPAY')
     expect(await card.locator('input[name="rules"]').inputValue()).toBe('slidingLog:1000/1s')
@@ -233,41 +243,63 @@ describe('the dashboard in Chromium', () => {
     await expect
       .poll(() => card.locator('.message.error').textContent())
       .toMatch(/^ERR_SLUICE_INVALID_OPTION: Invalid option fixedWindow.limit: 0/)
-    expect(table.version).toBe(0)
+    // Text outside the grammar is refused with the grammar's code.
+    await card.locator('input[name="rules"]').fill('slidingLog:3')
+    await card.locator('button', { hasText: 'Save entry' }).click()
+    await expect
+      .poll(() => card.locator('.message.error').textContent())
+      .toBe(
+        'ERR_SLUICE_INVALID_SPEC: Invalid rule spec "slidingLog:3": expected slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s.',
+      )
+    expect(table.version).toBe(3)
 
-    const applied = workers.map((w) => w.next('applied'))
-    await card.locator('input[name="rules"]').fill('slidingLog:3/1m')
+    // Named rules in the grammar: two sliding logs of one window, told apart by their names.
+    await card.locator('input[name="rules"]').fill('slidingLog:3/1m slidingLog:50/1m@burst')
     await card.locator('button', { hasText: 'Save entry' }).click()
     await expect
       .poll(() => card.locator('.message.ok').textContent())
-      .toMatch(/^Saved ALIPAY = slidingLog:3\/1m/)
-    // The handler called the table's set with the parsed spec and who did it; the table reads it back.
-    expect(table.calls.at(-1)).toEqual({
-      method: 'set',
-      entry: 'ALIPAY',
-      rules: [{ kind: 'slidingLog', limit: 3, windowMs: 60_000 }],
-      actor: 'dashboard 127.0.0.1',
-    })
-    expect(table.entries().get('ALIPAY')).toEqual([{ kind: 'slidingLog', limit: 3, windowMs: 60_000 }])
+      .toBe('Saved ALIPAY = slidingLog:3/1m slidingLog:50/1m@burst (version 4).')
+    const edited = [
+      { kind: 'slidingLog', limit: 3, windowMs: 60_000 },
+      { kind: 'slidingLog', limit: 50, windowMs: 60_000, name: 'burst' },
+    ]
+    expect(JSON.parse(JSON.stringify(table.entries().get('ALIPAY')))).toEqual(edited)
     await expect
       .poll(() => card.locator('tr[data-entry="ALIPAY"] .rules').textContent())
-      .toBe('slidingLog:3/1m')
-    await expect.poll(() => card.locator('.trail li').first().textContent()).toContain('ALIPAY')
+      .toBe('slidingLog:3/1m slidingLog:50/1m@burst')
+    // The audit trail, from Redis: who changed what, from what to what.
+    await expect
+      .poll(() => card.locator('.trail li').first().textContent())
+      .toMatch(
+        /v4ALIPAYslidingLog:1000\/1s → slidingLog:3\/1m slidingLog:50\/1m@burstdashboard 127\.0\.0\.1$/,
+      )
+    const audit = (await table.audit(1))[0]!
+    expect(audit).toMatchObject({ version: 4, change: 'set', entry: 'ALIPAY', actor: 'dashboard 127.0.0.1' })
     const api = await send(`${base}/sluice/api/tables/channels`, { headers: { [ROLE]: 'read' } })
-    expect(api.json.entries).toContainEqual({
-      entry: 'ALIPAY',
-      rules: [{ kind: 'slidingLog', limit: 3, windowMs: 60_000 }],
-    })
+    expect(api.json.entries).toContainEqual({ entry: 'ALIPAY', rules: edited })
 
-    // Both processes now decide by the new entry, sharing its 3 a minute through Redis.
-    expect((await Promise.all(applied)).map((m) => m.version)).toEqual([1, 1])
+    // Both processes follow the table in Redis: each publishes version 4, as the API and the page show.
+    await expect
+      .poll(
+        async () => {
+          const stats = await send(`${base}/sluice/api/stats`, { headers: { [ROLE]: 'read' } })
+          return (stats.json.instances as { instance: string; meta: { tableVersion: number } }[])
+            .map((i) => [i.instance, i.meta.tableVersion])
+            .sort()
+        },
+        { timeout: 5000 },
+      )
+      .toEqual([
+        ['worker-1', 4],
+        ['worker-2', 4],
+      ])
+    await expect
+      .poll(() => page.locator('#instances tbody tr').allTextContents(), { timeout: 5000 })
+      .toEqual([expect.stringMatching(/table version\s*4$/), expect.stringMatching(/table version\s*4$/)])
+    // And decide by the new entry, sharing its 3 a minute through Redis.
     const after = []
     for (let i = 0; i < 3; i++) for (const w of workers) after.push(await pay(w))
     expect(after).toEqual([200, 200, 200, 429, 429, 429])
-    // Each process's published meta now says version 1.
-    await expect
-      .poll(() => page.locator('#instances tbody tr').allTextContents(), { timeout: 5000 })
-      .toEqual([expect.stringMatching(/table version\s*1$/), expect.stringMatching(/table version\s*1$/)])
     expect(errors.filter((e) => !e.includes('400 (Bad Request)'))).toEqual([])
   })
 

@@ -7,42 +7,19 @@
  * limit, one named like markup), `report` (a leaky bucket: requests queue), `search` (shadow mode),
  * `login` (never denies), and `pay`, whose rules come from the `channels` limit table.
  *
- * The table: this process holds a copy that the parent keeps in step over IPC ({ table: { entry, rules } }
- * for each change the dashboard made). With a table in Redis (`RedisLimitTable.open`) each process opens
- * it itself instead, and the IPC step goes away.
+ * The table: each process opens the `channels` table in Redis itself (`RedisLimitTable.open`) and follows
+ * it, so an edit made anywhere (the dashboard) reaches it through Redis; it publishes the version it holds
+ * as `tableVersion` in its stats' meta.
  *
- * IPC: the parent sends { setup: { redisPort, instance, entries } }; this answers { ready, port }. Then
- * { go } starts the load (it stops by itself after `maxMs`), { stop } stops it, { table } changes an entry
- * and is answered { applied, version }.
+ * IPC: the parent sends { setup: { redisPort, instance, table } }; this answers { ready, port, version }.
+ * Then { go } starts the load (it stops by itself after `maxMs`), { stop } stops it, { exit } ends it.
  */
-import { fixedWindow, leakyBucket, slidingLog, slidingWindow, tokenBucket } from '@sluice/core'
+import { fixedWindow, leakyBucket, slidingWindow, tokenBucket } from '@sluice/core'
 import { rateLimit } from '@sluice/express'
 import { liveStats, publishStats } from '@sluice/metrics'
-import { RedisStore } from '@sluice/redis'
+import { RedisLimitTable, RedisStore } from '@sluice/redis'
 import express from 'express'
 import { Redis } from 'ioredis'
-
-const factories = { fixedWindow, leakyBucket, slidingLog, slidingWindow, tokenBucket }
-
-/** The `channels` table as this process sees it: entry -> rules (null: not limited). */
-function tableOf(entries) {
-  const rules = new Map()
-  let version = 0
-  const build = (specs) =>
-    specs === null ? null : specs.map(({ kind, ...options }) => factories[kind](options))
-  for (const [entry, specs] of Object.entries(entries)) rules.set(entry, build(specs))
-  return {
-    get: (entry) => (rules.has(entry) ? rules.get(entry) : (rules.get('*') ?? null)),
-    get version() {
-      return version
-    },
-    apply(entry, specs) {
-      if (specs === undefined) rules.delete(entry)
-      else rules.set(entry, build(specs))
-      version++
-    },
-  }
-}
 
 let server
 let publisher
@@ -51,10 +28,10 @@ let table
 let loop
 let base
 
-async function setup({ redisPort, instance, entries }) {
+async function setup({ redisPort, instance, table: name }) {
   client = new Redis({ host: '127.0.0.1', port: redisPort })
   const store = new RedisStore({ client })
-  table = tableOf(entries)
+  table = await RedisLimitTable.open({ client, name })
   const stats = liveStats({ seconds: 900 })
   const app = express()
   app.use(
@@ -99,7 +76,7 @@ async function setup({ redisPort, instance, entries }) {
     meta: () => ({ tableVersion: table.version }),
     intervalMs: 500,
   })
-  return server.address().port
+  return { port: server.address().port, version: table.version }
 }
 
 const USERS = [
@@ -127,19 +104,17 @@ function go(maxMs = 60_000) {
 process.on('message', (message) => {
   if (message.setup) {
     setup(message.setup).then(
-      (port) => process.send({ ready: true, port }),
+      ({ port, version }) => process.send({ ready: true, port, version }),
       (error) => process.send({ error: String(error?.stack ?? error) }),
     )
   } else if (message.go) {
     go(message.maxMs)
   } else if (message.stop) {
     clearTimeout(loop)
-  } else if (message.table) {
-    table.apply(message.table.entry, message.table.rules)
-    process.send({ applied: message.table.entry, version: table.version })
   } else if (message.exit) {
     clearTimeout(loop)
     Promise.resolve(publisher?.close())
+      .then(() => table?.close())
       .then(() => client?.quit())
       .finally(() => {
         server?.close()

@@ -1,10 +1,10 @@
 /**
- * The command line's spec grammar: each form parses to the spec its factory takes, and anything else is
- * a coded error saying what was expected.
+ * The spec grammar the `sluice` command, the dashboard's form and its API share: each form parses to the
+ * spec its factory takes, and anything else is a coded error saying what was expected.
  */
 import { ErrorCode, InvalidSpecError, ruleFromSpec } from '@sluice/core'
+import { parseDuration, parseSpec, parseSpecs } from '@sluice/dashboard'
 import { describe, expect, it } from 'vitest'
-import { parseDuration, parseSpec, parseSpecs } from '../src/spec.ts'
 
 describe('parseSpec', () => {
   it.each([
