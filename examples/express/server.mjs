@@ -11,13 +11,12 @@
  *   'none' (403) to everyone else. Mounted before the limits, so watching it counts against nothing.
  * Run: node examples/express/server.mjs (PORT, default 3000).
  */
-import { leakyBucket, slidingWindow } from '@sluice/core'
+import { createLimitTable, leakyBucket, slidingWindow } from '@sluice/core'
 import { dashboard } from '@sluice/dashboard'
 import { rateLimit } from '@sluice/express'
 import { liveStats, prometheusMetrics } from '@sluice/metrics'
 import express from 'express'
 import { Registry } from 'prom-client'
-import { memoryLimitTable } from './limit-table.mjs'
 
 const app = express()
 // sluice keys by req.ip. Behind a proxy, trust only its address, e.g. app.set('trust proxy', '10.0.0.0/8').
@@ -29,8 +28,12 @@ app.get('/metrics', async (_req, res) => {
   res.type(registry.contentType).send(await registry.metrics())
 })
 
-/** Calls per second to each outside payment channel; edit them live on the dashboard. */
-const channels = memoryLimitTable({
+/**
+ * Calls per second to each outside payment channel, in a limit table in this process's memory; edit them
+ * live on the dashboard (an edit that keeps a rule's kind and window keeps its counts). With several
+ * processes, `RedisLimitTable.open({ client, name })` from @sluice/redis keeps one table in Redis instead.
+ */
+const channels = createLimitTable({
   'PAYMENT:ALIPAY': [{ kind: 'slidingLog', limit: 3, windowMs: 1000 }],
   'PAYMENT:WECHAT': [{ kind: 'slidingLog', limit: 2, windowMs: 1000 }],
   'REFUND:ALIPAY': null,
