@@ -6,13 +6,17 @@ import { InvalidOptionError } from '@sluice/core'
 
 export interface Args {
   readonly positionals: readonly string[]
+  /** Each option's value (the last one given, for an option given more than once). */
   readonly options: ReadonlyMap<string, string | true>
+  /** Every value of each valued option, in order (`--table a --table b`). */
+  readonly lists: ReadonlyMap<string, readonly string[]>
 }
 
 /** Reads `argv`; `valued` options take a value, `flags` none. Anything else after `--` is an error. */
 export function readArgs(argv: readonly string[], valued: readonly string[], flags: readonly string[]): Args {
   const positionals: string[] = []
   const options = new Map<string, string | true>()
+  const lists = new Map<string, string[]>()
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (arg === '--') {
@@ -34,6 +38,7 @@ export function readArgs(argv: readonly string[], valued: readonly string[], fla
       const value = eq < 0 ? argv[++i] : arg.slice(eq + 1)
       if (value === undefined) throw new InvalidOptionError(`--${name}`, value, 'a value')
       options.set(name, value)
+      lists.set(name, [...(lists.get(name) ?? []), value])
     } else {
       throw new InvalidOptionError(
         arg,
@@ -42,5 +47,5 @@ export function readArgs(argv: readonly string[], valued: readonly string[], fla
       )
     }
   }
-  return { positionals, options }
+  return { positionals, options, lists }
 }
