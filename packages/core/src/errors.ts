@@ -21,6 +21,8 @@ export const ErrorCode = {
   STORE_TIMEOUT: 'ERR_SLUICE_STORE_TIMEOUT',
   /** Two limiters on one store would share counts (same prefix). */
   PREFIX_COLLISION: 'ERR_SLUICE_PREFIX_COLLISION',
+  /** The store cannot do what was asked (a store without `adjust` asked to refund or penalize). */
+  UNSUPPORTED: 'ERR_SLUICE_UNSUPPORTED',
 } as const
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode]

@@ -5,6 +5,7 @@
  *
  * @module @sluice/core
  */
+export type { BlockOptions, BlockPolicy } from './block.ts'
 export type { DecisionMessage, HttpAction, HttpMessage, StoreErrorMessage } from './channels.ts'
 export {
   ErrorCode,
@@ -19,6 +20,7 @@ export { ipKey } from './keys/ip.ts'
 export type { KeyPart, KeySpec, MissingKeyPolicy } from './keys/keys.ts'
 export {
   type AcquireOptions,
+  type AdjustOptions,
   type CallOptions,
   createLimiter,
   type Limiter,
@@ -34,6 +36,7 @@ export { type TokenBucketOptions, tokenBucket } from './rules/token-bucket.ts'
 export type { RuleInput } from './rules/unlimited.ts'
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.ts'
 export type {
+  Adjustment,
   Decision,
   DecisionReason,
   FixedWindowRule,

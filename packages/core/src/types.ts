@@ -2,6 +2,7 @@
  * @module The shapes every sluice package agrees on: rules, decisions and the store seam.
  * Rules are plain, frozen data; stores apply them; the limiter composes what stores answer.
  */
+import type { BlockPolicy } from './block.ts'
 
 /** The five algorithms sluice implements. A rule's `kind` names one of them. */
 export type RuleKind = 'fixedWindow' | 'slidingLog' | 'slidingWindow' | 'tokenBucket' | 'leakyBucket'
@@ -89,6 +90,11 @@ export interface RuleDecision {
   readonly waitMs: number
   /** The rule's `policyWindowSeconds`, for the `RateLimit-Policy` header. */
   readonly windowSeconds: number
+  /**
+   * leakyBucket, a consumed call told to wait: where the call left the queue, so that a caller who stops
+   * waiting can give its slot back while nobody has queued behind it (`Store.adjust` with `'unqueue'`).
+   */
+  readonly queue?: string
 }
 
 /**
@@ -134,6 +140,15 @@ export interface Decision {
 export type StoreMode = 'consume' | 'peek'
 
 /**
+ * What `Store.adjust` does to a key's rule state, `cost` units at a time:
+ * - `'refund'` gives back up to `cost` units (never below empty);
+ * - `'penalize'` counts `cost` units whatever the rules say (at most `cost` past a rule's limit);
+ * - `'unqueue'` gives a queued leakyBucket call's slot back, only where the queue is still exactly as that
+ *   call left it (`RuleDecision.queue`); other rules are left alone.
+ */
+export type Adjustment = 'refund' | 'penalize' | 'unqueue'
+
+/**
  * A store's answer: one RuleDecision per rule, in order. A store that answered without running the rules
  * says so in `reason` (its denied-key cache: `'cache'`); without it the rules decided.
  */
@@ -146,16 +161,39 @@ export type StoreAnswer = readonly RuleDecision[] & { readonly reason?: Decision
  * `rules` is never empty and `cost` is a valid integer no rule finds impossible.
  */
 export interface Store {
+  /**
+   * `block`, when the limiter has one: a key already blocked is answered `reason: 'blocked'` without
+   * running the rules; a consume the rules deny begins a block (in the same atomic step), and its denying
+   * rules report `retryAfterMs` until the block ends. A store that does not know blocks ignores it.
+   */
   apply(
     prefix: string,
     key: string,
     rules: readonly Rule[],
     cost: number,
     mode: StoreMode,
+    block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer
   /**
-   * Forgets the state of `rules` for `key`. A store may forget more of the key (the memory store forgets
-   * the whole key; the Redis store deletes exactly the keys of `rules`).
+   * Changes the state of `rules` for `key` outside a call (see `Adjustment`), atomically. `cost` is an
+   * integer from 1 to 2^50 and may exceed a rule's limit. For `'penalize'` it answers what a peek of cost 1
+   * (with `block`) answers right after; for `'refund'` and `'unqueue'`, nothing. `queues` (for
+   * `'unqueue'`) holds each rule's `RuleDecision.queue` from the call, in order.
+   * Optional: a store without it cannot refund or penalize.
+   */
+  adjust?(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number,
+    adjustment: Adjustment,
+    block?: BlockPolicy,
+    queues?: readonly (string | undefined)[],
+  ): Promise<StoreAnswer | undefined> | StoreAnswer | undefined
+  /**
+   * Forgets the state of `rules` for `key`, and the key's block with its escalation (`rules` may then be
+   * empty). A store may forget more of the key (the memory store forgets the whole key; the Redis store
+   * deletes exactly the keys of `rules` and the block).
    */
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> | void
   /** Releases timers and connections the store owns. */

@@ -60,8 +60,11 @@ describe('entry points', () => {
 
   it('@sluice/core/store offers the store contract helpers and the option validators', () => {
     expect(Object.keys(store).sort()).toEqual([
+      'MAX_BLOCK_HISTORY',
       'MAX_TIMER_MS',
       'algorithmOf',
+      'blockLength',
+      'blockedAnswer',
       'booleanOption',
       'durationLabel',
       'functionOption',

@@ -6,12 +6,13 @@
 
 /** prelude.lua: helpers, and the call's time, mode and cost, shared by the rule chunks. */
 export const PRELUDE_LUA = `-- sluice: the head of a composed script. The chunks that follow define, for each rule kind the call uses,
--- \`<kind>Decide\` and \`<kind>Admit\`; the foot, generated per sequence of rule kinds (src/compose.ts),
--- calls them for each rule in turn, all or nothing, and replies.
+-- \`<kind>Decide\`, \`<kind>Admit\`, \`<kind>Refund\` and \`<kind>Penalize\`; the foot, generated per sequence of
+-- rule kinds and per act (src/compose.ts), calls them for each rule in turn, all or nothing, and replies.
 --
--- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost, deadline, then each rule's
--- params. The deadline is in the server's ms: a script that starts after it counts nothing, because the
--- caller has already answered the call some other way (its timeout passed and \`onStoreError\` decided).
+-- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek, 'p' penalize, 'r' refund,
+-- 'u' unqueue), cost, deadline, block (see below), then each rule's params (and, to unqueue, each rule's
+-- queue mark). The deadline is in the server's ms: a script that starts after it counts nothing, because
+-- the caller has already answered the call some other way (its timeout passed and \`onStoreError\` decided).
 -- The reply ends with the server's ms, from which the caller keeps its estimate of the server's clock.
 --
 -- Lua numbers are doubles, as in JavaScript. Every rule does the same float operations in the same order
@@ -56,6 +57,64 @@ local now = serverNow
 if ARGV[1] ~= '' then now = tonumber(ARGV[1]) end
 local consume = ARGV[2] == '1'
 local cost = tonumber(ARGV[3])
+
+-- Blocks. ARGV[5] is '' when the limiter does not block, else 'ms:factor:maxMs:forgetMs:keep'; the key's
+-- block hash { u = end, h = the starts of its last \`keep\` blocks, oldest first } is then the last of KEYS,
+-- in the same hash slot as the rule keys. The same operations in the same order as @sluice/core's block.ts.
+local block
+if ARGV[5] ~= '' then
+  local ms, factor, maxMs, forgetMs, keep = string.match(ARGV[5], '^([^:]+):([^:]+):([^:]+):([^:]+):([^:]+)$')
+  block = {
+    key = KEYS[#KEYS],
+    ms = tonumber(ms),
+    factor = tonumber(factor),
+    maxMs = tonumber(maxMs),
+    forgetMs = tonumber(forgetMs),
+    keep = tonumber(keep),
+  }
+end
+
+-- Whole ms the key's block has left at \`now\`; 0 when it is not blocked (or the limiter does not block).
+local function blockLeft()
+  if not block then return 0 end
+  local u = tonumber(redis.call('HGET', block.key, 'u'))
+  if u and u > now then return u - now end
+  return 0
+end
+
+-- Begins a block at \`now\` (the rules have just denied a consume) and returns its length: \`ms × factor^(n−1)\`,
+-- multiplied out step by step, rounded up, at most \`maxMs\`, where \`n\` counts the blocks begun less than
+-- \`forgetMs\` ago, this one included. Work is bounded by \`keep\` (at most 63).
+local function beginBlock()
+  local starts = {}
+  local h = redis.call('HGET', block.key, 'h')
+  if h then
+    for s in string.gmatch(h, '[^,]+') do
+      local t = tonumber(s)
+      if t > now - block.forgetMs then starts[#starts + 1] = t end
+    end
+  end
+  local n = #starts + 1
+  local d = block.ms
+  local i = 1
+  while i < n and d < block.maxMs do
+    d = d * block.factor
+    i = i + 1
+  end
+  d = ceil(d)
+  if d > block.maxMs then d = block.maxMs end
+  starts[#starts + 1] = now
+  local kept = {}
+  local first = #starts - block.keep + 1
+  if first < 1 then first = 1 end
+  for j = first, #starts do kept[#kept + 1] = num(starts[j]) end
+  local ends = now + d
+  redis.call('HSET', block.key, 'u', num(ends), 'h', table.concat(kept, ','))
+  local expires = ends
+  if block.keep > 0 and now + block.forgetMs > expires then expires = now + block.forgetMs end
+  redis.call('PEXPIRE', block.key, pttl(expires - now))
+  return d
+end
 `
 
 /** One chunk per rule kind: `<kind>Decide` and `<kind>Admit`. */
@@ -64,10 +123,13 @@ export const RULE_LUA = {
   fixedWindow: `-- fixedWindow (params: limit, windowMs). A hash { s = window start, c = count }.
 -- The key lives until the end of its window.
 --
--- Each rule chunk defines two functions with the same shape:
+-- Each rule chunk defines four functions with the same shape:
 --   <kind>Decide(key, now, cost, params...) -> allowed, remaining, resetMs, retryAfterMs, waitMs, a, b
 --   <kind>Admit(key, now, cost, params..., a, b)
--- where \`a\`, \`b\` carry what decide read to admit, so admit never reads the key again.
+--   <kind>Refund(key, now, cost, params...)      gives back up to \`cost\` units, never below empty
+--   <kind>Penalize(key, now, cost, params...)    counts \`cost\` units whatever the rule says
+-- where \`a\`, \`b\` carry what decide read to admit, so admit never reads the key again. A penalty takes a
+-- rule at most \`cost\` past its limit, so penalties never pile up without bound.
 
 local function fixedWindowDecide(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
@@ -78,12 +140,14 @@ local function fixedWindowDecide(key, now, cost, limit, windowMs)
   local allowed = count + cost <= limit
   local after = count
   if allowed then after = count + cost end
+  local remaining = limit - after
+  if remaining < 0 then remaining = 0 end
   -- Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
   local resetMs = 0
   if after > 0 then resetMs = start + windowMs - now end
   local retryAfterMs = 0
   if not allowed then retryAfterMs = resetMs end
-  return allowed, limit - after, resetMs, retryAfterMs, 0, start, same
+  return allowed, remaining, resetMs, retryAfterMs, 0, start, same
 end
 
 local function fixedWindowAdmit(key, now, cost, limit, windowMs, start, same)
@@ -93,6 +157,29 @@ local function fixedWindowAdmit(key, now, cost, limit, windowMs, start, same)
     redis.call('HSET', key, 's', start, 'c', cost)
     redis.call('PEXPIRE', key, pttl(start + windowMs - now))
   end
+end
+
+-- Only the current window's count: units of a window that is over no longer count anyway.
+local function fixedWindowRefund(key, now, cost, _limit, windowMs)
+  local start = now - fmod(now, windowMs)
+  local h = redis.call('HMGET', key, 's', 'c')
+  if tonumber(h[1]) ~= start then return end
+  local count = tonumber(h[2]) - cost
+  if count < 0 then count = 0 end
+  redis.call('HSET', key, 'c', num(count))
+end
+
+local function fixedWindowPenalize(key, now, cost, limit, windowMs)
+  local start = now - fmod(now, windowMs)
+  local h = redis.call('HMGET', key, 's', 'c')
+  local same = tonumber(h[1]) == start
+  local count = 0
+  if same then count = tonumber(h[2]) end
+  local after = count + cost
+  if after > limit + cost then after = limit + cost end
+  if after < count then after = count end
+  redis.call('HSET', key, 's', num(start), 'c', num(after))
+  if not same then redis.call('PEXPIRE', key, pttl(start + windowMs - now)) end
 end
 `,
   /** sliding-log.lua */
@@ -126,7 +213,10 @@ local function unitsSince(before, finish)
   return d
 end
 
-local function slidingLogDecide(key, now, cost, limit, windowMs)
+-- Reads the live part of the log at \`now\`, removing up to \`logMaxDrop\` expired members: the live units, the
+-- newest entry's running sum and time, the member count, the rank of the oldest live member, and the sum
+-- before it.
+local function slidingLogLive(key, now, windowMs)
   local expired = redis.call('ZCOUNT', key, '-inf', num(now - windowMs))
   if expired > 0 then
     local drop = expired
@@ -152,6 +242,11 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
       total = unitsSince(before, newestEnd)
     end
   end
+  return total, newestEnd, newestAt, n, expired, before
+end
+
+local function slidingLogDecide(key, now, cost, limit, windowMs)
+  local total, newestEnd, newestAt, n, expired, before = slidingLogLive(key, now, windowMs)
   if total + cost <= limit then
     -- The newest entry is this call's, or with cost 0 the newest already logged.
     local resetMs = windowMs
@@ -176,7 +271,9 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
     end
   end
   local _, oldestAt = logEntry(key, lo)
-  return false, limit - total, newestAt + windowMs - now, oldestAt + windowMs - now, 0
+  local remaining = limit - total
+  if remaining < 0 then remaining = 0 end
+  return false, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0
 end
 
 local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)
@@ -186,6 +283,47 @@ local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)
   if n > 0 then seq = redis.call('ZCOUNT', key, now, now) end
   redis.call('ZADD', key, now, string.format('%016d:%s:%s', seq, num(finish), num(cost)))
   redis.call('PEXPIRE', key, pttl(windowMs))
+end
+
+-- Drops the newest \`cost\` live units: the newest entry whose running sum passes the units that stay is cut
+-- down to them (rewritten with its new sum and cost), every newer one removed, found by binary search.
+local function slidingLogRefund(key, now, cost, _limit, windowMs)
+  local total, _, _, n, expired, before = slidingLogLive(key, now, windowMs)
+  if total == 0 then return end
+  local keep = total - cost
+  if keep < 0 then keep = 0 end
+  local lo, hi = expired, n - 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    local midEnd = logEntry(key, mid)
+    if midEnd == nil or unitsSince(before, midEnd) > keep then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  if lo < n - 1 then redis.call('ZREMRANGEBYRANK', key, lo + 1, n - 1) end
+  local e = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
+  local seq, finish, units = string.match(e[1], '^(%d+):(%d+):(%d+)$')
+  if seq == nil then
+    redis.call('DEL', key)
+    return
+  end
+  local over = unitsSince(before, tonumber(finish)) - keep
+  redis.call('ZREM', key, e[1])
+  local left = tonumber(units) - over
+  if left > 0 then
+    local newEnd = tonumber(finish) - over
+    if newEnd < 0 then newEnd = newEnd + logModulus end
+    redis.call('ZADD', key, e[2], seq .. ':' .. num(newEnd) .. ':' .. num(left))
+  end
+end
+
+local function slidingLogPenalize(key, now, cost, limit, windowMs)
+  local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
+  local add = cost
+  if limit + cost - total < add then add = limit + cost - total end
+  if add > 0 then slidingLogAdmit(key, now, add, limit, windowMs, newestEnd, n) end
 end
 `,
   /** sliding-window.lua */
@@ -231,13 +369,63 @@ local function slidingWindowDecide(key, now, cost, limit, windowMs, bucketMs)
     if expired >= mustExpire then break end
     s = s + bucketMs
   end
-  return false, limit - total, newest + windowMs - now, s + windowMs - now, 0, current, stale
+  local remaining = limit - total
+  if remaining < 0 then remaining = 0 end
+  return false, remaining, newest + windowMs - now, s + windowMs - now, 0, current, stale
 end
 
 local function slidingWindowAdmit(key, now, cost, _limit, windowMs, _bucketMs, current, stale)
   if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
   redis.call('HINCRBY', key, num(current), cost)
   redis.call('PEXPIRE', key, pttl(current + windowMs - now))
+end
+
+-- Newest live bucket first: at most \`buckets\` steps, however large the refund.
+local function slidingWindowRefund(key, now, cost, _limit, windowMs, bucketMs)
+  local current = now - fmod(now, bucketMs)
+  local oldest = current - windowMs + bucketMs
+  local h = redis.call('HGETALL', key)
+  local live, fields = {}, {}
+  for i = 1, #h, 2 do
+    local s = tonumber(h[i])
+    local c = tonumber(h[i + 1])
+    if s >= oldest and s <= current and c > 0 then
+      live[s] = c
+      fields[s] = h[i]
+    end
+  end
+  local left = cost
+  local s = current
+  while s >= oldest and left > 0 do
+    local c = live[s]
+    if c then
+      local take = c
+      if take > left then take = left end
+      redis.call('HSET', key, fields[s], num(c - take))
+      left = left - take
+    end
+    s = s - bucketMs
+  end
+end
+
+local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
+  local current = now - fmod(now, bucketMs)
+  local oldest = current - windowMs + bucketMs
+  local h = redis.call('HGETALL', key)
+  local stale = {}
+  local total = 0
+  for i = 1, #h, 2 do
+    local s = tonumber(h[i])
+    local c = tonumber(h[i + 1])
+    if s >= oldest and s <= current and c > 0 then
+      total = total + c
+    elseif s < oldest then
+      stale[#stale + 1] = h[i]
+    end
+  end
+  local add = cost
+  if limit + cost - total < add then add = limit + cost - total end
+  if add > 0 then slidingWindowAdmit(key, now, add, limit, windowMs, bucketMs, current, stale) end
 end
 `,
   /** token-bucket.lua */
@@ -293,7 +481,10 @@ local function tokenBucketDecide(key, now, cost, capacity, refill)
   end
   local resetMs = msUntil(capacity, refill, milli0, last, full, now)
   local retryAfterMs = msUntil(capacity, refill, milli0, last, cost * 1000, now)
-  return false, floor(milli / 1000), resetMs, retryAfterMs, 0, milli0, last
+  -- A penalized bucket can be below zero; nothing left is 0.
+  local remaining = floor(milli / 1000)
+  if remaining < 0 then remaining = 0 end
+  return false, remaining, resetMs, retryAfterMs, 0, milli0, last
 end
 
 local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
@@ -302,6 +493,39 @@ local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
   redis.call('HSET', key, 'm', num(milli), 'l', num(last))
   local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
+-- Writes the level \`milli\` brought up to \`now\`, and the TTL until the bucket is full again.
+local function tokenBucketWrite(key, now, capacity, refill, milli, last)
+  if now > last then last = now end
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last))
+  local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
+local function tokenBucketRefund(key, now, cost, capacity, refill)
+  local h = redis.call('HMGET', key, 'm', 'l')
+  -- A missing key is a full bucket: nothing to give back.
+  if not h[1] then return end
+  local last = tonumber(h[2])
+  local milli = milliAt(capacity, refill, tonumber(h[1]), last, now) + cost * 1000
+  if milli > capacity * 1000 then milli = capacity * 1000 end
+  tokenBucketWrite(key, now, capacity, refill, milli, last)
+end
+
+local function tokenBucketPenalize(key, now, cost, capacity, refill)
+  local h = redis.call('HMGET', key, 'm', 'l')
+  local milli0, last = capacity * 1000, now
+  if h[1] then
+    milli0 = tonumber(h[1])
+    last = tonumber(h[2])
+  end
+  local milli = milliAt(capacity, refill, milli0, last, now)
+  -- Below zero by at most the penalty; a bucket already lower than that stays where it is.
+  local low = milli - cost * 1000
+  if low < -cost * 1000 then low = -cost * 1000 end
+  if low < milli then milli = low end
+  tokenBucketWrite(key, now, capacity, refill, milli, last)
 end
 `,
   /** leaky-bucket.lua */
@@ -394,6 +618,63 @@ local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start,
   end
   redis.call('HSET', key, 's', num(start), 'u', num(units))
   redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
+  -- Where this call left the queue, for giving its slot back (leakyBucketUnqueue).
+  return num(start) .. ':' .. num(units)
+end
+
+local function leakyBucketWrite(key, now, rate, limit, start, units)
+  redis.call('HSET', key, 's', num(start), 'u', num(units))
+  redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
+end
+
+-- \`last\` goes back by \`cost\` intervals, but not before now: a slot in the past would let a burst through.
+local function leakyBucketRefund(key, now, cost, rate, _maxQueueMs, limit)
+  local h = redis.call('HMGET', key, 's', 'u')
+  if not h[1] then return end
+  local start, units = tonumber(h[1]), tonumber(h[2])
+  local elapsed = now - start
+  if units >= cost and spanOf(rate, units - cost) >= elapsed then
+    units = units - cost
+  elseif spanOf(rate, units) > elapsed then
+    start = now
+    units = 0
+  else
+    return
+  end
+  leakyBucketWrite(key, now, rate, limit, start, units)
+end
+
+-- \`last\` goes forward by \`cost\` intervals (from now, when it has passed), but at most \`cost\` intervals
+-- past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
+local function leakyBucketPenalize(key, now, cost, rate, maxQueueMs, limit)
+  local h = redis.call('HMGET', key, 's', 'u')
+  local start0, units0 = -math.huge, 0
+  if h[1] then
+    start0 = tonumber(h[1])
+    units0 = tonumber(h[2])
+  end
+  local start, units = start0, units0
+  if spanOf(rate, units) >= now - start then
+    units = units + cost
+  else
+    start = now
+    units = cost
+  end
+  local capStart = now + maxQueueMs
+  if start + spanOf(rate, units) > capStart + spanOf(rate, cost) then
+    if start0 + spanOf(rate, units0) >= capStart + spanOf(rate, cost) then return end
+    start = capStart
+    units = cost
+  end
+  leakyBucketWrite(key, now, rate, limit, start, units)
+end
+
+-- Gives a queued call's slot back, only when the queue still stands exactly where that call left it
+-- (\`mark\`): nobody queued behind it, so no one else's slot moves.
+local function leakyBucketUnqueue(key, now, cost, rate, maxQueueMs, limit, mark)
+  local h = redis.call('HMGET', key, 's', 'u')
+  if not h[1] or h[1] .. ':' .. h[2] ~= mark then return end
+  leakyBucketRefund(key, now, cost, rate, maxQueueMs, limit)
 end
 `,
 } as const

@@ -5,7 +5,7 @@
  */
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { FixedWindowRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface FixedWindowOptions {
@@ -52,7 +52,7 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
     const after = allowed ? count + cost : count
     // Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
     const resetMs = after === 0 ? 0 : start + rule.windowMs - now
-    return ruleDecision(rule, allowed, rule.limit - after, resetMs, allowed ? 0 : resetMs, 0)
+    return ruleDecision(rule, allowed, atLeastZero(rule.limit - after), resetMs, allowed ? 0 : resetMs, 0)
   },
 
   admit(state, rule, now, cost) {
@@ -65,4 +65,18 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
   },
 
   expiresAt: (state, rule) => state.start + rule.windowMs,
+
+  refund(state, rule, now, cost) {
+    // Only the current window's count: units of a window that is over no longer count anyway.
+    if (state.start === now - (now % rule.windowMs)) state.count = Math.max(state.count - cost, 0)
+  },
+
+  penalize(state, rule, now, cost) {
+    const start = now - (now % rule.windowMs)
+    if (state.start !== start) {
+      state.start = start
+      state.count = 0
+    }
+    state.count = Math.max(state.count, Math.min(state.count + cost, rule.limit + cost))
+  },
 }

@@ -171,4 +171,54 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
   },
 
   expiresAt: (state, rule) => state.start + Math.ceil(spanOf(rule, state.units + rule.limit)),
+
+  refund(state, rule, now, cost) {
+    // `last` goes back by `cost` intervals, but not before now: a slot in the past would let a burst through.
+    const elapsed = now - state.start
+    if (state.units >= cost && spanOf(rule, state.units - cost) >= elapsed) state.units -= cost
+    else if (spanOf(rule, state.units) > elapsed) {
+      state.start = now
+      state.units = 0
+    }
+  },
+
+  penalize(state, rule, now, cost) {
+    // `last` goes forward by `cost` intervals (from now, when it has passed), but at most `cost` intervals
+    // past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
+    let start = state.start
+    let units = state.units
+    if (spanOf(rule, units) >= now - start) units += cost
+    else {
+      start = now
+      units = cost
+    }
+    const capStart = now + rule.maxQueueMs
+    if (start + spanOf(rule, units) > capStart + spanOf(rule, cost)) {
+      if (state.start + spanOf(rule, state.units) >= capStart + spanOf(rule, cost)) return
+      start = capStart
+      units = cost
+    }
+    state.start = start
+    state.units = units
+  },
+}
+
+/** Where a queued call left the queue (`RuleDecision.queue`): the state it wrote, as text both stores write alike. */
+export function queueMark(state: LeakyBucketState): string {
+  return `${state.start}:${state.units}`
+}
+
+/**
+ * Gives a queued call's slot back, only when `mark` (its `RuleDecision.queue`) is still exactly where
+ * the queue stands: nobody has queued behind it, so moving `last` back by its `cost` intervals (not before
+ * now) hands no one else's slot away. Later callers hold later slots; then nothing changes.
+ */
+export function unqueue(
+  state: LeakyBucketState,
+  rule: LeakyBucketRule,
+  now: number,
+  cost: number,
+  mark: string,
+): void {
+  if (queueMark(state) === mark) leakyBucketAlgorithm.refund(state, rule, now, cost)
 }

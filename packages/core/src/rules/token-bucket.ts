@@ -7,7 +7,7 @@
 import { InvalidOptionError } from '../errors.ts'
 import { integerOption, labelOption, positiveOption, ruleOptions } from '../options.ts'
 import type { TokenBucketRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 import { UNLIMITED } from './unlimited.ts'
 
@@ -103,7 +103,7 @@ export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> 
     }
     const resetMs = msUntil(rule, state.milli, state.last, full, now)
     const retryAfterMs = msUntil(rule, state.milli, state.last, cost * 1000, now)
-    return ruleDecision(rule, false, Math.floor(milli / 1000), resetMs, retryAfterMs, 0)
+    return ruleDecision(rule, false, atLeastZero(Math.floor(milli / 1000)), resetMs, retryAfterMs, 0)
   },
 
   admit(state, rule, now, cost) {
@@ -113,4 +113,16 @@ export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> 
 
   expiresAt: (state, rule) =>
     state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last),
+
+  refund(state, rule, now, cost) {
+    state.milli = Math.min(milliAt(rule, state.milli, state.last, now) + cost * 1000, rule.capacity * 1000)
+    if (now > state.last) state.last = now
+  },
+
+  penalize(state, rule, now, cost) {
+    const milli = milliAt(rule, state.milli, state.last, now)
+    // Below zero by at most the penalty; a bucket already lower than that stays where it is.
+    state.milli = Math.min(milli, Math.max(milli - cost * 1000, -cost * 1000))
+    if (now > state.last) state.last = now
+  },
 }

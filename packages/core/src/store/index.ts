@@ -8,6 +8,12 @@
  */
 
 export {
+  type BlockPolicy,
+  blockedAnswer,
+  blockLength,
+  MAX_BLOCK_HISTORY,
+} from '../block.ts'
+export {
   booleanOption,
   durationLabel,
   functionOption,
@@ -24,4 +30,4 @@ export {
 } from '../options.ts'
 export { type Algorithm, ruleDecision } from '../rules/algorithm.ts'
 export { algorithmOf } from '../rules/index.ts'
-export type { Store, StoreAnswer, StoreMode } from '../types.ts'
+export type { Adjustment, Store, StoreAnswer, StoreMode } from '../types.ts'

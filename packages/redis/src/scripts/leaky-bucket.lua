@@ -87,4 +87,61 @@ local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start,
   end
   redis.call('HSET', key, 's', num(start), 'u', num(units))
   redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
+  -- Where this call left the queue, for giving its slot back (leakyBucketUnqueue).
+  return num(start) .. ':' .. num(units)
+end
+
+local function leakyBucketWrite(key, now, rate, limit, start, units)
+  redis.call('HSET', key, 's', num(start), 'u', num(units))
+  redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
+end
+
+-- `last` goes back by `cost` intervals, but not before now: a slot in the past would let a burst through.
+local function leakyBucketRefund(key, now, cost, rate, _maxQueueMs, limit)
+  local h = redis.call('HMGET', key, 's', 'u')
+  if not h[1] then return end
+  local start, units = tonumber(h[1]), tonumber(h[2])
+  local elapsed = now - start
+  if units >= cost and spanOf(rate, units - cost) >= elapsed then
+    units = units - cost
+  elseif spanOf(rate, units) > elapsed then
+    start = now
+    units = 0
+  else
+    return
+  end
+  leakyBucketWrite(key, now, rate, limit, start, units)
+end
+
+-- `last` goes forward by `cost` intervals (from now, when it has passed), but at most `cost` intervals
+-- past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
+local function leakyBucketPenalize(key, now, cost, rate, maxQueueMs, limit)
+  local h = redis.call('HMGET', key, 's', 'u')
+  local start0, units0 = -math.huge, 0
+  if h[1] then
+    start0 = tonumber(h[1])
+    units0 = tonumber(h[2])
+  end
+  local start, units = start0, units0
+  if spanOf(rate, units) >= now - start then
+    units = units + cost
+  else
+    start = now
+    units = cost
+  end
+  local capStart = now + maxQueueMs
+  if start + spanOf(rate, units) > capStart + spanOf(rate, cost) then
+    if start0 + spanOf(rate, units0) >= capStart + spanOf(rate, cost) then return end
+    start = capStart
+    units = cost
+  end
+  leakyBucketWrite(key, now, rate, limit, start, units)
+end
+
+-- Gives a queued call's slot back, only when the queue still stands exactly where that call left it
+-- (`mark`): nobody queued behind it, so no one else's slot moves.
+local function leakyBucketUnqueue(key, now, cost, rate, maxQueueMs, limit, mark)
+  local h = redis.call('HMGET', key, 's', 'u')
+  if not h[1] or h[1] .. ':' .. h[2] ~= mark then return end
+  leakyBucketRefund(key, now, cost, rate, maxQueueMs, limit)
 end
