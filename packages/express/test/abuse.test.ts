@@ -41,7 +41,11 @@ describe.each(flavours)('abuse controls on $name', ({ express }) => {
     try {
       const get = async () => {
         const res = await fetch(server.url)
-        return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() }
+        return {
+          status: res.status,
+          retryAfter: res.headers.get('retry-after'),
+          body: (await res.json()) as Record<string, unknown>,
+        }
       }
       expect((await get()).status).toBe(200)
       expect((await get()).status).toBe(200)
