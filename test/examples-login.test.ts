@@ -9,11 +9,11 @@ import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
 const SERVER = 'examples/login/server.mjs'
 
-/** A 1 s window, blocks of 1500 ms doubling up to 6 s, forgotten after 60 s. */
+/** A 1.5 s window, blocks of 2 s doubling up to 8 s, forgotten after 60 s. */
 const FAST = {
-  LOGIN_WINDOW_MS: '1000',
-  LOGIN_BLOCK_MS: '1500',
-  LOGIN_MAX_BLOCK_MS: '6000',
+  LOGIN_WINDOW_MS: '1500',
+  LOGIN_BLOCK_MS: '2000',
+  LOGIN_MAX_BLOCK_MS: '8000',
   LOGIN_FORGET_MS: '60000',
 }
 
@@ -48,34 +48,40 @@ describe('examples/login', () => {
     for (let i = 0; i < 5; i++) failures.push(await login(url, 'alice', 'guess'))
     expect(failures.map((r) => r.status)).toEqual([401, 401, 401, 401, 401])
     expect(failures.map((r) => r.body.remaining)).toEqual([4, 3, 2, 1, 0])
-    // The 6th failure begins a block of 1500 ms (Retry-After rounds up to 2 s).
+    // The 6th failure begins a block of 2 s (the window would free a place sooner).
     const sixth = await login(url, 'alice', 'guess')
     expect(sixth.status).toBe(429)
     expect(sixth.headers.get('retry-after')).toBe('2')
-    expect(sixth.body.detail).toBe('Rate limit 5-per-1s exceeded; retry in 2 s.')
+    expect(sixth.body.detail).toBe('Rate limit 5-per-1500ms exceeded; retry in 2 s.')
     // While blocked, even the right password is refused.
     const blocked = await login(url, 'alice', 'correct horse battery staple')
     expect(blocked.status).toBe(429)
-    expect(blocked.body.detail).toBe('Blocked after exceeding rate limit 5-per-1s; retry in 2 s.')
+    expect(blocked.body.detail).toBe('Blocked after exceeding rate limit 5-per-1500ms; retry in 2 s.')
     // Another username from the same address is counted apart.
     expect((await login(url, 'bob', 'guess')).status).toBe(401)
     expect((await login(url, 'BOB', 'hunter2')).status).toBe(200)
     // No username: 400, never counted under an empty key.
     expect((await request(`${url}/login`, { method: 'POST' })).status).toBe(400)
 
-    // After the block the window is clear: 5 more attempts, then a second block, twice as long (3 s).
-    await sleep(1600)
+    // After the block the window is clear: 5 more attempts, then a second block, twice as long (4 s).
+    await sleep(2100)
     const more = []
     for (let i = 0; i < 5; i++) more.push((await login(url, 'alice', 'guess')).status)
     expect(more).toEqual([401, 401, 401, 401, 401])
     const again = await login(url, 'alice', 'guess')
     expect(again.status).toBe(429)
-    expect(again.headers.get('retry-after')).toBe('3')
+    expect(again.headers.get('retry-after')).toBe('4')
     await server.stop()
   })
 
   it('shares counts and blocks between two processes on one Redis (REDIS_URL)', async () => {
-    const env = { ...FAST, LOGIN_BLOCK_MS: '3000', REDIS_URL: `redis://${redis.host}:${redis.port}` }
+    // A window long enough that a loaded machine cannot let the first attempt expire mid-test.
+    const env = {
+      ...FAST,
+      LOGIN_WINDOW_MS: '60000',
+      LOGIN_BLOCK_MS: '3000',
+      REDIS_URL: `redis://${redis.host}:${redis.port}`,
+    }
     const one = await startServer(SERVER, env)
     const two = await startServer(SERVER, env)
     expect(one.output()).toContain('(Redis)')
@@ -87,7 +93,7 @@ describe('examples/login', () => {
     // The block begun on one process is the other's at its next call.
     const other = await login(two.url, 'carol', 'guess')
     expect(other.status).toBe(429)
-    expect(other.body.detail).toBe('Blocked after exceeding rate limit 5-per-1s; retry in 3 s.')
+    expect(other.body.detail).toBe('Blocked after exceeding rate limit 5-per-60s; retry in 3 s.')
     await one.stop()
     await two.stop()
   })
