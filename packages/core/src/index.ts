@@ -28,15 +28,18 @@ export {
   type RulesOption,
   type StoreErrorPolicy,
 } from './limiter.ts'
+export { type ConcurrencyOptions, concurrency } from './rules/concurrency.ts'
 export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
 export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'
 export { type SlidingLogOptions, slidingLog } from './rules/sliding-log.ts'
 export { type SlidingWindowOptions, slidingWindow } from './rules/sliding-window.ts'
 export { type TokenBucketOptions, tokenBucket } from './rules/token-bucket.ts'
 export type { RuleInput } from './rules/unlimited.ts'
+export { type WarmUpOptions, warmUp } from './rules/warm-up.ts'
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.ts'
 export type {
   Adjustment,
+  ConcurrencyRule,
   Decision,
   DecisionReason,
   FixedWindowRule,
@@ -51,4 +54,5 @@ export type {
   StoreMode,
   TokenBucketRule,
   UnlimitedRule,
+  WarmUpRule,
 } from './types.ts'

@@ -116,6 +116,12 @@ export interface Limiter<C = unknown> {
    */
   unqueue(key: string, decision: Decision, options?: CallOptions<C>): Promise<void>
   /**
+   * Ends the lease of an admitted call (`decision.lease`, from a concurrency rule), giving its units
+   * back. Idempotent; a decision without a lease, or a lease already ended, changes nothing. `options`
+   * are the call's own (`context` for a rules function). Rejects with a `StoreError` when the store fails.
+   */
+  release(key: string, decision: Decision, options?: { context?: C }): Promise<void>
+  /**
    * Releases this limiter's prefix on its store, so a new limiter may take it (an app closed and built
    * again on a long-lived store). Call it when the limiter is no longer used.
    */
@@ -252,7 +258,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     key: string,
     options: AdjustOptions<C> | undefined,
     adjustment: Adjustment,
-    queues?: readonly (string | undefined)[],
+    marks?: readonly (string | undefined)[],
   ): Promise<StoreAnswer | undefined> {
     const storageKey = keyOf(key)
     const cost = adjustCostOf(options?.cost)
@@ -265,7 +271,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       )
     }
     try {
-      return await store.adjust(prefix, storageKey, rules, cost, adjustment, block, queues)
+      return await store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
     } catch (error) {
       throw asStoreError(error)
     }
@@ -310,6 +316,14 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       const queues = decision.rules.map((d) => d.queue)
       if (queues.every((q) => q === undefined)) return
       await adjust(key, options, 'unqueue', queues)
+    },
+
+    async release(key, decision, options) {
+      const lease = decision.lease
+      if (lease === undefined) return
+      const marks = decision.rules.map((d) => d.lease)
+      if (typeof store.adjust !== 'function') return
+      await adjust(key, options, 'release', marks)
     },
 
     close() {
@@ -375,7 +389,7 @@ function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode):
         code,
         where,
         rule,
-        'rules built by fixedWindow, slidingLog, slidingWindow, tokenBucket or leakyBucket',
+        'rules built by fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency or warmUp',
       )
     }
     if (isUnlimited(rule)) {
@@ -481,7 +495,7 @@ function compose(rules: StoreAnswer): Decision {
   const reason = rules.reason ?? 'rules'
   if (rules.length === 1) {
     const d = rules[0]!
-    return {
+    const decision: Decision = {
       allowed: d.allowed,
       limit: d.limit,
       remaining: d.remaining,
@@ -492,18 +506,21 @@ function compose(rules: StoreAnswer): Decision {
       rules,
       reason,
     }
+    return d.lease === undefined ? decision : { ...decision, lease: d.lease }
   }
   let deciding = rules[0]!
   let allowed = true
   let waitMs = 0
+  let lease: string | undefined
   for (const d of rules) {
+    if (d.lease !== undefined) lease = d.lease
     if (d.waitMs > waitMs) waitMs = d.waitMs
     if (!d.allowed) {
       if (allowed || d.retryAfterMs > deciding.retryAfterMs) deciding = d
       allowed = false
     } else if (allowed && d.remaining < deciding.remaining) deciding = d
   }
-  return {
+  const decision: Decision = {
     allowed,
     limit: deciding.limit,
     remaining: deciding.remaining,
@@ -514,6 +531,7 @@ function compose(rules: StoreAnswer): Decision {
     rules,
     reason,
   }
+  return lease === undefined ? decision : { ...decision, lease }
 }
 
 const STORE_ALLOW_DECISION: Decision = Object.freeze({

@@ -17,6 +17,7 @@ describe('entry points', () => {
       'RateLimitedError',
       'SluiceError',
       'StoreError',
+      'concurrency',
       'createLimiter',
       'fixedWindow',
       'ipKey',
@@ -24,6 +25,7 @@ describe('entry points', () => {
       'slidingLog',
       'slidingWindow',
       'tokenBucket',
+      'warmUp',
     ])
   })
 
@@ -72,6 +74,7 @@ describe('entry points', () => {
       'integerOption',
       'isValidPrefix',
       'labelOption',
+      'newLease',
       'oneOfOption',
       'positiveOption',
       'prefixOption',

@@ -24,6 +24,8 @@ const PARAMS: { readonly [K in Kind]: number } = {
   slidingWindow: 3,
   tokenBucket: 2,
   leakyBucket: 3,
+  concurrency: 2,
+  warmUp: 7,
 }
 
 /** A rule's params as the script reads them, in order. */
@@ -38,6 +40,19 @@ export function ruleArgs(rule: Rule): string[] {
       return [String(rule.capacity), String(rule.refillPerSecond)]
     case 'leakyBucket':
       return [String(rule.ratePerSecond), String(rule.maxQueueMs), String(rule.limit)]
+    case 'concurrency':
+      return [String(rule.limit), String(rule.leaseMs)]
+    case 'warmUp':
+      // The factory's doubles, written so that Lua's tonumber reads back the very same ones.
+      return [
+        String(rule.stableMs),
+        String(rule.thresholdPermits),
+        String(rule.maxPermits),
+        String(rule.slope),
+        String(rule.coolDownMs),
+        String(rule.maxQueueMs),
+        String(rule.limit),
+      ]
   }
 }
 
@@ -47,7 +62,7 @@ function paramsOf(kind: Kind, first: number): string {
 }
 
 /** What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`). */
-export type Act = 'apply' | 'penalize' | 'refund' | 'unqueue'
+export type Act = 'apply' | 'penalize' | 'refund' | 'unqueue' | 'release'
 
 /** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
 export const REPLY_FIELDS = 6
@@ -72,12 +87,17 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
       "return { 'ok', serverNow }",
     ].join('\n')
   }
-  if (act === 'unqueue') {
-    // Each rule's queue mark follows the params; only leaky buckets have one.
+  if (act === 'unqueue' || act === 'release') {
+    // Each rule's mark (its queue mark, its lease) follows the params; '' for a rule without one.
     const lines: string[] = []
     kinds.forEach((kind, i) => {
-      if (kind === 'leakyBucket') {
-        lines.push(`leakyBucketUnqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ARGV[${argv + i}])`)
+      const mark = `ARGV[${argv + i}]`
+      if (act === 'unqueue' && kind === 'leakyBucket') {
+        lines.push(
+          `if ${mark} ~= '' then leakyBucketUnqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`,
+        )
+      } else if (act === 'release' && kind === 'concurrency') {
+        lines.push(`if ${mark} ~= '' then concurrencyRelease(KEYS[${i + 1}], now, ${mark}) end`)
       }
     })
     lines.push("return { 'ok', serverNow }")
@@ -97,13 +117,15 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
     "  if left > 0 then return { 'blocked', left, serverNow } end",
     'end',
   )
-  const admitOf = (kind: Kind, i: number, indent: string, mark: string, waitMs: string) =>
-    kind === 'leakyBucket'
-      ? [
-          `${indent}local m = ${kind}Admit(KEYS[${i + 1}], now, cost, ${params[i]}, ${stateOf(kinds.length, i)})`,
-          `${indent}if ${waitMs} > 0 then ${mark} = m end`,
-        ]
-      : [`${indent}${kind}Admit(KEYS[${i + 1}], now, cost, ${params[i]}, ${stateOf(kinds.length, i)})`]
+  // A call with a concurrency rule brings its lease id (made by the store) after the params.
+  if (kinds.includes('concurrency')) head.push(`local lease = ARGV[${argv}]`)
+  const admitOf = (kind: Kind, i: number, indent: string, mark: string, waitMs: string) => {
+    const call = `${kind}Admit(KEYS[${i + 1}], now, cost, ${params[i]}, ${stateOf(kinds.length, i)}`
+    if (kind === 'leakyBucket')
+      return [`${indent}local m = ${call})`, `${indent}if ${waitMs} > 0 then ${mark} = m end`]
+    if (kind === 'concurrency') return [`${indent}${call}, lease)`, `${indent}${mark} = lease`]
+    return [`${indent}${call})`]
+  }
   if (kinds.length === 1) {
     const kind = kinds[0]!
     return [

@@ -22,7 +22,7 @@ import {
   StoreError,
   type StoreMode,
 } from '@sluice/core'
-import { blockedAnswer } from '@sluice/core/store'
+import { blockedAnswer, newLease } from '@sluice/core/store'
 import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compose.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
@@ -96,6 +96,8 @@ interface Plan {
   readonly limits: readonly number[]
   /** The scripts that adjust these rules, made when first needed. */
   adjust?: { [A in Exclude<Act, 'apply'>]?: Script }
+  /** Whether a rule holds leases (concurrency): a consume then brings a lease id. */
+  readonly leases: boolean
 }
 
 /** Where a key's block lives: beside its rule keys, in the same hash slot. */
@@ -213,6 +215,8 @@ export class RedisStore implements Store {
 
     const keys = this.#keys(prefix, key, plan, block !== undefined)
     const args = this.#args(plan, now, consume ? '1' : '0', cost, block)
+    // A lease id made here, random: unique across processes without a round trip to agree on one.
+    if (plan.leases) args.push(consume ? newLease(cost) : '')
 
     const call = this.#deadlines.start<StoreAnswer>()
     this.#attempt(call, plan.script, keys, args, true, (reply) => {
@@ -244,7 +248,7 @@ export class RedisStore implements Store {
     cost: number,
     adjustment: Adjustment,
     block?: BlockPolicy,
-    queues?: readonly (string | undefined)[],
+    marks?: readonly (string | undefined)[],
   ): Promise<StoreAnswer | undefined> {
     const refused = this.#refuse()
     if (refused !== undefined) return Promise.reject(refused)
@@ -257,7 +261,9 @@ export class RedisStore implements Store {
     const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
     const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
     const args = this.#args(plan, now, mode, cost, withBlock ? block : undefined)
-    if (adjustment === 'unqueue') for (let i = 0; i < rules.length; i++) args.push(queues?.[i] ?? '')
+    if (adjustment === 'unqueue' || adjustment === 'release') {
+      for (let i = 0; i < rules.length; i++) args.push(marks?.[i] ?? '')
+    }
     plan.adjust ??= {}
     let s = plan.adjust[adjustment]
     if (s === undefined) {
@@ -447,6 +453,7 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
     args: rules.flatMap(ruleArgs),
     script: scriptFor(rules.map((r) => r.kind)),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
+    leases: rules.some((r) => r.kind === 'concurrency'),
   }
 }
 
@@ -490,7 +497,11 @@ function answerOf(plan: Plan, rules: readonly Rule[], reply: unknown[]): [StoreA
       windowSeconds: rules[i]!.policyWindowSeconds,
     }
     const mark = reply[o + 5]
-    out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
+    const rule = rules[i]!
+    if (rule.kind === 'concurrency') {
+      const unit = { ...d, unit: 'concurrent-requests' as const }
+      out[i] = mark !== '' && mark != null ? { ...unit, lease: String(mark) } : unit
+    } else out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
   }
   return [out, Number(reply[n * REPLY_FIELDS])]
 }

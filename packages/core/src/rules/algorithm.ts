@@ -18,8 +18,11 @@ export interface Algorithm<R extends Rule, S> {
    * a call another rule denied, so that rule reports what it has left, not what the call would leave.
    */
   decide(state: S, rule: R, now: number, cost: number): RuleDecision
-  /** Records an admitted call. Called only after `decide` admitted the same call at the same `now`. */
-  admit(state: S, rule: R, now: number, cost: number): void
+  /**
+   * Records an admitted call. Called only after `decide` admitted the same call at the same `now`.
+   * `lease` (concurrency rules) is the id the call's units are held under.
+   */
+  admit(state: S, rule: R, now: number, cost: number, lease?: string): void
   /** From this time on the state answers exactly as a fresh one would, so it may be forgotten. */
   expiresAt(state: S, rule: R): number
   /**
@@ -44,6 +47,19 @@ export function ruleDecision(
   retryAfterMs: number,
   waitMs: number,
 ): RuleDecision {
+  if (rule.kind === 'concurrency') {
+    return {
+      rule: rule.name,
+      allowed,
+      limit: rule.limit,
+      remaining,
+      resetMs,
+      retryAfterMs,
+      waitMs,
+      windowSeconds: rule.policyWindowSeconds,
+      unit: 'concurrent-requests',
+    }
+  }
   return {
     rule: rule.name,
     allowed,

@@ -4,12 +4,14 @@
  */
 import type { Rule, RuleKind } from '../types.ts'
 import type { Algorithm } from './algorithm.ts'
+import { concurrency, concurrencyAlgorithm } from './concurrency.ts'
 import { fixedWindow, fixedWindowAlgorithm } from './fixed-window.ts'
 import { leakyBucket, leakyBucketAlgorithm } from './leaky-bucket.ts'
 import { slidingLog, slidingLogAlgorithm } from './sliding-log.ts'
 import { slidingWindow, slidingWindowAlgorithm } from './sliding-window.ts'
 import { tokenBucket, tokenBucketAlgorithm } from './token-bucket.ts'
 import { type RuleInput, UNLIMITED } from './unlimited.ts'
+import { warmUp, warmUpAlgorithm } from './warm-up.ts'
 
 export const algorithms: { readonly [K in RuleKind]: Algorithm<Extract<Rule, { kind: K }>, unknown> } = {
   fixedWindow: fixedWindowAlgorithm as Algorithm<Extract<Rule, { kind: 'fixedWindow' }>, unknown>,
@@ -17,6 +19,8 @@ export const algorithms: { readonly [K in RuleKind]: Algorithm<Extract<Rule, { k
   slidingWindow: slidingWindowAlgorithm as Algorithm<Extract<Rule, { kind: 'slidingWindow' }>, unknown>,
   tokenBucket: tokenBucketAlgorithm as Algorithm<Extract<Rule, { kind: 'tokenBucket' }>, unknown>,
   leakyBucket: leakyBucketAlgorithm as Algorithm<Extract<Rule, { kind: 'leakyBucket' }>, unknown>,
+  concurrency: concurrencyAlgorithm as Algorithm<Extract<Rule, { kind: 'concurrency' }>, unknown>,
+  warmUp: warmUpAlgorithm as Algorithm<Extract<Rule, { kind: 'warmUp' }>, unknown>,
 }
 
 /** The algorithm that runs `rule`. */
@@ -63,6 +67,8 @@ const factories: { readonly [K in RuleKind]: (options: never) => RuleInput } = {
   slidingWindow,
   tokenBucket,
   leakyBucket,
+  concurrency,
+  warmUp,
 }
 
 /** The options each factory takes, read back from a rule to rebuild it. */
@@ -72,4 +78,6 @@ const OPTION_NAMES: { readonly [K in RuleKind]: readonly string[] } = {
   slidingWindow: ['limit', 'windowMs', 'buckets', 'name'],
   tokenBucket: ['capacity', 'refillPerSecond', 'name'],
   leakyBucket: ['ratePerSecond', 'maxQueueMs', 'name'],
+  concurrency: ['limit', 'leaseMs', 'name'],
+  warmUp: ['ratePerSecond', 'warmUpMs', 'coldFactor', 'maxQueueMs', 'name'],
 }

@@ -100,7 +100,7 @@ function spanOf(rule: LeakyBucketRule, units: number): number {
 }
 
 /** The most units whose intervals fit in `ms`: the largest n >= 0 with `n * 1000 / rate <= ms`. */
-function unitsWithin(ratePerSecond: number, ms: number): number {
+export function unitsWithin(ratePerSecond: number, ms: number): number {
   let n = Math.max(0, Math.floor((ms * ratePerSecond) / 1000))
   // The estimate can be a rounding off; settle it with the comparison decide makes. Within 2^50 units it
   // is off by at most one; the loops are capped all the same (a state left by a faster rule can hold more).

@@ -29,5 +29,6 @@ export {
   storeOption,
 } from '../options.ts'
 export { type Algorithm, ruleDecision } from '../rules/algorithm.ts'
+export { newLease } from '../rules/concurrency.ts'
 export { algorithmOf } from '../rules/index.ts'
 export type { Adjustment, Store, StoreAnswer, StoreMode } from '../types.ts'

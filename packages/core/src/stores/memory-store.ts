@@ -19,6 +19,7 @@ import {
 } from '../block.ts'
 import { functionOption, given, integerOption, MAX_TIMER_MS, readOptions } from '../options.ts'
 import type { Algorithm } from '../rules/algorithm.ts'
+import { type ConcurrencyState, newLease, release } from '../rules/concurrency.ts'
 import { algorithmOf } from '../rules/index.ts'
 import { type LeakyBucketState, queueMark, unqueue } from '../rules/leaky-bucket.ts'
 import type {
@@ -135,7 +136,7 @@ export class MemoryStore implements Store {
     cost: number,
     adjustment: Adjustment,
     block?: BlockPolicy,
-    queues?: readonly (string | undefined)[],
+    marks?: readonly (string | undefined)[],
   ): StoreAnswer | undefined {
     const now = this.#now()
     if (adjustment === 'penalize') {
@@ -157,9 +158,13 @@ export class MemoryStore implements Store {
       const rule = rules[i]!
       const state = existingState(entry, rule)
       if (state === undefined) continue
+      const mark = marks?.[i]
       if (adjustment === 'refund') algorithmOf(rule).refund(state, rule, now, cost)
-      else if (rule.kind === 'leakyBucket' && queues?.[i] !== undefined) {
-        unqueue(state as LeakyBucketState, rule, now, cost, queues[i]!)
+      else if (mark === undefined) continue
+      else if (adjustment === 'unqueue' && rule.kind === 'leakyBucket') {
+        unqueue(state as LeakyBucketState, rule, now, cost, mark)
+      } else if (adjustment === 'release' && rule.kind === 'concurrency') {
+        release(state as ConcurrencyState, now, mark)
       }
     }
     return undefined
@@ -290,12 +295,16 @@ function decideAll(
     }
   } else if (consume) {
     let expiresAt = entry.expiresAt
+    // One lease for the call, shared by its concurrency rules.
+    let lease: string | undefined
     for (let i = 0; i < n; i++) {
-      const until = admit(algorithms[i]!, states[i], rules[i]!, now, cost)
+      const rule = rules[i]!
+      if (rule.kind === 'concurrency') lease ??= newLease(cost)
+      const until = admit(algorithms[i]!, states[i], rule, now, cost, lease)
       if (until > expiresAt) expiresAt = until
-      if (decisions[i]!.waitMs > 0 && rules[i]!.kind === 'leakyBucket') {
+      if (decisions[i]!.waitMs > 0 && rule.kind === 'leakyBucket') {
         decisions[i] = { ...decisions[i]!, queue: queueMark(states[i] as LeakyBucketState) }
-      }
+      } else if (rule.kind === 'concurrency') decisions[i] = { ...decisions[i]!, lease }
     }
     entry.expiresAt = expiresAt
   }
@@ -308,10 +317,13 @@ function applyOne(entry: Entry, rule: Rule, now: number, cost: number, consume: 
   const state = stateOf(entry, rule, now, consume, algorithm)
   const d = algorithm.decide(state, rule, now, cost)
   if (consume && d.allowed) {
-    const until = admit(algorithm, state, rule, now, cost)
+    const lease = rule.kind === 'concurrency' ? newLease(cost) : undefined
+    const until = admit(algorithm, state, rule, now, cost, lease)
     if (until > entry.expiresAt) entry.expiresAt = until
-    if (d.waitMs > 0 && rule.kind === 'leakyBucket')
+    if (d.waitMs > 0 && rule.kind === 'leakyBucket') {
       return { ...d, queue: queueMark(state as LeakyBucketState) }
+    }
+    if (lease !== undefined) return { ...d, lease }
   }
   return d
 }
@@ -332,8 +344,9 @@ function admit(
   rule: Rule,
   now: number,
   cost: number,
+  lease?: string,
 ): number {
-  algorithm.admit(state, rule, now, cost)
+  algorithm.admit(state, rule, now, cost, lease)
   return algorithm.expiresAt(state, rule)
 }
 

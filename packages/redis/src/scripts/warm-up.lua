@@ -1,0 +1,112 @@
+-- warmUp (params: stableMs, thresholdPermits, maxPermits, slope, coolDownMs, maxQueueMs, limit). A hash
+-- { n = the next call's slot, s = stored permits }, both floats (stored with 17 significant digits). A
+-- missing key is a meter never seen: next = now, stored = maxPermits (it starts cold). The derived figures
+-- come from the rule as the factory computed them, so both stores start from the same doubles, and every
+-- formula performs the same operations in the same order as @sluice/core's rules/warm-up.ts. The key
+-- lives until the meter is cold again.
+
+local function warmTimeFor(stableMs, slope, p)
+  return stableMs + p * slope
+end
+
+-- ms that taking `take` of `stored` permits costs.
+local function warmWaitFor(stableMs, threshold, slope, stored, take)
+  local above = stored - threshold
+  local w = 0
+  if above > 0 then
+    local t = above
+    if take < t then t = take end
+    w = (t * (warmTimeFor(stableMs, slope, above) + warmTimeFor(stableMs, slope, above - t))) / 2
+    take = take - t
+  end
+  return w + stableMs * take
+end
+
+-- Units of cost 1 that could still be admitted at the stable rate, the next slot `ahead` ms away.
+local function warmRemaining(stableMs, maxQueueMs, limit, ahead)
+  if ahead <= 0 then return limit end
+  local n = floor((maxQueueMs - ahead) / stableMs) + 1
+  if n < 0 then return 0 end
+  if n > limit then return limit end
+  return n
+end
+
+local function warmResetIn(ahead)
+  if ahead > 0 then return ceil(ahead) end
+  return 0
+end
+
+-- The state at `now`, idle time turned into stored permits.
+local function warmRead(key, now, maxPermits, coolDownMs)
+  local h = redis.call('HMGET', key, 'n', 's')
+  local next, stored = now, maxPermits
+  if h[1] then
+    next = tonumber(h[1])
+    stored = tonumber(h[2])
+  end
+  if now > next then
+    local more = stored + (now - next) / coolDownMs
+    if more < maxPermits then stored = more else stored = maxPermits end
+    next = now
+  end
+  return next, stored
+end
+
+local function warmWrite(key, now, maxPermits, coolDownMs, next, stored)
+  redis.call('HSET', key, 'n', num(next), 's', num(stored))
+  local expiresAt = ceil(next + (maxPermits - stored + 1) * coolDownMs) + 1
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
+local function warmUpDecide(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, maxQueueMs, limit)
+  local slot, stored = warmRead(key, now, maxPermits, coolDownMs)
+  if cost == 0 then
+    return true, warmRemaining(stableMs, maxQueueMs, limit, slot - now), warmResetIn(slot - now), 0, 0, slot, stored
+  end
+  if slot - now > maxQueueMs then
+    return false,
+      warmRemaining(stableMs, maxQueueMs, limit, slot - now),
+      warmResetIn(slot - now),
+      ceil(slot - maxQueueMs - now),
+      0,
+      slot,
+      stored
+  end
+  local spend = cost
+  if stored < spend then spend = stored end
+  local after = slot + warmWaitFor(stableMs, threshold, slope, stored, spend) + (cost - spend) * stableMs
+  return true,
+    warmRemaining(stableMs, maxQueueMs, limit, after - now),
+    warmResetIn(after - now),
+    0,
+    ceil(slot - now),
+    slot,
+    stored
+end
+
+local function warmUpAdmit(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, _maxQueueMs, _limit, slot, stored)
+  local spend = cost
+  if stored < spend then spend = stored end
+  local next = slot + warmWaitFor(stableMs, threshold, slope, stored, spend) + (cost - spend) * stableMs
+  warmWrite(key, now, maxPermits, coolDownMs, next, stored - spend)
+end
+
+-- The next slot goes back by `cost` stable intervals, not before now; stored permits stay spent.
+local function warmUpRefund(key, now, cost, stableMs, _threshold, _maxPermits, _slope, _coolDownMs, _maxQueueMs, _limit)
+  local n = tonumber(redis.call('HGET', key, 'n'))
+  if n == nil or n <= now then return end
+  local back = n - cost * stableMs
+  if back < now then back = now end
+  redis.call('HSET', key, 'n', num(back))
+end
+
+-- The next slot moves on by `cost` stable intervals, spending no stored permit, at most `cost` intervals
+-- past a full queue.
+local function warmUpPenalize(key, now, cost, stableMs, _threshold, maxPermits, _slope, coolDownMs, maxQueueMs, _limit)
+  local next, stored = warmRead(key, now, maxPermits, coolDownMs)
+  local moved = next + cost * stableMs
+  local cap = now + maxQueueMs + cost * stableMs
+  if cap < moved then moved = cap end
+  if moved > next then next = moved end
+  warmWrite(key, now, maxPermits, coolDownMs, next, stored)
+end
