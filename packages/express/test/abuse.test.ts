@@ -1,5 +1,5 @@
 import http from 'node:http'
-import { fixedWindow, leakyBucket } from '@sluice/core'
+import { concurrency, fixedWindow, leakyBucket } from '@sluice/core'
 import { rateLimit } from '@sluice/express'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { clocked, flavours, listen, unhandledDuring } from './support.ts'
@@ -201,6 +201,53 @@ describe.each(flavours)('abuse controls on $name', ({ express }) => {
       first.destroy()
       await vi.waitFor(async () => expect(await nextWait()).toBe(1000))
       expect(handled).toBe(0)
+    } finally {
+      await server.close()
+    }
+  })
+})
+
+describe.each(flavours)('concurrency on $name', ({ express }) => {
+  it('holds at most limit slow requests per key, and a client that disconnects gives its unit back', async () => {
+    const app = express()
+    const limit = rateLimit({ rules: [concurrency({ limit: 2, leaseMs: 60_000 })] })
+    let running = 0
+    let most = 0
+    const finish: (() => void)[] = []
+    app.use(limit)
+    app.get('/', (_req, res) => {
+      running++
+      most = Math.max(most, running)
+      finish.push(() => {
+        running--
+        res.json({ ok: true })
+      })
+    })
+    app.get('/hang', () => {})
+    const server = await listen(app)
+    const held = async () => {
+      const d = await limit.limiter.peek('127.0.0.1')
+      return 2 - d.remaining - (d.allowed ? 1 : 0)
+    }
+    try {
+      const slow = [fetch(server.url), fetch(server.url)]
+      await vi.waitFor(() => expect(finish).toHaveLength(2))
+      const third = await fetch(server.url)
+      expect(third.status).toBe(429)
+      expect(third.headers.get('ratelimit-policy')).toBe('"2-concurrent";q=2;qu="concurrent-requests";w=60')
+      // A response sent gives its unit back.
+      finish.shift()!()
+      await slow[0]
+      await vi.waitFor(async () => expect(await held()).toBe(1))
+      // A client that leaves gives its unit back too.
+      const hanging = openRequest(`${server.url}/hang`)
+      await vi.waitFor(async () => expect(await held()).toBe(2))
+      hanging.destroy()
+      await vi.waitFor(async () => expect(await held()).toBe(1))
+      finish.shift()!()
+      await slow[1]
+      await vi.waitFor(async () => expect(await held()).toBe(0))
+      expect(most).toBe(2)
     } finally {
       await server.close()
     }

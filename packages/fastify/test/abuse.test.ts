@@ -1,5 +1,5 @@
 import http from 'node:http'
-import { fixedWindow, leakyBucket } from '@sluice/core'
+import { concurrency, fixedWindow, leakyBucket } from '@sluice/core'
 import type { FastifyInstance } from 'fastify'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { app, clocked } from './support.ts'
@@ -133,6 +133,51 @@ describe('abuse controls on Fastify', () => {
       await vi.waitFor(async () => expect(await nextWait()).toBe(1000))
       expect(handled).toBe(0)
     } finally {
+      await instance.close()
+    }
+  })
+})
+
+describe('concurrency on Fastify', () => {
+  it('holds at most limit slow requests per key, and a client that disconnects gives its unit back', async () => {
+    let running = 0
+    let most = 0
+    const finish: (() => void)[] = []
+    const instance = await app({ rules: [concurrency({ limit: 2, leaseMs: 60_000 })] }, (a) => {
+      a.get('/', async () => {
+        running++
+        most = Math.max(most, running)
+        await new Promise<void>((resolve) => finish.push(resolve))
+        running--
+        return { ok: true }
+      })
+      a.get('/hang', () => new Promise(() => {}))
+    })
+    const url = await listening(instance)
+    const limiter = instance.rateLimit().limiter
+    const held = async () => {
+      const d = await limiter.peek('127.0.0.1')
+      return 2 - d.remaining - (d.allowed ? 1 : 0)
+    }
+    try {
+      const slow = [fetch(url), fetch(url)]
+      await vi.waitFor(() => expect(finish).toHaveLength(2))
+      const third = await fetch(url)
+      expect(third.status).toBe(429)
+      expect(third.headers.get('ratelimit-policy')).toBe('"2-concurrent";q=2;qu="concurrent-requests";w=60')
+      finish.shift()!()
+      await slow[0]
+      await vi.waitFor(async () => expect(await held()).toBe(1))
+      const hanging = openRequest(`${url}/hang`)
+      await vi.waitFor(async () => expect(await held()).toBe(2))
+      hanging.destroy()
+      await vi.waitFor(async () => expect(await held()).toBe(1))
+      finish.shift()!()
+      await slow[1]
+      await vi.waitFor(async () => expect(await held()).toBe(0))
+      expect(most).toBe(2)
+    } finally {
+      for (const resolve of finish) resolve()
       await instance.close()
     }
   })

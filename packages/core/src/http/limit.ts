@@ -164,6 +164,8 @@ export function buildRequestLimit<Req, Res>(
     cost: number | undefined,
     decision: Decision,
   ): HttpOutcome {
+    // A concurrency lease is held while the request runs: it ends with the response, or when the client leaves.
+    if (decision.lease !== undefined) limitOnEnd(req, res, () => release(req, key, decision))
     if (shadow) {
       if (countWhen !== undefined && decision.allowed) whenEnded(req, res, key, cost, decision)
       record.counted({ decision, headers: headerOptions })
@@ -234,6 +236,15 @@ export function buildRequestLimit<Req, Res>(
   function refund(key: string, cost: number | undefined, req: Req): void {
     limiter.refund(key, { cost, context: req }).catch((error: unknown) => {
       warnOnce('refund', `a refund (countWhen) failed, so the request stays counted: ${String(error)}`)
+    })
+  }
+
+  function release(req: Req, key: string, decision: Decision): void {
+    limiter.release(key, decision, { context: req }).catch((error: unknown) => {
+      warnOnce(
+        'release',
+        `releasing a concurrency lease failed (it ends by itself after leaseMs): ${String(error)}`,
+      )
     })
   }
 

@@ -22,7 +22,7 @@ import {
 } from '../options.ts'
 import type { WarmUpRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
-import { MAX_FIGURE } from './bounds.ts'
+import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 import { unitsWithin } from './leaky-bucket.ts'
 
 export interface WarmUpOptions {
@@ -116,11 +116,19 @@ export function waitFor(rule: WarmUpRule, stored: number, take: number): number 
   return w + rule.stableMs * take
 }
 
-/** Units of cost 1 that could still be admitted at `now` at the stable rate, the next slot `ahead` ms away. */
+/**
+ * Units of cost 1 that could still be admitted at `now` at the stable rate, the next slot `ahead` ms away:
+ * the n with `ahead + (n − 1) × stableMs <= maxQueueMs`, at most `limit`. The estimate is settled with
+ * that very comparison (at most `FIXUP_STEPS` each way), so it never depends on how a division rounds.
+ */
 function remainingAt(rule: WarmUpRule, ahead: number): number {
   if (ahead <= 0) return rule.limit
-  const n = Math.floor((rule.maxQueueMs - ahead) / rule.stableMs) + 1
-  return n < 0 ? 0 : n > rule.limit ? rule.limit : n
+  const { maxQueueMs, stableMs } = rule
+  let n = Math.floor((maxQueueMs - ahead) / stableMs) + 1
+  if (n < 0) n = 0
+  for (let i = 0; i < FIXUP_STEPS && n > 0 && ahead + (n - 1) * stableMs > maxQueueMs; i++) n--
+  for (let i = 0; i < FIXUP_STEPS && n < rule.limit && ahead + n * stableMs <= maxQueueMs; i++) n++
+  return n > rule.limit ? rule.limit : n
 }
 
 /** Whole ms until a call of cost 1 would pass at once. */

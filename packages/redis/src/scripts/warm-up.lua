@@ -22,11 +22,22 @@ local function warmWaitFor(stableMs, threshold, slope, stored, take)
   return w + stableMs * take
 end
 
--- Units of cost 1 that could still be admitted at the stable rate, the next slot `ahead` ms away.
+-- Units of cost 1 that could still be admitted at the stable rate, the next slot `ahead` ms away: the n
+-- with `ahead + (n − 1) × stableMs <= maxQueueMs`, at most `limit`, the estimate settled by that comparison.
 local function warmRemaining(stableMs, maxQueueMs, limit, ahead)
   if ahead <= 0 then return limit end
   local n = floor((maxQueueMs - ahead) / stableMs) + 1
-  if n < 0 then return 0 end
+  if n < 0 then n = 0 end
+  local i = 0
+  while i < fixupSteps and n > 0 and ahead + (n - 1) * stableMs > maxQueueMs do
+    n = n - 1
+    i = i + 1
+  end
+  i = 0
+  while i < fixupSteps and n < limit and ahead + n * stableMs <= maxQueueMs do
+    n = n + 1
+    i = i + 1
+  end
   if n > limit then return limit end
   return n
 end
