@@ -128,7 +128,7 @@ function remainingAt(rule: WarmUpRule, ahead: number): number {
   if (n < 0) n = 0
   for (let i = 0; i < FIXUP_STEPS && n > 0 && ahead + (n - 1) * stableMs > maxQueueMs; i++) n--
   for (let i = 0; i < FIXUP_STEPS && n < rule.limit && ahead + n * stableMs <= maxQueueMs; i++) n++
-  return n > rule.limit ? rule.limit : n
+  return Math.min(n, rule.limit)
 }
 
 /** Whole ms until a call of cost 1 would pass at once. */
