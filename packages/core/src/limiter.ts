@@ -495,7 +495,21 @@ function compose(rules: StoreAnswer): Decision {
   const reason = rules.reason ?? 'rules'
   if (rules.length === 1) {
     const d = rules[0]!
-    const decision: Decision = {
+    if (d.lease !== undefined) {
+      return {
+        allowed: d.allowed,
+        limit: d.limit,
+        remaining: d.remaining,
+        resetMs: d.resetMs,
+        retryAfterMs: d.retryAfterMs,
+        waitMs: d.waitMs,
+        rule: d.rule,
+        rules,
+        reason,
+        lease: d.lease,
+      }
+    }
+    return {
       allowed: d.allowed,
       limit: d.limit,
       remaining: d.remaining,
@@ -506,7 +520,6 @@ function compose(rules: StoreAnswer): Decision {
       rules,
       reason,
     }
-    return d.lease === undefined ? decision : { ...decision, lease: d.lease }
   }
   let deciding = rules[0]!
   let allowed = true

@@ -64,6 +64,8 @@ interface Lease {
 export interface ConcurrencyState {
   leases: Map<string, Lease>
   total: number
+  /** The end of the newest lease ever admitted: when the state can be forgotten (kept by admit, so no call walks the leases for it). */
+  newest: number
 }
 
 /** Drops the leases that have ended at `now`: from the front, each lease once. */
@@ -84,15 +86,18 @@ function newestEnd(state: ConcurrencyState): number {
 }
 
 export const concurrencyAlgorithm: Algorithm<ConcurrencyRule, ConcurrencyState> = {
-  create: () => ({ leases: new Map(), total: 0 }),
+  create: () => ({ leases: new Map(), total: 0, newest: Number.NEGATIVE_INFINITY }),
 
   decide(state, rule, now, cost) {
     expire(state, now)
     const held = state.total
     if (held + cost <= rule.limit) {
-      // The newest lease is this call's, or with cost 0 the newest held.
-      const newest = newestEnd(state)
-      const resetMs = cost > 0 ? rule.leaseMs : newest === Number.NEGATIVE_INFINITY ? 0 : newest - now
+      // The newest lease is this call's, or with cost 0 (another rule denied) the newest held.
+      let resetMs = rule.leaseMs
+      if (cost === 0) {
+        const newest = newestEnd(state)
+        resetMs = newest === Number.NEGATIVE_INFINITY ? 0 : newest - now
+      }
       return ruleDecision(rule, true, rule.limit - held - cost, resetMs, 0, 0)
     }
     // Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).
@@ -107,11 +112,14 @@ export const concurrencyAlgorithm: Algorithm<ConcurrencyRule, ConcurrencyState> 
   },
 
   admit(state, rule, now, cost, lease) {
-    state.leases.set(lease!, { expires: now + rule.leaseMs, cost })
+    const expires = now + rule.leaseMs
+    state.leases.set(lease!, { expires, cost })
     state.total += cost
+    if (expires > state.newest) state.newest = expires
   },
 
-  expiresAt: (state) => newestEnd(state),
+  // A released newest lease leaves this later than needed, which is harmless: the state is empty by then.
+  expiresAt: (state) => state.newest,
 
   // A refund does not apply: held units come back by release, not by refund.
   refund() {},
