@@ -34,7 +34,7 @@ declare global {
 
 /**
  * Options of `rateLimit`: every option core's HTTP kit knows, plus `onLimited`.
- * Rules (`fixedWindow`, `slidingLog`, `slidingWindow`, `tokenBucket`, `leakyBucket`), `MemoryStore`
+ * Rules (`fixedWindow`, `slidingLog`, `slidingWindow`, `tokenBucket`, `leakyBucket`, `concurrency`, `warmUp`), `MemoryStore`
  * and `createLimiter` come from `@sluice/core`.
  */
 export interface ExpressRateLimitOptions extends HttpLimitOptions<Request, Response> {
