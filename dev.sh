@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two commands a fresh machine needs, each setting itself up first:
 #   bash dev.sh start   runs the example server on the in-memory store
-#   bash dev.sh test    runs every test suite (Redis suites start their own redis-server)
+#   bash dev.sh test    runs every test suite (Redis suites start their own redis-server; the dashboard's
+#                       browser tests run Debian's Chromium, installed here when missing)
 # and `bash dev.sh setup`, which only installs (CI runs it before its checks).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -25,9 +26,37 @@ ensure_redis() {
   fi
 }
 
+# Builds the packages when a source is newer than its build, printing the build's output only if it fails.
+build_if_stale() {
+  local stale=""
+  for dir in packages/*/; do
+    [ -f "$dir/dist/index.js" ] || { stale=1; break; }
+    if [ -n "$(find "$dir/src" "$dir/package.json" -newer "$dir/dist/index.js" -print -quit 2>/dev/null)" ]; then
+      stale=1; break
+    fi
+  done
+  [ -n "$stale" ] || return 0
+  echo "Building the packages..."
+  local log
+  log=$(mktemp)
+  if ! pnpm -s build >"$log" 2>&1; then cat "$log"; rm -f "$log"; exit 1; fi
+  rm -f "$log"
+}
+
+# The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by a test tool); without
+# it they fail rather than skip.
+ensure_chromium() {
+  if [ ! -x /usr/bin/chromium ]; then
+    echo "Installing chromium with apt-get (the dashboard's browser tests run it headless)..."
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  fi
+}
+
 case "${1:-}" in
-  start) ensure_pnpm; pnpm start ;;
-  test) ensure_pnpm; ensure_redis; pnpm test ;;
-  setup) ensure_pnpm; ensure_redis ;;
+  start) ensure_pnpm; build_if_stale; exec node examples/express/server.mjs ;;
+  test) ensure_pnpm; ensure_redis; ensure_chromium; pnpm test ;;
+  setup) ensure_pnpm; ensure_redis; ensure_chromium ;;
   *) echo "usage: bash dev.sh start|test|setup" >&2; exit 2 ;;
 esac

@@ -8,7 +8,10 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^@sluice\/core\/(http|store)$/, replacement: `${packages}core/src/$1/index.ts` },
-      { find: /^@sluice\/(core|redis|express|fastify|metrics)$/, replacement: `${packages}$1/src/index.ts` },
+      {
+        find: /^@sluice\/(core|redis|express|fastify|metrics|dashboard|cli)$/,
+        replacement: `${packages}$1/src/index.ts`,
+      },
     ],
   },
   test: {

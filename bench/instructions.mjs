@@ -43,6 +43,7 @@ const VARIANTS = [
   'noop-headers',
   'noop-ip-headers',
   'sluice-memory',
+  'sluice-memory-observed',
   ...(BEFORE === undefined ? [] : ['sluice-memory@before']),
   'peer-memory',
 ]
@@ -136,7 +137,8 @@ try {
   rmSync(dir, { recursive: true, force: true })
 }
 
-const k = (n) => `${(n / 1000).toFixed(0)} k`
+/** Thousands; a tenth of one where a request is cheap enough for it to matter (Fastify). */
+const k = (n) => `${(n / 1000).toFixed(n < 200_000 ? 1 : 0)} k`
 const lines = [
   '# Instructions per request',
   '',

@@ -42,6 +42,7 @@ const PLAN = quick
           'sluice:fixedWindow',
           'sluice:concurrency',
           'sluice:warmUp',
+          'sluice:table',
           'rlf',
           'erl',
           'map',
@@ -75,6 +76,7 @@ const PLAN = quick
         subjects: [
           ...ALGORITHMS.map((a) => `sluice:${a}`),
           ...MORE_RULES.map((a) => `sluice:${a}`),
+          'sluice:table',
           'rlf',
           'erl',
           'fastify-local',
@@ -108,6 +110,7 @@ const PLAN = quick
         runs: 2,
         subjects: [
           ...ALGORITHMS.map((a) => `sluice:${a}`),
+          'sluice:table',
           'rlf',
           'erl',
           'fastify-local',

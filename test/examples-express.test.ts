@@ -4,7 +4,7 @@
  * Each test starts a server of its own, so every count starts from zero.
  */
 import { afterAll, describe, expect, it } from 'vitest'
-import { many, request, startServer, statuses, stopExamples } from './examples-harness.ts'
+import { many, request, run, startServer, statuses, stopExamples } from './examples-harness.ts'
 
 const SERVER = 'examples/express/server.mjs'
 
@@ -105,6 +105,67 @@ describe('examples/express', () => {
     const refused = replies.find((r) => r.status === 429)!
     expect(refused.headers.get('retry-after')).toBe('1')
     expect(refused.body.detail).toBe('Rate limit 2-per-s-queue-2000ms exceeded; retry in 1 s.')
+  })
+
+  it('serves GET /metrics: the decisions it made, for Prometheus, never limited itself', async () => {
+    const server = await startServer(SERVER)
+    expect(statuses(await many(4, `${server.url}/pay`, pay('PAYMENT', 'WECHAT')))).toEqual({ 200: 2, 429: 2 })
+    const text = (await (await fetch(`${server.url}/metrics`)).text()).split('\n')
+    const line = (prefix: string) => text.find((l) => l.startsWith(prefix))
+    // Two limits counted each payment: the app-wide one 4 times, the route's 2 admitted and 2 denied.
+    expect(
+      line('sluice_decisions_total{limiter="per-ip",rule="100-per-60s",result="allowed",reason="rules"}'),
+    ).toMatch(/ 4$/)
+    // Per request and limit, by route template where the route is known (never the raw URL).
+    expect(text.filter((l) => l.startsWith('sluice_http_requests_total'))).toEqual([
+      'sluice_http_requests_total{limiter="per-ip",action="allow",route=""} 4',
+      'sluice_http_requests_total{limiter="pay",action="allow",route="POST /pay"} 2',
+      'sluice_http_requests_total{limiter="pay",action="deny",route="POST /pay"} 2',
+    ])
+    const denied = text.filter((l) => l.startsWith('sluice_decisions_total') && l.includes('result="denied"'))
+    expect(denied).toEqual([
+      'sluice_decisions_total{limiter="pay",rule="2-per-1s",result="denied",reason="rules"} 2',
+    ])
+  })
+
+  it('says so and exits 1 when its port is taken (it crashed reading a null address)', async () => {
+    const server = await startServer(SERVER)
+    const second = run(SERVER, [], { PORT: new URL(server.url).port })
+    expect(await second.exited).toBe(1)
+    expect(second.output()).toMatch(/^Cannot listen on port \d+: EADDRINUSE\. Set PORT to a free port\.\n$/)
+  })
+
+  it('serves the live dashboard at /sluice/ to this machine, outside the limits, with its table editable', async () => {
+    const server = await startServer(SERVER)
+    const bare = await fetch(`${server.url}/sluice`, { redirect: 'manual' })
+    expect(bare.status).toBe(308)
+    expect(bare.headers.get('location')).toBe('./sluice/')
+    const page = await fetch(`${server.url}/sluice/`)
+    expect(page.status).toBe(200)
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'")
+    expect(page.headers.get('ratelimit')).toBeNull()
+    const csrf = /<meta name="sluice-csrf" content="([^"]+)">/.exec(await page.text())![1]!
+
+    // Two WECHAT payments pass, the third is denied; the dashboard counts them and names the key.
+    expect(statuses(await many(3, `${server.url}/pay`, pay('PAYMENT', 'WECHAT')))).toEqual({ 200: 2, 429: 1 })
+    const stats = (await request(`${server.url}/sluice/api/stats`)).body as {
+      limiters: { limiter: string; series: { allowed: number; denied: number }[]; topDenied: unknown[] }[]
+    }
+    const payStats = stats.limiters.find((l) => l.limiter === 'pay')!
+    expect(payStats.series.reduce((n, p) => n + p.allowed, 0)).toBe(2)
+    expect(payStats.series.reduce((n, p) => n + p.denied, 0)).toBe(1)
+    expect(payStats.topDenied).toEqual([{ key: 'PAYMENT:WECHAT', count: 1 }])
+
+    // Raising WECHAT to 5 a second on the dashboard takes effect at the next payment.
+    const put = await request(`${server.url}/sluice/api/tables/channels/entries/PAYMENT%3AWECHAT`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', 'x-sluice-csrf': csrf },
+      body: JSON.stringify(['slidingLog:5/1s']),
+    })
+    expect(put.status).toBe(200)
+    expect(put.body).toMatchObject({ version: 1, rules: [{ kind: 'slidingLog', limit: 5, windowMs: 1000 }] })
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    expect(statuses(await many(6, `${server.url}/pay`, pay('PAYMENT', 'WECHAT')))).toEqual({ 200: 5, 429: 1 })
   })
 
   it('stops on SIGTERM', async () => {

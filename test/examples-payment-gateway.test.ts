@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { many, type Reply, request, startServer, statuses, stopExamples } from './examples-harness.ts'
-import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+import { sluice } from './harness/cli.ts'
+import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
 
 const SERVER = 'examples/payment-gateway/server.mjs'
 const LIMITS = join(tmpdir(), `sluice-gateway-limits-${process.pid}.json`)
@@ -30,6 +31,27 @@ type Stats = Record<string, { calls: number; times: number[] }>
 
 async function channelStats(url: string): Promise<Stats> {
   return (await request(`${url}/channels`)).body as Stats
+}
+
+type Limits = { table: string; version: number; entries: Record<string, unknown> }
+
+async function limitsOf(url: string): Promise<Limits> {
+  return (await request(`${url}/limits`)).body as Limits
+}
+
+/** Ms until every gateway reports `check` true of its limits (polled every 10 ms); fails after `ms`. */
+async function allWithin(
+  urls: readonly string[],
+  ms: number,
+  check: (l: Limits) => boolean,
+): Promise<number> {
+  const started = performance.now()
+  for (;;) {
+    const all = await Promise.all(urls.map(limitsOf))
+    if (all.every(check)) return performance.now() - started
+    if (performance.now() - started > ms) throw new Error(`not within ${ms} ms: ${JSON.stringify(all)}`)
+    await sleep(10)
+  }
 }
 
 describe('examples/payment-gateway, limits in memory (limits.json)', () => {
@@ -181,9 +203,9 @@ describe('examples/payment-gateway, two gateways on one Redis (REDIS_URL)', () =
     expect(statuses(burst)).toEqual({ 200: 7, 429: 23 })
     const [a, b] = await calls('PAYMENT:ALIPAY')
     expect(a! + b!).toBe(7)
-    expect(
-      Number(await redis.cli('ZCARD', 'sluice:payment-gateway:{PAYMENT:ALIPAY}:slidingLog:7:60000')),
-    ).toBe(7)
+    expect(Number(await redis.cli('ZCARD', 'sluice:payment-gateway:{PAYMENT:ALIPAY}:slidingLog:60000'))).toBe(
+      7,
+    )
     for (const r of burst.filter((r) => r.status === 429)) {
       expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(50)
       expect(Number(r.headers.get('retry-after'))).toBeLessThanOrEqual(60)
@@ -199,5 +221,98 @@ describe('examples/payment-gateway, two gateways on one Redis (REDIS_URL)', () =
       for (const r of fallback.filter((r) => r.status === 200)) expect(r.body.limitedBy).toBe('4-per-60s')
     }
     expect(await calls('PAYMENT:CARD')).toEqual([4, 4])
+    // Still deciding on the last table they had.
+    const urls = gateways.map((g) => g.url)
+    const held = await limitsOf(urls[0]!)
+    expect(held.entries['PAYMENT:ALIPAY']).toEqual([{ kind: 'slidingLog', limit: 7, windowMs: 60_000 }])
+    expect(await limitsOf(urls[1]!)).toEqual(held)
+
+    // Redis comes back empty (no persistence), and an operator changes CARD at once. Neither gateway rolls
+    // back to the empty table; they write theirs back, the operator's edit merged in, and follow it.
+    await redis.start()
+    const env2 = ['--table', 'payment-gateway', '--redis', env.REDIS_URL]
+    let set = await sluice('limits', 'set', 'PAYMENT:CARD', 'slidingLog:2/1m', ...env2)
+    for (let i = 0; set.code === 2 && i < 20; i++) {
+      await sleep(100)
+      set = await sluice('limits', 'set', 'PAYMENT:CARD', 'slidingLog:2/1m', ...env2)
+    }
+    expect(set.code).toBe(0)
+    await allWithin(urls, 6000, (l) => {
+      const card = l.entries['PAYMENT:CARD'] as { limit: number }[] | undefined
+      return l.version > held.version && card?.[0]?.limit === 2
+    })
+    for (const url of urls) {
+      const now = await limitsOf(url)
+      expect(now.entries['PAYMENT:ALIPAY']).toEqual([{ kind: 'slidingLog', limit: 7, windowMs: 60_000 }])
+      expect(now.entries['REFUND:ALIPAY']).toBe(null)
+    }
+    const listed = JSON.parse((await sluice('limits', 'list', ...env2)).stdout)
+    expect(listed.entries).toEqual((await limitsOf(urls[0]!)).entries)
+  })
+
+  it("follow an operator's `sluice limits set` within a second, keeping the counts exactly, and audit it", async () => {
+    redis = await startRedis()
+    writeFileSync(LIMITS, JSON.stringify({ 'PAYMENT:ALIPAY': { limit: 7, windowMs: 60_000 } }))
+    const REDIS_URL = `redis://${redis.host}:${redis.port}`
+    const env = { REDIS_URL, LIMITS, GATEWAY_PROCESSES: '2' }
+    const gateways = [await startServer(SERVER, env), await startServer(SERVER, env)]
+    const urls = gateways.map((g) => g.url)
+    await allWithin(urls, 1000, (l) => l.version >= 1 && 'PAYMENT:ALIPAY' in l.entries)
+    const spread = (n: number): Promise<Reply[]> =>
+      Promise.all(
+        Array.from({ length: n }, (_, i) => request(`${urls[i % 2]}/pay`, pay('PAYMENT', 'ALIPAY', `r${i}`))),
+      )
+    const cli = (...args: string[]) =>
+      sluice('limits', ...args, '--table', 'payment-gateway', '--redis', REDIS_URL)
+
+    expect(statuses(await spread(5))).toEqual({ 200: 5 })
+
+    // Lowered to 6 while 5 are counted: one more passes, across both gateways, then 429.
+    const lowered = await cli('set', 'PAYMENT:ALIPAY', 'slidingLog:6/1m', '--actor', 'ops:alice')
+    expect(lowered.code).toBe(0)
+    const { version } = JSON.parse(lowered.stdout)
+    expect(await allWithin(urls, 1000, (l) => l.version === version)).toBeLessThan(1000)
+    const after = await spread(4)
+    expect(statuses(after)).toEqual({ 200: 1, 429: 3 })
+    for (const r of after.filter((r) => r.status === 429)) {
+      expect(r.body.detail).toMatch(/^Rate limit 6-per-60s exceeded; retry in \d+ s\.$/)
+    }
+
+    // Raised to 9: exactly three more, whichever gateway takes them.
+    const raised = await cli('set', 'PAYMENT:ALIPAY', 'slidingLog:9/1m', '--actor', 'ops:bob')
+    expect(await allWithin(urls, 1000, (l) => l.version === JSON.parse(raised.stdout).version)).toBeLessThan(
+      1000,
+    )
+    expect(statuses(await spread(6))).toEqual({ 200: 3, 429: 3 })
+    // One state in Redis across the edits (its identity holds no limit), and the channel saw exactly 9.
+    expect(Number(await redis.cli('ZCARD', 'sluice:payment-gateway:{PAYMENT:ALIPAY}:slidingLog:60000'))).toBe(
+      9,
+    )
+    const stats = await Promise.all(urls.map(channelStats))
+    expect(stats.reduce((n, s) => n + (s['PAYMENT:ALIPAY']?.calls ?? 0), 0)).toBe(9)
+
+    // Not limited at all, then deleted (no "*": not limited either).
+    expect((await cli('set', 'PAYMENT:ALIPAY', '-1')).code).toBe(0)
+    await allWithin(urls, 1000, (l) => l.entries['PAYMENT:ALIPAY'] === null)
+    expect(statuses(await spread(4))).toEqual({ 200: 4 })
+
+    const audit = JSON.parse((await cli('audit', '--count', '3')).stdout)
+    expect(audit.changes.map((c: Record<string, unknown>) => [c.change, c.actor, c.before, c.after])).toEqual(
+      [
+        ['set', expect.any(String), [{ kind: 'slidingLog', limit: 9, windowMs: 60_000 }], null],
+        [
+          'set',
+          'ops:bob',
+          [{ kind: 'slidingLog', limit: 6, windowMs: 60_000 }],
+          [{ kind: 'slidingLog', limit: 9, windowMs: 60_000 }],
+        ],
+        [
+          'set',
+          'ops:alice',
+          [{ kind: 'slidingLog', limit: 7, windowMs: 60_000 }],
+          [{ kind: 'slidingLog', limit: 6, windowMs: 60_000 }],
+        ],
+      ],
+    )
   })
 })

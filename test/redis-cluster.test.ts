@@ -13,7 +13,7 @@ import {
   slidingWindow,
   tokenBucket,
 } from '@sluice/core'
-import { RedisStore } from '@sluice/redis'
+import { RedisLimitTable, RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ALL_CLIENT_KINDS, closeClients, clusterClientOf, ioredis } from './harness/clients.ts'
 import { type RedisCluster, startCluster, stopAll } from './harness/redis.ts'
@@ -115,7 +115,7 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => {
       '%7Ba%7D',
       '%',
       'x:y',
-      'x:y}:slidingLog:2:60000',
+      'x:y}:slidingLog:60000',
       '\u0000',
       '\u0000a',
       'ключ',
@@ -147,5 +147,32 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => {
     for (const name of written) {
       expect(name).toMatch(/^sluice:hostile\d+:\{[^{}]+\}:(slidingLog|fixedWindow):[\d:]+$/)
     }
+  })
+})
+
+describe.each(ALL_CLIENT_KINDS)('RedisLimitTable on a 3+3 cluster (%s)', (kind) => {
+  it('keeps a table under one hash tag: changes, pub/sub across nodes, audit', async () => {
+    const name = `cluster-${kind}`
+    const open = (follow: boolean) =>
+      clusterClientOf(kind, cluster).then((client) =>
+        RedisLimitTable.open({ client, name, follow, checkMs: 0 }),
+      )
+    const a = await open(true)
+    const b = await open(true)
+    await a.set('PAYMENT:ALIPAY', [{ kind: 'slidingLog', limit: 5, windowMs: 1000 }], { actor: 'ops' })
+    await a.set('{other}', null)
+    // Through pub/sub only (the version check is off), whichever node each subscriber is on.
+    const until = Date.now() + 1000
+    while (b.version < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 10))
+    expect(b.version).toBe(2)
+    expect(JSON.stringify(b.get('PAYMENT:ALIPAY'))).toBe('[{"kind":"slidingLog","limit":5,"windowMs":1000}]')
+    expect(b.get('{other}')).toBe(null)
+    expect((await b.audit(5)).map((r) => [r.version, r.entry, r.actor])).toEqual([
+      [2, '{other}', expect.any(String)],
+      [1, 'PAYMENT:ALIPAY', 'ops'],
+    ])
+    const reader = await open(false)
+    expect(reader.version).toBe(2)
+    for (const t of [a, b, reader]) await t.close()
   })
 })

@@ -20,11 +20,12 @@ afterAll(async () => {
   await stopAll()
 })
 
-/** 120 distinct rules of three kinds; the tightest admits 2 calls. */
+/** 120 rules of three kinds, named apart (each its own state identity); the tightest admits 2 calls. */
 const RULES = Array.from({ length: 120 }, (_, i) => {
-  if (i % 3 === 0) return fixedWindow({ limit: i + 2, windowMs: 60_000 })
-  if (i % 3 === 1) return slidingLog({ limit: i + 2, windowMs: 60_000 })
-  return tokenBucket({ capacity: i + 2, refillPerSecond: 1 })
+  const name = `r${i}`
+  if (i % 3 === 0) return fixedWindow({ limit: i + 2, windowMs: 60_000, name })
+  if (i % 3 === 1) return slidingLog({ limit: i + 2, windowMs: 60_000, name })
+  return tokenBucket({ capacity: i + 2, refillPerSecond: 1, name })
 }) as Rule[]
 
 let run = 0

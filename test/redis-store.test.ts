@@ -53,6 +53,14 @@ describe('RedisStore options', () => {
       [{ client, deniedCache: { maxKeys: 0 } }, 'RedisStore.deniedCache.maxKeys'],
       [{ client, deniedCache: { size: 5 } }, 'RedisStore.deniedCache.size'],
       [{ client, timeoutMS: 50 }, 'RedisStore.timeoutMS'],
+      // Regressions from an outside trial: each of these was accepted.
+      [{ client, deniedCache: [] }, 'RedisStore.deniedCache'],
+      [
+        Object.assign(Object.create({ timeoutMs: 0 }), { client, timeoutMs: undefined, ...{ clock: 'now' } }),
+        'RedisStore.clock',
+      ],
+      [{ client, prefix: 'a:b' }, 'RedisStore.prefix'],
+      [{ client, timeoutMs: 2 ** 31 }, 'RedisStore.timeoutMs'],
     ]
     for (const [options, option] of bad) {
       let error: unknown
@@ -66,6 +74,9 @@ describe('RedisStore options', () => {
       expect((error as InvalidOptionError).code).toBe(ErrorCode.INVALID_OPTION)
     }
     expect(() => new RedisStore({ client, prefix: undefined, timeoutMs: undefined })).not.toThrow()
+    // Inherited properties are not options: only the client's own names are read.
+    const inherited = Object.assign(Object.create({ timeoutMs: 0, prefix: '' }), { client })
+    expect(() => new RedisStore(inherited)).not.toThrow()
   })
 
   it('ships scripts.generated.ts in sync with src/scripts/*.lua', () => {

@@ -34,7 +34,7 @@ import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
 const LIMIT = 3
 const RULE = slidingLog({ limit: LIMIT, windowMs: 600_000 })
-const RULE_ID = 'slidingLog:3:600000'
+const RULE_ID = 'slidingLog:600000'
 
 let redis: RedisServer
 let expressServer: Server

@@ -21,10 +21,11 @@ import {
   slidingWindow,
   tokenBucket,
 } from '@sluice/core'
-import { describeValue } from '@sluice/core/http'
+import { describeValue, REQUEST_OPTION_NAMES } from '@sluice/core/http'
 import { rateLimit } from '@sluice/express'
 import { sluice } from '@sluice/fastify'
 import { RedisStore } from '@sluice/redis'
+import fc from 'fast-check'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -130,7 +131,8 @@ async function fastifyHook(options: Record<string, unknown>) {
 }
 
 const ADAPTER_OPTIONS: Record<string, readonly unknown[]> = {
-  rules: [null, [], 'rules', [{}], [rule, rule], 5],
+  // Two rules sharing a state identity are refused too, with their own code: see below.
+  rules: [null, [], 'rules', [{}], 5],
   store: [null, {}, 'memory', 5],
   limiter: [null, {}, 'limiter', 5],
   prefix: NOT_PREFIX,
@@ -252,6 +254,18 @@ describe('every invalid option throws ERR_SLUICE_INVALID_OPTION naming it, at st
     })
   }
 
+  it('two rules sharing a state identity throw ERR_SLUICE_DUPLICATE_RULE naming where they came from, at start-up', async () => {
+    const twice = [rule, rule]
+    for (const [build, where] of [
+      [() => createLimiter({ rules: twice }), 'createLimiter.rules'],
+      [() => rateLimit({ rules: twice }), 'rateLimit.rules'],
+      [() => fastifyPlugin({ rules: twice }), 'sluice.rules'],
+      [() => fastifyRoute({ rules: twice }), 'config.rateLimit.rules'],
+    ] as const) {
+      expect(await failure(build)).toMatchObject({ code: ErrorCode.DUPLICATE_RULE, where })
+    }
+  })
+
   it('RedisStore: deniedCache.maxKeys and unknown deniedCache keys throw naming the nested option', async () => {
     for (const maxKeys of [...NOT_INTEGER, 0]) {
       await expectInvalid(
@@ -323,6 +337,31 @@ describe('regressions: null was taken for the default', () => {
       await expectInvalid(() => fastifyRoute({ [option]: null }), `config.rateLimit.${option}`)
       await expectInvalid(() => fastifyHook({ [option]: null }), `rateLimit.${option}`)
     }
+  })
+})
+
+describe('regressions: nonsense that was accepted', () => {
+  it("a rule factory took name: '' when the limit was -1 (unlimited), unchecked", async () => {
+    await expectInvalid(() => fixedWindow({ limit: -1, windowMs: 1000, name: '' }), 'fixedWindow.name')
+    await expectInvalid(() => slidingLog({ limit: -1, windowMs: 1000, name: 'a"b' }), 'slidingLog.name')
+    await expectInvalid(() => slidingWindow({ limit: -1, windowMs: 1000, name: '' }), 'slidingWindow.name')
+    await expectInvalid(() => tokenBucket({ capacity: -1, refillPerSecond: 1, name: '' }), 'tokenBucket.name')
+  })
+
+  it('a limit of -5 is refused with a message that says -1 means not limited', async () => {
+    const error = await failure(() => fixedWindow({ limit: -5, windowMs: 1000 }))
+    expect(error).toMatchObject({ code: ErrorCode.INVALID_OPTION, option: 'fixedWindow.limit' })
+    expect((error as Error).message).toContain('-1 for not limited')
+  })
+
+  it('onStoreError took any object with a consume method; message took a Date; MemoryStore took an array', async () => {
+    const onStoreError = { consume: async () => ({}) }
+    await expectInvalid(
+      () => createLimiter({ rules: [rule], onStoreError } as never),
+      'createLimiter.onStoreError',
+    )
+    await expectInvalid(() => rateLimit({ rules: [rule], message: new Date() } as never), 'rateLimit.message')
+    await expectInvalid(() => new MemoryStore([] as never), 'MemoryStore')
   })
 })
 
@@ -425,3 +464,105 @@ const defaults: Record<string, true> = Object.fromEntries(
     'global',
   ].map((name) => [name, true]),
 )
+
+describe('a fuzz of option objects', () => {
+  /** Values a careless or hostile configuration might hold. */
+  const value = fc.oneof(
+    fc.constantFrom(
+      undefined,
+      null,
+      -1,
+      0,
+      1,
+      -5,
+      0.5,
+      1e-13,
+      1e16,
+      2 ** 53,
+      Number.NaN,
+      Infinity,
+      '',
+      '10',
+      [],
+      {},
+    ),
+    fc.integer({ min: -10, max: 100_000 }),
+    fc.double({ noNaN: false }),
+    fc.string({ maxLength: 8 }),
+    fc.boolean(),
+  )
+  const optionsOf = (names: readonly string[]) =>
+    fc.dictionary(fc.constantFrom(...names, '__proto__', 'windowMS'), value, { maxKeys: names.length + 1 })
+  const factories: [string, (o: never) => unknown, readonly string[]][] = [
+    ['fixedWindow', fixedWindow, ['limit', 'windowMs', 'name']],
+    ['slidingLog', slidingLog, ['limit', 'windowMs', 'name']],
+    ['slidingWindow', slidingWindow, ['limit', 'windowMs', 'buckets', 'name']],
+    ['tokenBucket', tokenBucket, ['capacity', 'refillPerSecond', 'name']],
+    ['leakyBucket', leakyBucket, ['ratePerSecond', 'maxQueueMs', 'name']],
+  ]
+
+  it('every rule factory builds a rule that decides, or throws a coded InvalidOptionError; never hangs', () => {
+    for (const [where, factory, names] of factories) {
+      fc.assert(
+        fc.property(optionsOf(names), (raw) => {
+          // Built as JSON would build it, so `__proto__` is an own key as a parsed config would have it.
+          const options = JSON.parse(JSON.stringify(raw, (_k, v) => (v === undefined ? null : v)))
+          let built: unknown
+          try {
+            built = factory(options as never)
+          } catch (error) {
+            expect(error, where).toBeInstanceOf(InvalidOptionError)
+            expect((error as InvalidOptionError).option.startsWith(`${where}`)).toBe(true)
+            return
+          }
+          const limiter = createLimiter({
+            rules: [built as never],
+            store: new MemoryStore({ sweepIntervalMs: 0 }),
+          })
+          for (let i = 0; i < 3; i++) {
+            const d = limiter.consumeNow('k') as { retryAfterMs: number; remaining: number }
+            expect(
+              (Number.isFinite(d.retryAfterMs) && Number.isFinite(d.remaining)) || d.remaining === Infinity,
+            ).toBe(true)
+          }
+        }),
+        { numRuns: 400 },
+      )
+    }
+  })
+
+  it('createLimiter, MemoryStore, RedisStore and rateLimit take valid options or throw coded errors', () => {
+    const entry = (name: string, build: (o: never) => unknown, names: readonly string[]) =>
+      fc.assert(
+        fc.property(optionsOf(names), (options) => {
+          try {
+            const built = build(options as never)
+            ;(built as { limiter?: { close(): void } }).limiter?.close()
+            ;(built as { close?(): void }).close?.()
+          } catch (error) {
+            expect(error, name).toBeInstanceOf(InvalidOptionError)
+          }
+        }),
+        { numRuns: 300 },
+      )
+    entry('createLimiter', (o) => createLimiter({ rules: [rule], ...(o as object) }), [
+      'store',
+      'prefix',
+      'onStoreError',
+    ])
+    entry('MemoryStore', (o) => new MemoryStore(o), ['clock', 'maxKeys', 'sweepIntervalMs'])
+    entry('RedisStore', (o) => new RedisStore({ client, ...(o as object) }), [
+      'prefix',
+      'timeoutMs',
+      'clock',
+      'deniedCache',
+      'maxInFlight',
+    ])
+    entry('rateLimit', (o) => rateLimit({ rules: [rule], ...(o as object) }), [
+      ...REQUEST_OPTION_NAMES,
+      'prefix',
+      'onStoreError',
+      'onLimited',
+    ])
+  })
+})

@@ -10,6 +10,8 @@
  * (constant strings), the least a limiter sending them adds; `noop-ip-headers`, reading the client
  * address as an `'ip'` key must and sending the headers with a remaining count new on each response, as
  * a limiter's are: the least an IP-keyed limiter sending its headers adds.
+ * `sluice-memory-observed` is `sluice-memory` with `@sluice/metrics` subscribed: OpenTelemetry metrics on a
+ * real SDK meter provider, and live statistics, as an operator would run them.
  * Prints `READY <port>`, serves until SIGTERM.
  */
 import { createRequire } from 'node:module'
@@ -73,14 +75,35 @@ async function sluiceStore() {
   return new RedisStore({ client })
 }
 
-const SLUICE_VARIANTS = new Set(['sluice-memory', 'sluice-redis', 'sluice-redis-node'])
+const SLUICE_VARIANTS = new Set([
+  'sluice-memory',
+  'sluice-memory-observed',
+  'sluice-redis',
+  'sluice-redis-node',
+])
+const MEMORY_VARIANTS = new Set(['sluice-memory', 'sluice-memory-observed'])
+
+if (p.variant === 'sluice-memory-observed') {
+  const { liveStats, openTelemetryMetrics } = await sluice('metrics')
+  const { MeterProvider, MetricReader } = require('@opentelemetry/sdk-metrics')
+  // A reader nobody collects from: the cost measured is recording, as between two scrapes.
+  class Reader extends MetricReader {
+    async onShutdown() {}
+    async onForceFlush() {}
+  }
+  const meter = new MeterProvider({ readers: [new Reader()] }).getMeter('bench')
+  const sinks = [openTelemetryMetrics({ meter }), liveStats()]
+  closers.push(() => {
+    for (const sink of sinks) sink.close()
+  })
+}
 
 async function expressApp() {
   const express = require('express')
   const app = express()
   if (SLUICE_VARIANTS.has(p.variant)) {
     const { rateLimit } = await sluice('express')
-    const store = p.variant === 'sluice-memory' ? undefined : await sluiceStore()
+    const store = MEMORY_VARIANTS.has(p.variant) ? undefined : await sluiceStore()
     app.use(rateLimit({ rules, ...(store === undefined ? {} : { store }) }))
   } else if (p.variant === 'noop') {
     app.use((_req, _res, next) => next())
@@ -120,7 +143,7 @@ async function fastifyApp() {
   const app = Fastify({ logger: false })
   if (SLUICE_VARIANTS.has(p.variant)) {
     const { sluice: plugin } = await sluice('fastify')
-    const store = p.variant === 'sluice-memory' ? undefined : await sluiceStore()
+    const store = MEMORY_VARIANTS.has(p.variant) ? undefined : await sluiceStore()
     await app.register(plugin, { rules, ...(store === undefined ? {} : { store }) })
   } else if (p.variant === 'noop') {
     app.addHook('onRequest', (_request, _reply, done) => done())

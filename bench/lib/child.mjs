@@ -9,10 +9,11 @@ import { fileURLToPath } from 'node:url'
 const casesDir = fileURLToPath(new URL('../cases/', import.meta.url))
 
 /** Runs `cases/<name>.mjs` with `params`; resolves with its result object. */
-export function runCase(name, params, { nodeArgs = [], timeoutMs = 120_000 } = {}) {
+export function runCase(name, params, { nodeArgs = [], timeoutMs = 120_000, env = process.env } = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...nodeArgs, `${casesDir}${name}.mjs`, JSON.stringify(params)], {
       stdio: ['ignore', 'pipe', 'pipe'],
+      env,
     })
     let out = ''
     let err = ''

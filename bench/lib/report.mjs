@@ -25,6 +25,7 @@ const FLOOD_NAMES = {
 }
 
 function nameOf(subject, names) {
+  if (subject === 'sluice:table') return 'sluice fixedWindow, rules from a limit table'
   if (subject.startsWith('sluice:')) return `sluice ${subject.slice(7)}`
   if (subject.startsWith('sluice-node-redis:')) return `sluice ${subject.slice(18)} (node-redis client)`
   if (subject.startsWith('ceiling:')) return `ceiling: raw EVALSHA, ${subject.slice(8)}`

@@ -2,12 +2,12 @@
  * @module A snapshot of the sluice packages' builds, taken by main.mjs when a run starts, so a rebuild
  * during a long run cannot change or break what is measured. lib/sluice.mjs loads the packages from it.
  */
-import { cpSync, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const PACKAGES = ['core', 'redis', 'express', 'fastify']
+const PACKAGES = ['core', 'redis', 'express', 'fastify', 'metrics']
 const root = fileURLToPath(new URL('../../', import.meta.url))
 export const defaultDir = fileURLToPath(new URL('../.snapshot/', import.meta.url))
 
@@ -27,5 +27,9 @@ export function snapshot(dir = defaultDir) {
     createRequire(join(root, 'packages', 'fastify', 'package.json')).resolve('fastify-plugin/package.json'),
   )
   symlinkSync(plugin, join(dir, 'node_modules', 'fastify-plugin'), 'dir')
+  // @sluice/metrics loads its optional peer from beside itself.
+  const otel = realpathSync(join(root, 'packages', 'metrics', 'node_modules', '@opentelemetry', 'api'))
+  mkdirSync(join(dir, 'node_modules', '@opentelemetry'), { recursive: true })
+  symlinkSync(otel, join(dir, 'node_modules', '@opentelemetry', 'api'), 'dir')
   return dir
 }

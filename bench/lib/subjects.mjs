@@ -12,6 +12,7 @@ import { sluice } from './sluice.mjs'
 const {
   concurrency,
   createLimiter,
+  createLimitTable,
   fixedWindow,
   leakyBucket,
   MemoryStore,
@@ -61,12 +62,28 @@ const require = createRequire(import.meta.url)
 /**
  * In-memory subjects. Each returns `{ consume(key): Promise, admitted(result): boolean, close() }`.
  *  - `sluice:<algorithm>`: createLimiter on a default MemoryStore, `await limiter.consume(key)`.
+ *  - `sluice:table`: the payment gateway's shape: the same fixedWindow, read per call from a limit table
+ *    (`rules: (key) => table.get(key)`) of 1,000 entries (one per key `client:0` to `client:999`, each
+ *    its own rule object) and a `"*"` entry for every other key. Next to `sluice:fixedWindow`, the fixed
+ *    list, it prices the table lookup and the per-call check of a rules function.
  *  - `rlf`: rate-limiter-flexible RateLimiterMemory, `await rl.consume(key)` (rejects when limited).
  *  - `erl`: express-rate-limit's MemoryStore, `await store.increment(key)` (the middleware compares hits).
  *  - `map`: a bare Map counter, `Promise.resolve(count)`: the ceiling, with no clock and no window.
  *  - `map+clock`: a Map of fixed windows read with Date.now(): the least any fixed window must do.
  */
 export function memorySubject(name, options = {}) {
+  if (name === 'sluice:table') {
+    const store = new MemoryStore(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys })
+    const spec = { kind: 'fixedWindow', limit: HIGH, windowMs: WINDOW_MS }
+    const entries = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`client:${i}`, [spec]]))
+    const table = createLimitTable({ ...entries, '*': [spec] })
+    const limiter = createLimiter({ rules: (key) => table.get(key), store })
+    return {
+      consume: (key) => limiter.consume(key),
+      admitted: (d) => d.allowed === true,
+      close: () => store.close(),
+    }
+  }
   if (name.startsWith('sluice:')) {
     const store = new MemoryStore(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys })
     const limiter = createLimiter({ rules: [ruleFor(name.slice(7))], store })

@@ -1,32 +1,60 @@
 /**
  * An Express server limited by sluice, state in memory (one process):
  * - every request: 100 per minute per client IP (`app.use`);
- * - POST /pay: a limit per `bizType + channel` (headers x-biz-type, x-channel) from a table, where a
+ * - POST /pay: a limit per `bizType + channel` (headers x-biz-type, x-channel) from a limit table, where a
  *   missing entry or -1 means not limited;
  * - GET /report: a leaky bucket passing 2 requests a second; a request waits up to 2 s for its turn
  *   (queue-and-wait), one that would wait longer gets 429.
+ * - GET /metrics: every decision as Prometheus metrics (@sluice/metrics).
+ * - /sluice/: the live dashboard (this process's decisions per second, the most denied keys, and the
+ *   table, editable), for requests from this machine only: `access` answers 'write' to loopback and
+ *   'none' (403) to everyone else. Mounted before the limits, so watching it counts against nothing.
  * Run: node examples/express/server.mjs (PORT, default 3000).
  */
-import { leakyBucket, slidingLog, slidingWindow } from '@sluice/core'
+import { leakyBucket, slidingWindow } from '@sluice/core'
+import { dashboard } from '@sluice/dashboard'
 import { rateLimit } from '@sluice/express'
+import { liveStats, prometheusMetrics } from '@sluice/metrics'
 import express from 'express'
+import { Registry } from 'prom-client'
+import { memoryLimitTable } from './limit-table.mjs'
 
 const app = express()
-// Behind a proxy, tell Express which one to trust, e.g. app.set('trust proxy', 1): sluice keys by req.ip.
+// sluice keys by req.ip. Behind a proxy, trust only its address, e.g. app.set('trust proxy', '10.0.0.0/8').
 
-app.use(rateLimit({ rules: [slidingWindow({ limit: 100, windowMs: 60_000 })] }))
+// Decisions counted for Prometheus; served before the limit, so scraping is never limited.
+const registry = new Registry()
+prometheusMetrics({ registry })
+app.get('/metrics', async (_req, res) => {
+  res.type(registry.contentType).send(await registry.metrics())
+})
 
-/** Calls per second to each outside payment channel. */
-const channelLimits = { 'PAYMENT:ALIPAY': 3, 'PAYMENT:WECHAT': 2, 'REFUND:ALIPAY': -1 }
+/** Calls per second to each outside payment channel; edit them live on the dashboard. */
+const channels = memoryLimitTable({
+  'PAYMENT:ALIPAY': [{ kind: 'slidingLog', limit: 3, windowMs: 1000 }],
+  'PAYMENT:WECHAT': [{ kind: 'slidingLog', limit: 2, windowMs: 1000 }],
+  'REFUND:ALIPAY': null,
+})
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1'])
+app.use(
+  '/sluice',
+  dashboard({
+    stats: liveStats({ seconds: 900 }),
+    tables: { channels },
+    access: (req) => (LOOPBACK.has(req.socket.remoteAddress) ? 'write' : 'none'),
+  }),
+)
+
+// A prefix names each limit on the dashboard (and keeps limits apart when they share a store).
+app.use(rateLimit({ prefix: 'per-ip', rules: [slidingWindow({ limit: 100, windowMs: 60_000 })] }))
 
 app.post(
   '/pay',
   rateLimit({
+    prefix: 'pay',
     key: { header: ['x-biz-type', 'x-channel'] },
-    rules: (key) => {
-      const limit = channelLimits[key]
-      return limit === undefined ? null : [slidingLog({ limit, windowMs: 1000 })]
-    },
+    rules: (key) => channels.get(key),
   }),
   (req, res) => {
     const { rule, rules } = req.rateLimit
@@ -36,16 +64,21 @@ app.post(
 
 app.get(
   '/report',
-  rateLimit({ rules: [leakyBucket({ ratePerSecond: 2, maxQueueMs: 2000 })] }),
+  rateLimit({ prefix: 'report', rules: [leakyBucket({ ratePerSecond: 2, maxQueueMs: 2000 })] }),
   (req, res) => {
     res.json({ report: 'ready', waitedMs: req.rateLimit.waitMs })
   },
 )
 
 const port = Number(process.env.PORT ?? 3000)
-const server = app.listen(port, () => {
+const server = app.listen(port, (error) => {
+  if (error) {
+    console.error(`Cannot listen on port ${port}: ${error.code ?? error.message}. Set PORT to a free port.`)
+    process.exit(1)
+  }
   const url = `http://localhost:${server.address().port}`
   console.log(`sluice express example on ${url}
+  live dashboard (from this machine only): ${url}/sluice/
 
   # a payment: 3 a second on ALIPAY, 2 on WECHAT; REFUND/ALIPAY and unknown pairs are not limited
   curl -i -X POST ${url}/pay -H 'x-biz-type: PAYMENT' -H 'x-channel: ALIPAY'
@@ -55,5 +88,8 @@ const server = app.listen(port, () => {
   curl -i -X POST ${url}/pay -H 'x-biz-type: PAYMENT'
 
   # queue-and-wait: 6 at once pass 500 ms apart; those past a 2 s wait get 429
-  for i in 1 2 3 4 5 6; do curl -s ${url}/report & done; wait`)
+  for i in 1 2 3 4 5 6; do curl -s ${url}/report & done; wait
+
+  # what sluice decided, for Prometheus
+  curl -s ${url}/metrics | grep sluice_`)
 })

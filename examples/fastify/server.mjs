@@ -6,16 +6,20 @@
  *   missing entry or -1 means not limited (route config keyed by headers);
  * - GET /report: a leaky bucket passing 2 requests a second; a request waits up to 2 s for its turn
  *   (queue-and-wait), one that would wait longer gets 429 (the `app.rateLimit()` hook);
- * - GET /health: not limited.
+ * - GET /health: not limited; GET /metrics: every decision as Prometheus metrics (@sluice/metrics).
  * Denials go through Fastify's error path: a `setErrorHandler` sees them (`error.statusCode === 429`).
  * Run: node examples/fastify/server.mjs (PORT, default 3001).
  */
 import { leakyBucket, slidingLog, slidingWindow } from '@sluice/core'
 import { sluice } from '@sluice/fastify'
+import { prometheusMetrics } from '@sluice/metrics'
 import Fastify from 'fastify'
+import { Registry } from 'prom-client'
 
-// Behind a proxy, tell Fastify which one to trust, e.g. Fastify({ trustProxy: 1 }): sluice keys by request.ip.
+// sluice keys by request.ip. Behind a proxy, trust only its address, e.g. Fastify({ trustProxy: '10.0.0.0/8' }).
 const app = Fastify({ logger: { level: 'warn' } })
+const registry = new Registry()
+prometheusMetrics({ registry })
 
 await app.register(sluice, { rules: [slidingWindow({ limit: 100, windowMs: 60_000 })] })
 
@@ -57,9 +61,17 @@ app.get(
 )
 
 app.get('/health', { config: { rateLimit: false } }, async () => ({ ok: true }))
+app.get('/metrics', { config: { rateLimit: false } }, async (_request, reply) =>
+  reply.type(registry.contentType).send(await registry.metrics()),
+)
 
 const port = Number(process.env.PORT ?? 3001)
-await app.listen({ port, host: '127.0.0.1' })
+try {
+  await app.listen({ port, host: '127.0.0.1' })
+} catch (error) {
+  console.error(`Cannot listen on port ${port}: ${error.code ?? error.message}. Set PORT to a free port.`)
+  process.exit(1)
+}
 const url = `http://localhost:${app.server.address().port}`
 console.log(`sluice fastify example on ${url}
 

@@ -1,6 +1,7 @@
 /**
  * A payment gateway that limits its calls to each outside payment channel, per bizType + channel, from
- * a table of limits (limits.json: a missing entry or -1 means not limited). `POST /pay` takes
+ * a table of limits (limits.json: a missing entry or -1 means not limited). With Redis the table lives in
+ * Redis, where an operator changes a channel's limit while the gateways run: `sluice limits set`. `POST /pay` takes
  * `{ "requestId", "bizType", "channel", "amount" }`, asks the limiter, and calls the (simulated) channel
  * only when the limit admits it: 200 with the channel's receipt, or 429 with `Retry-After` and the
  * `RateLimit` headers. A channel whose entry is a leaky bucket gets its calls evenly spaced: a payment
@@ -11,14 +12,17 @@
  * Environment:
  * - PORT: default 3002.
  * - REDIS_URL (e.g. redis://127.0.0.1:6379): keep the counts in Redis, so every gateway process shares
- *   one limit per channel. Without it the counts live in this process's memory.
+ *   one limit per channel, and read the limits from the limit table `payment-gateway` in Redis (seeded
+ *   from limits.json when it is empty), which every gateway follows. Without it the counts and the table
+ *   live in this process's memory.
+ * - LIMITS_TABLE: the name of that table (default payment-gateway).
  * - GATEWAY_PROCESSES: how many gateways share that Redis (default 1). While Redis is unreachable each
  *   one falls back to its share of every limit, held in memory.
  * - LIMITS: path of a JSON table of limits to use instead of limits.json.
  */
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:http'
-import { RateLimitedError } from '@sluice/core'
+import { createLimitTable, RateLimitedError } from '@sluice/core'
 import {
   JSON_TYPE,
   limitedBody,
@@ -27,13 +31,15 @@ import {
   resolveHeaderOptions,
 } from '@sluice/core/http'
 import { createChannels } from './channels.mjs'
-import { createGateway, insuranceLimiter, NAME } from './gateway.mjs'
+import { createGateway, entriesFromLimits, insuranceLimiter, NAME } from './gateway.mjs'
 
-const table = JSON.parse(
-  readFileSync(process.env.LIMITS ?? new URL('./limits.json', import.meta.url), 'utf8'),
+const limits = entriesFromLimits(
+  JSON.parse(readFileSync(process.env.LIMITS ?? new URL('./limits.json', import.meta.url), 'utf8')),
 )
+const tableName = process.env.LIMITS_TABLE ?? 'payment-gateway'
 const channels = createChannels()
 const redis = process.env.REDIS_URL ? await connectRedis(process.env.REDIS_URL) : undefined
+const table = redis ? await openRedisTable(redis.client) : createLimitTable(limits)
 const gateway = createGateway({
   table,
   channels,
@@ -59,10 +65,27 @@ async function connectRedis(url) {
   return { client, store: new RedisStore({ client }) }
 }
 
+/** The limit table in Redis, followed live; seeded from limits.json the first time. */
+async function openRedisTable(client) {
+  const { RedisLimitTable } = await import('@sluice/redis')
+  const shared = await RedisLimitTable.open({ client, name: tableName })
+  if (shared.version === 0) {
+    for (const [entry, specs] of Object.entries(limits)) {
+      await shared.set(entry, specs, { actor: 'seeded from limits.json' })
+    }
+  }
+  return shared
+}
+
 const server = createServer(async (req, res) => {
   try {
     if (req.method === 'POST' && req.url === '/pay') return await pay(req, res)
     if (req.method === 'GET' && req.url === '/channels') return send(res, 200, JSON_TYPE, channels.stats())
+    if (req.method === 'GET' && req.url === '/limits') {
+      // The limits this gateway applies now, as the table's version and entries (each rule as its spec).
+      const entries = Object.fromEntries(table.entries())
+      return send(res, 200, JSON_TYPE, { table: tableName, version: table.version, entries })
+    }
     send(res, 404, PROBLEM_JSON, problem(404, 'Not Found', `No route ${req.method} ${req.url}.`))
   } catch (error) {
     console.error(error)
@@ -131,6 +154,7 @@ async function readJson(req) {
 function shutdown() {
   server.close()
   server.closeAllConnections()
+  table.close()
   redis?.client.disconnect()
 }
 process.once('SIGINT', shutdown)
@@ -152,6 +176,14 @@ server.listen(Number(process.env.PORT ?? 3002), () => {
   # REFUND via ALIPAY (-1) and pairs not in the table are not limited
   ${pay('REFUND', 'ALIPAY')}
 
-  # what the channels were sent
-  curl -s ${url}/channels`)
+  # what the channels were sent, and the limits in force
+  curl -s ${url}/channels
+  curl -s ${url}/limits${
+    redis
+      ? `
+
+  # change ALIPAY's limit while the gateways run (every gateway follows within a second; counts are kept)
+  pnpm exec sluice limits set PAYMENT:ALIPAY slidingLog:10/1s --table ${tableName} --redis ${process.env.REDIS_URL}`
+      : ''
+  }`)
 })

@@ -4,6 +4,7 @@
  * property read per call. `@sluice/metrics` subscribes here; anyone can (`subscribe('sluice:decision', fn)`).
  */
 import { channel } from 'node:diagnostics_channel'
+import type { SluiceError } from './errors.ts'
 import type { Decision, StoreMode } from './types.ts'
 
 /** Published for every consume and peek, after the decision is known (a store failure's included). */
@@ -40,7 +41,8 @@ export interface HttpMessage {
 export interface StoreErrorMessage {
   readonly limiter: string
   readonly key: string
-  readonly error: unknown
+  /** A coded `SluiceError` (`ERR_SLUICE_STORE_TIMEOUT`, `ERR_SLUICE_STORE`, ...); a store's own error is its `cause`. */
+  readonly error: SluiceError
 }
 
 export const decisionChannel = channel('sluice:decision')

@@ -23,6 +23,16 @@ export const ErrorCode = {
   PREFIX_COLLISION: 'ERR_SLUICE_PREFIX_COLLISION',
   /** The store cannot do what was asked (a store without `adjust` asked to refund or penalize). */
   UNSUPPORTED: 'ERR_SLUICE_UNSUPPORTED',
+  /** Two rules of one call share a state identity (kind, shape and name): give them different names. */
+  DUPLICATE_RULE: 'ERR_SLUICE_DUPLICATE_RULE',
+  /** A rule spec is not `{ kind, ...options }` with a known kind, or a spec's text does not parse. */
+  INVALID_SPEC: 'ERR_SLUICE_INVALID_SPEC',
+  /** A limit table entry name is empty, too long, or holds control characters. */
+  INVALID_ENTRY: 'ERR_SLUICE_INVALID_ENTRY',
+  /** A limit table change would pass a bound: rules per entry, entries per table, or an entry's size. */
+  TABLE_TOO_LARGE: 'ERR_SLUICE_TABLE_TOO_LARGE',
+  /** A closed limit table was asked to change. */
+  TABLE_CLOSED: 'ERR_SLUICE_TABLE_CLOSED',
 } as const
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode]
@@ -70,6 +80,39 @@ export class RateLimitedError extends SluiceError {
       `Rate limited by ${decision.rule}; retry after ${decision.retryAfterMs} ms.`,
     )
     this.decision = decision
+  }
+}
+
+/**
+ * Two rules of one call that would share their state: same kind, same shape (`windowMs`, `buckets`) and
+ * the same name or none. A limit is not part of a rule's state identity (so an edit keeps the counts),
+ * so two rules that differ only in their limits must be told apart by their names.
+ */
+export class DuplicateRuleError extends SluiceError {
+  /** Where the rules came from, e.g. `"createLimiter.rules"` or `"the rules function"`. */
+  readonly where: string
+  /** The state identity both rules have, e.g. `"fixedWindow:60000"`. */
+  readonly identity: string
+  /** The names of the two rules. */
+  readonly rules: readonly [string, string]
+  constructor(where: string, identity: string, first: string, second: string) {
+    super(
+      ErrorCode.DUPLICATE_RULE,
+      `Rules ${describe(first)} and ${describe(second)} of ${where} would share their state ` +
+        `(${identity}): give them different names.`,
+    )
+    this.where = where
+    this.identity = identity
+    this.rules = [first, second]
+  }
+}
+
+/** A rule spec that names no known kind or is not an object; or a spec's text that does not parse. */
+export class InvalidSpecError extends SluiceError {
+  readonly spec: unknown
+  constructor(spec: unknown, expected: string) {
+    super(ErrorCode.INVALID_SPEC, `Invalid rule spec ${describe(spec)}: expected ${expected}.`)
+    this.spec = spec
   }
 }
 

@@ -8,9 +8,11 @@
 export type { BlockOptions, BlockPolicy } from './block.ts'
 export type { DecisionMessage, HttpAction, HttpMessage, StoreErrorMessage } from './channels.ts'
 export {
+  DuplicateRuleError,
   ErrorCode,
   InvalidCostError,
   InvalidOptionError,
+  InvalidSpecError,
   RateLimitedError,
   SluiceError,
   StoreError,
@@ -33,10 +35,12 @@ export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
 export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'
 export { type SlidingLogOptions, slidingLog } from './rules/sliding-log.ts'
 export { type SlidingWindowOptions, slidingWindow } from './rules/sliding-window.ts'
+export { type RuleSpec, ruleFromSpec } from './rules/spec.ts'
 export { type TokenBucketOptions, tokenBucket } from './rules/token-bucket.ts'
 export type { RuleInput } from './rules/unlimited.ts'
 export { type WarmUpOptions, warmUp } from './rules/warm-up.ts'
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.ts'
+export { createLimitTable, type LimitTable, type LimitTableEntries } from './table.ts'
 export type {
   Adjustment,
   ConcurrencyRule,

@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto'
 import { type BlockOptions, type BlockPolicy, blockOption } from './block.ts'
 import { decisionChannel, storeErrorChannel } from './channels.ts'
 import {
+  DuplicateRuleError,
   describe,
   ErrorCode,
   InvalidCostError,
@@ -165,6 +166,8 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   const onStoreError = storeErrorPolicyOption<C>('createLimiter.onStoreError', o.onStoreError)
   const block = o.block === undefined ? undefined : blockOption('createLimiter.block', o.block)
   claimPrefix(store, prefix)
+  /** Whether the store's last answer came synchronously (then an observed call is not timed: it took none). */
+  let synchronous = false
 
   /** Decides a call: synchronously when the store answers synchronously. Throws on a bad key, cost or rules. */
   function decide(
@@ -182,7 +185,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       if (observed) publishDecision(prefix, key, cost, mode, UNLIMITED_DECISION, 0)
       return UNLIMITED_DECISION
     }
-    const started = observed ? performance.now() : 0
+    const started = observed && !synchronous ? performance.now() : 0
     let answer: StoreAnswer | Promise<StoreAnswer>
     try {
       answer =
@@ -192,6 +195,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     } catch (error) {
       return fallback(error, key, cost, context, mode, started)
     }
+    synchronous = !isPromise(answer)
     if (isPromise(answer)) {
       // A native promise even when the store answers with another thenable.
       return Promise.resolve(answer).then(
@@ -235,7 +239,10 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     mode: StoreMode,
     started: number,
   ): Promise<Decision> {
-    if (storeErrorChannel.hasSubscribers) storeErrorChannel.publish({ limiter: prefix, key, error })
+    if (storeErrorChannel.hasSubscribers) {
+      // As `onStoreError: 'throw'` would surface it: coded, with a store's own error as its cause.
+      storeErrorChannel.publish({ limiter: prefix, key, error: asStoreError(error) })
+    }
     let answer: Promise<Decision>
     if (onStoreError === 'allow') answer = Promise.resolve(STORE_ALLOW_DECISION)
     else if (onStoreError === 'deny') answer = Promise.resolve(STORE_DENY_DECISION)
@@ -378,7 +385,10 @@ export function rulesOption<C>(option: string, value: unknown): (key: string, co
   return () => rules
 }
 
-/** Drops unlimited markers; rejects anything a rule factory did not build, and duplicate rules. */
+/**
+ * Drops unlimited markers; rejects anything a rule factory did not build (`code`), and two rules sharing a
+ * state identity (`DuplicateRuleError`, `ERR_SLUICE_DUPLICATE_RULE`, at construction and per call alike).
+ */
 function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode): readonly Rule[] {
   if (!Array.isArray(list)) throw rulesError(code, where, list, 'a list of rules or null')
   let rules: Rule[] | undefined
@@ -396,10 +406,10 @@ function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode):
       rules ??= list.slice(0, i) as Rule[]
       continue
     }
+    // State is keyed by identity (kind, shape, name), not by limits: two rules sharing one would share counts.
     for (let j = 0; j < i; j++) {
-      if ((list[j] as Rule).id === rule.id) {
-        throw rulesError(code, where, rule.name, 'no two rules with the same algorithm and numbers')
-      }
+      const other = list[j] as Rule
+      if (other.id === rule.id) throw new DuplicateRuleError(where, rule.id, other.name, rule.name)
     }
     rules?.push(rule)
   }

@@ -16,11 +16,15 @@ export type RuleKind =
 
 interface RuleBase {
   /**
-   * Canonical identity of the rule's algorithm and numbers, e.g. `"fixedWindow:100:60000"`.
-   * Stores key a rule's state by it, so equal rules built twice share state and different ones never do.
+   * The rule's state identity: its kind, its shape (`windowMs`, `buckets`) and its name when one was given,
+   * never its limit, capacity or rate: `"fixedWindow:60000"`, `"slidingWindow:60000:10@burst"`. Stores key
+   * a rule's state by it, so a rule whose limit changes keeps its counts. Not part of the rule's JSON.
    */
   readonly id: string
-  /** Shown in headers and decisions; default derived from the numbers, e.g. `"100-per-60s"`. */
+  /**
+   * Shown in headers and decisions; default derived from the numbers, e.g. `"100-per-60s"`. Only a name
+   * given to the factory is part of the rule's JSON and of its state identity.
+   */
   readonly name: string
   /**
    * The window the `RateLimit-Policy` header reports for this rule, in whole seconds
@@ -104,7 +108,11 @@ export interface WarmUpRule extends RuleBase {
   readonly coolDownMs: number
 }
 
-/** One limiting rule: an algorithm with its numbers. Plain data, frozen. */
+/**
+ * One limiting rule: an algorithm with its numbers. Plain data, frozen. Its enumerable fields are its spec
+ * (`kind`, the factory's options, `name` when given), so `JSON.stringify(rule)` is what `ruleFromSpec`
+ * takes; derived fields (`id`, a default `name`, `policyWindowSeconds`, ...) are non-enumerable.
+ */
 export type Rule =
   | FixedWindowRule
   | SlidingLogRule

@@ -76,7 +76,12 @@ describe('sluice:decision', () => {
     expect(decisions[0]!.storeMs).toBeGreaterThan(0)
     expect(decisions[1]).toMatchObject({ limiter: 'down', key: 'k', mode: 'consume', decision: denied })
     expect(denied).toMatchObject({ allowed: false, reason: 'store-error', rule: '' })
-    expect(failures).toEqual([{ limiter: 'down', key: 'k', error: failure }])
+    expect(failures).toHaveLength(1)
+    expect(failures[0]).toMatchObject({
+      limiter: 'down',
+      key: 'k',
+      error: { code: 'ERR_SLUICE_STORE', cause: failure },
+    })
   })
 })
 

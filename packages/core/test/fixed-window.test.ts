@@ -65,20 +65,16 @@ describe('fixedWindow', () => {
   })
 
   it('has a name, an id and a policy window derived from its numbers', () => {
-    expect(rule(100, 60_000)).toEqual({
-      kind: 'fixedWindow',
-      id: 'fixedWindow:100:60000',
-      name: '100-per-60s',
-      policyWindowSeconds: 60,
-      limit: 100,
-      windowMs: 60_000,
-    })
+    const r = rule(100, 60_000)
+    expect(r).toEqual({ kind: 'fixedWindow', limit: 100, windowMs: 60_000 })
+    expect(r).toMatchObject({ id: 'fixedWindow:60000', name: '100-per-60s', policyWindowSeconds: 60 })
+    expect(JSON.stringify(r)).toBe('{"kind":"fixedWindow","limit":100,"windowMs":60000}')
     const odd = rule(5, 1500)
     expect(odd).toMatchObject({ name: '5-per-1500ms', policyWindowSeconds: 2 })
     expect(Object.isFrozen(odd)).toBe(true)
     expect(fixedWindow({ limit: 5, windowMs: 1500, name: 'burst' })).toMatchObject({
       name: 'burst',
-      id: 'fixedWindow:5:1500',
+      id: 'fixedWindow:1500@burst',
     })
     expect(fixedWindow({ limit: 5, windowMs: 1500, name: undefined }).name).toBe('5-per-1500ms')
   })

@@ -90,20 +90,20 @@ describe('leakyBucket', () => {
   })
 
   it('derives limit, interval, name, id and policy window from its numbers', () => {
-    expect(rule(5, 600)).toEqual({
-      kind: 'leakyBucket',
-      id: 'leakyBucket:5:600',
+    const r = rule(5, 600)
+    expect(r).toEqual({ kind: 'leakyBucket', ratePerSecond: 5, maxQueueMs: 600 })
+    expect(r).toMatchObject({
+      id: 'leakyBucket',
       name: '5-per-s-queue-600ms',
       policyWindowSeconds: 1,
-      ratePerSecond: 5,
-      maxQueueMs: 600,
       intervalMs: 200,
       limit: 4,
     })
+    expect(JSON.stringify(r)).toBe('{"kind":"leakyBucket","ratePerSecond":5,"maxQueueMs":600}')
     expect(rule(2)).toMatchObject({
       maxQueueMs: 0,
       limit: 1,
-      id: 'leakyBucket:2:0',
+      id: 'leakyBucket',
       name: '2-per-s-queue-0ms',
     })
     expect(rule(0.5, 10_000)).toMatchObject({ intervalMs: 2000, limit: 6, policyWindowSeconds: 12 })

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import {
   createLimiter,
   type Decision,
+  DuplicateRuleError,
   ErrorCode,
   fixedWindow,
   InvalidCostError,
@@ -152,8 +153,8 @@ describe('several rules: all or nothing', () => {
 
   it('waitMs is the longest wait of the admitting rules, and 0 when denied', async () => {
     const h = harness([
-      leakyBucket({ ratePerSecond: 10, maxQueueMs: 1000 }),
-      leakyBucket({ ratePerSecond: 4, maxQueueMs: 1000 }),
+      leakyBucket({ ratePerSecond: 10, maxQueueMs: 1000, name: 'fast' }),
+      leakyBucket({ ratePerSecond: 4, maxQueueMs: 1000, name: 'slow' }),
       fixedWindow({ limit: 3, windowMs: 60_000 }),
     ])
     expect((await h.at(0)).waitMs).toBe(0)
@@ -165,17 +166,41 @@ describe('several rules: all or nothing', () => {
     expect(d).toMatchObject({ allowed: false, waitMs: 0, rule: '3-per-60s', retryAfterMs: 60_000 })
   })
 
-  it('rejects two rules with the same algorithm and numbers, even under different names', () => {
+  it('rejects two rules sharing a state identity (kind, shape, name), whatever their limits', () => {
     const error = catchError(() =>
       createLimiter({
-        rules: [
-          slidingLog({ limit: 5, windowMs: 1000 }),
-          slidingLog({ limit: 5, windowMs: 1000, name: 'again' }),
-        ],
+        rules: [slidingLog({ limit: 5, windowMs: 1000 }), slidingLog({ limit: 9, windowMs: 1000 })],
       }),
     )
-    expect(error).toBeInstanceOf(InvalidOptionError)
-    expect(error).toMatchObject({ code: ErrorCode.INVALID_OPTION, option: 'createLimiter.rules' })
+    expect(error).toBeInstanceOf(DuplicateRuleError)
+    expect(error).toMatchObject({
+      code: ErrorCode.DUPLICATE_RULE,
+      where: 'createLimiter.rules',
+      identity: 'slidingLog:1000',
+      rules: ['5-per-1s', '9-per-1s'],
+      message:
+        'Rules "5-per-1s" and "9-per-1s" of createLimiter.rules would share their state (slidingLog:1000): ' +
+        'give them different names.',
+    })
+    // The same numbers under one name twice share an identity too.
+    expect(
+      catchError(() =>
+        createLimiter({
+          rules: [
+            tokenBucket({ capacity: 5, refillPerSecond: 1, name: 'b' }),
+            tokenBucket({ capacity: 9, refillPerSecond: 2, name: 'b' }),
+          ],
+        }),
+      ),
+    ).toMatchObject({ code: ErrorCode.DUPLICATE_RULE, identity: 'tokenBucket@b' })
+  })
+
+  it('accepts rules of one kind and shape told apart by their names', async () => {
+    const h = harness([
+      slidingLog({ limit: 5, windowMs: 1000 }),
+      slidingLog({ limit: 5, windowMs: 1000, name: 'again' }),
+    ])
+    expect((await h.limiter.consume('k')).rules.map((r) => r.remaining)).toEqual([4, 4])
   })
 
   it('accepts rules that differ only in their numbers', async () => {
@@ -258,13 +283,26 @@ describe('rules as a function of the key', () => {
     ['a list with junk', [5]],
     ['a list with null', [null]],
     ['a hand-made rule', [{ kind: 'bogus', limit: 1 }]],
-    ['duplicate rules', [fixedWindow({ limit: 1, windowMs: 10 }), fixedWindow({ limit: 1, windowMs: 10 })]],
   ])('rejects the call with ERR_SLUICE_INVALID_RULES when it returns %s', async (_, value) => {
     const limiter = createLimiter({ rules: () => value as never, store: manualStore().store })
     const error = await rejection(limiter.consume('k'))
     expect(error).toBeInstanceOf(SluiceError)
     expect(error).toMatchObject({ code: 'ERR_SLUICE_INVALID_RULES' })
     expect(await rejection(limiter.peek('k'))).toMatchObject({ code: 'ERR_SLUICE_INVALID_RULES' })
+  })
+
+  it('rejects the call with ERR_SLUICE_DUPLICATE_RULE when it returns two rules sharing a state identity', async () => {
+    const limiter = createLimiter({
+      rules: () => [fixedWindow({ limit: 1, windowMs: 10 }), fixedWindow({ limit: 2, windowMs: 10 })],
+      store: manualStore().store,
+    })
+    const error = await rejection(limiter.consume('k'))
+    expect(error).toBeInstanceOf(DuplicateRuleError)
+    expect(error).toMatchObject({
+      code: 'ERR_SLUICE_DUPLICATE_RULE',
+      where: 'the rules function',
+      identity: 'fixedWindow:10',
+    })
   })
 
   it('rejects the call with the error a rules function throws', async () => {

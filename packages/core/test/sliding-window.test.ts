@@ -69,17 +69,16 @@ describe('slidingWindow', () => {
   })
 
   it('defaults to 10 buckets and derives name, id and policy window from its numbers', () => {
-    expect(slidingWindow({ limit: 1000, windowMs: 60_000 })).toEqual({
-      kind: 'slidingWindow',
-      id: 'slidingWindow:1000:60000:10',
+    const r = slidingWindow({ limit: 1000, windowMs: 60_000 })
+    expect(r).toEqual({ kind: 'slidingWindow', limit: 1000, windowMs: 60_000, buckets: 10 })
+    expect(r).toMatchObject({
+      id: 'slidingWindow:60000:10',
       name: '1000-per-60s',
       policyWindowSeconds: 60,
-      limit: 1000,
-      windowMs: 60_000,
-      buckets: 10,
       bucketMs: 6000,
     })
-    expect(rule(4, 1000, 4)).toMatchObject({ id: 'slidingWindow:4:1000:4', bucketMs: 250 })
+    expect(JSON.stringify(r)).toBe('{"kind":"slidingWindow","limit":1000,"windowMs":60000,"buckets":10}')
+    expect(rule(4, 1000, 4)).toMatchObject({ id: 'slidingWindow:1000:4', bucketMs: 250 })
     expect(slidingWindow({ limit: 4, windowMs: 1000, buckets: undefined })).toMatchObject({ buckets: 10 })
     expect(slidingWindow({ limit: 4, windowMs: 1000, name: 'api' }).name).toBe('api')
     expect(slidingWindow({ limit: 4, windowMs: 1000, buckets: MAX_BUCKETS })).toMatchObject({ bucketMs: 1 })

@@ -10,18 +10,22 @@ import { describe, expect, it } from 'vitest'
 describe('entry points', () => {
   it('@sluice/core offers what a user of the library writes, and nothing else', () => {
     expect(Object.keys(core).sort()).toEqual([
+      'DuplicateRuleError',
       'ErrorCode',
       'InvalidCostError',
       'InvalidOptionError',
+      'InvalidSpecError',
       'MemoryStore',
       'RateLimitedError',
       'SluiceError',
       'StoreError',
       'concurrency',
+      'createLimitTable',
       'createLimiter',
       'fixedWindow',
       'ipKey',
       'leakyBucket',
+      'ruleFromSpec',
       'slidingLog',
       'slidingWindow',
       'tokenBucket',
@@ -64,10 +68,14 @@ describe('entry points', () => {
     expect(Object.keys(store).sort()).toEqual([
       'MAX_BLOCK_HISTORY',
       'MAX_TIMER_MS',
+      'RULE_KINDS',
+      'TABLE_BOUNDS',
+      'TableState',
       'algorithmOf',
       'blockLength',
       'blockedAnswer',
       'booleanOption',
+      'checkEntryName',
       'durationLabel',
       'functionOption',
       'given',
@@ -76,11 +84,14 @@ describe('entry points', () => {
       'labelOption',
       'newLease',
       'oneOfOption',
+      'parseEntry',
+      'parseEntryJson',
       'positiveOption',
       'prefixOption',
       'readOptions',
       'ruleDecision',
       'storeOption',
+      'tooManyEntries',
     ])
   })
 

@@ -64,14 +64,10 @@ describe('tokenBucket', () => {
   })
 
   it('has a name, an id and a policy window derived from its numbers', () => {
-    expect(rule(10, 2)).toEqual({
-      kind: 'tokenBucket',
-      id: 'tokenBucket:10:2',
-      name: '10-burst-2-per-s',
-      policyWindowSeconds: 5,
-      capacity: 10,
-      refillPerSecond: 2,
-    })
+    const r = rule(10, 2)
+    expect(r).toEqual({ kind: 'tokenBucket', capacity: 10, refillPerSecond: 2 })
+    expect(r).toMatchObject({ id: 'tokenBucket', name: '10-burst-2-per-s', policyWindowSeconds: 5 })
+    expect(JSON.stringify(r)).toBe('{"kind":"tokenBucket","capacity":10,"refillPerSecond":2}')
     expect(rule(1, 0.3)).toMatchObject({ name: '1-burst-0.3-per-s', policyWindowSeconds: 4 })
     expect(tokenBucket({ capacity: 1, refillPerSecond: 1, name: 'tb' }).name).toBe('tb')
     expect(Object.isFrozen(rule(1, 1))).toBe(true)

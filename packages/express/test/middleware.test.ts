@@ -254,7 +254,7 @@ describe.each(flavours)('rateLimit on $name', ({ express }) => {
         rateLimit({
           rules: [fixedWindow({ limit: 1, windowMs: 60_000 })],
           store: clocked().store,
-          onLimited: (req, res, decision) => {
+          onLimited: (_req, _res, decision) => {
             logged.push(decision.retryAfterMs)
             return onLimited()
           },

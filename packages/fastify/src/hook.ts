@@ -30,16 +30,22 @@ type Slot = Record<typeof RECORD, RequestRecord | null>
  */
 const view: RequestView<Request> = {
   ip: (request) => request.ip,
-  route: (request) => {
-    const url = request.routeOptions.url
-    return url === undefined ? '' : `${request.method} ${url}`
-  },
-  routeTemplate: (request) => {
-    const url = request.routeOptions.url
-    return url === undefined ? undefined : `${request.method} ${url}`
-  },
+  route: (request) => routeOf(request) ?? '',
+  routeTemplate: (request) => routeOf(request),
   header: (request, name) => headerValues(request.raw, name),
 }
+
+/** `METHOD /template` of the matched route, built once per method and template, not per request. */
+function routeOf(request: Request): string | undefined {
+  const url = request.routeOptions.url
+  if (url === undefined) return undefined
+  const method = request.method
+  if (url === lastRoute.url && method === lastRoute.method) return lastRoute.text
+  lastRoute = { url, method, text: `${method} ${url}` }
+  return lastRoute.text
+}
+
+let lastRoute = { url: '', method: '', text: '' }
 
 /** The adapter for limits that serve any route (the plugin's, `fastify.rateLimit()`'s). */
 export const adapter: HttpAdapter<Request, FastifyReply> = {
@@ -53,7 +59,11 @@ export const adapter: HttpAdapter<Request, FastifyReply> = {
 
 /** The adapter for a limit resolved for one route: its URL is known, so `'route'` need not look it up. */
 export function routeAdapter(url: string): HttpAdapter<Request, FastifyReply> {
-  const route = (request: Request) => `${request.method} ${url}`
+  let last = { method: '', text: '' }
+  const route = (request: Request) => {
+    if (request.method !== last.method) last = { method: request.method, text: `${request.method} ${url}` }
+    return last.text
+  }
   return { ...adapter, view: { ...view, route, routeTemplate: route } }
 }
 

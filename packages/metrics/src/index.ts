@@ -14,7 +14,7 @@ export {
   type SecondCounts,
 } from './live-stats.ts'
 export { CHANNELS, type DecisionResult, resultOf } from './messages.ts'
-export { type MetricsSubscription, type OpenTelemetryMetricsOptions, openTelemetryMetrics } from './otel.ts'
+export { type OpenTelemetryMetricsOptions, openTelemetryMetrics } from './otel.ts'
 export { type PrometheusMetricsOptions, prometheusMetrics } from './prometheus.ts'
 export {
   DEFAULT_STATS_PREFIX,
@@ -27,3 +27,4 @@ export {
   type StatsPublisher,
   type StatsRedisClient,
 } from './publish.ts'
+export type { MetricsSubscription } from './shared.ts'

@@ -9,9 +9,9 @@ import type { Decision, DecisionMessage } from '@sluice/core'
 export const CHANNELS = {
   /** Every consume and peek: {@link DecisionMessage}. */
   decision: 'sluice:decision',
-  /** Once per limit per HTTP request: {@link HttpMessage}. */
+  /** Once per limit per HTTP request: {@link @sluice/core!HttpMessage}. */
   http: 'sluice:http',
-  /** A store failed or timed out, before `onStoreError` decides: {@link StoreErrorMessage}. */
+  /** A store failed or timed out, before `onStoreError` decides: {@link @sluice/core!StoreErrorMessage}. */
   storeError: 'sluice:store-error',
 } as const
 
@@ -25,13 +25,12 @@ export function resultOf(decision: Decision): DecisionResult {
 }
 
 /**
- * Whether the store was asked for this decision, so its `storeMs` is a store latency: the rules in the store
- * decided (`reason: 'rules'`, 0 ms for a synchronous store), or the store took measurable time (a call that
- * failed or timed out before `onStoreError` or an insurance limiter answered). Decisions from the denied-key
- * cache, prefetched units or an unlimited key never reached the store, and would only pile up at zero.
+ * Whether this decision has a store time worth recording: an asynchronous store (Redis) answered or failed,
+ * which always takes some time. A synchronous store (the memory store, `storeMs` 0) and decisions that never
+ * reached a store (the denied-key cache, prefetched units, an unlimited key) would only pile up at zero.
  */
 export function storeWasAsked(message: DecisionMessage): boolean {
-  return message.storeMs > 0 || message.decision.reason === 'rules'
+  return message.storeMs > 0
 }
 
 /** The `code` of a store error, or `'unknown'` when it has none. */

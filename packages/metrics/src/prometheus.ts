@@ -10,14 +10,17 @@ import type { DecisionMessage, HttpMessage, StoreErrorMessage } from '@sluice/co
 import { InvalidOptionError } from '@sluice/core'
 import type { Counter, Histogram, Metric, Registry } from 'prom-client'
 import { CHANNELS, errorCodeOf, resultOf, storeWasAsked } from './messages.ts'
-import type { MetricsSubscription } from './otel.ts'
 import {
   AttributeCache,
   loadPeer,
   MAX_CACHED_ATTRIBUTES,
+  type MetricsSubscription,
   QUEUE_WAIT_BUCKETS,
   STORE_DURATION_BUCKETS,
+  sharedSink,
+  sinks,
   subscribe,
+  Tally,
 } from './shared.ts'
 
 export interface PrometheusMetricsOptions {
@@ -27,8 +30,8 @@ export interface PrometheusMetricsOptions {
 
 type Labels = Record<string, string>
 
-/** One subscription per registry, shared by every call with that registry, so nothing is counted twice. */
-const perRegistry = new WeakMap<Registry, { refs: number; unsubscribe: () => void }>()
+/** One sink per registry (see `sharedSink`). */
+const perRegistry = sinks<Registry>()
 
 /**
  * Records sluice's decisions on a prom-client registry:
@@ -38,8 +41,8 @@ const perRegistry = new WeakMap<Registry, { refs: number; unsubscribe: () => voi
  * - `sluice_http_requests_total{limiter,action,route}`: what each limit did to each request; `route` is
  *   empty (Prometheus's "absent") when the adapter does not know the route.
  * - `sluice_queue_wait_seconds{limiter}` (histogram): how long queued consumes are held.
- * - `sluice_store_duration_seconds{limiter}` (histogram): store time of consumes and peeks that asked the
- *   store (the rules decided, or the store took time before failing).
+ * - `sluice_store_duration_seconds{limiter}` (histogram): time an asynchronous store (Redis) took for
+ *   consumes and peeks it answered or failed; a synchronous store (the memory store) takes none to record.
  * - `sluice_store_errors_total{code}`: store failures and timeouts, by error code.
  *
  * Calling it twice with one registry does not throw and does not count twice: the calls share one
@@ -50,30 +53,51 @@ const perRegistry = new WeakMap<Registry, { refs: number; unsubscribe: () => voi
 export function prometheusMetrics(options: PrometheusMetricsOptions = {}): MetricsSubscription {
   const client = loadPeer<typeof import('prom-client')>('prom-client', 'prometheusMetrics')
   const registry = options.registry ?? client.register
-  let shared = perRegistry.get(registry)
-  if (shared === undefined) {
-    shared = { refs: 0, unsubscribe: record(client, registry) }
-    perRegistry.set(registry, shared)
-  }
-  shared.refs++
-  const share = shared
-  let open = true
-  return {
-    close() {
-      if (!open) return
-      open = false
-      if (--share.refs === 0) {
-        share.unsubscribe()
-        perRegistry.delete(registry)
-      }
-    },
-  }
+  return sharedSink(perRegistry, registry, () => instruments(client, registry))
 }
 
-function record(client: typeof import('prom-client'), registry: Registry): () => void {
-  const counter = (name: string, help: string, labelNames: string[]): Counter =>
-    reuse(registry, name, 'counter', labelNames) ??
-    new client.Counter({ name, help, labelNames, registers: [registry] })
+/** Creates the metrics on `registry` and answers how to subscribe them to core's channels. */
+function instruments(client: typeof import('prom-client'), registry: Registry): () => () => void {
+  const decisionCounts = new Tally<Labels>((limiter, rule, result, reason) => ({
+    limiter: limiter!,
+    rule: rule!,
+    result: result!,
+    reason: reason!,
+  }))
+  const httpCounts = new Tally<Labels>((limiter, action, route) => ({
+    limiter: limiter!,
+    action: action!,
+    route: route ?? '',
+  }))
+  const errorCounts = new Tally<Labels>((code) => ({ code: code! }))
+  const sources = new Map<Counter, Tally<Labels>>()
+  /**
+   * A counter fed from a tally when it is collected: each scrape adds what was counted since the last one,
+   * so a message costs an increment here, not prom-client's label validation and hashing per call.
+   */
+  const counter = (name: string, help: string, labelNames: string[], tally: Tally<Labels>): Counter => {
+    const existing = reuse<Counter>(registry, name, 'counter', labelNames)
+    if (existing !== undefined) {
+      // Another copy of this package registered it first: its collect is not ours, so count at once.
+      sources.set(existing, tally)
+      return existing
+    }
+    return new client.Counter({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect() {
+        for (const entry of tally.entries) {
+          const delta = entry.count - entry.reported
+          if (delta > 0) {
+            this.inc(entry.attributes, delta)
+            entry.reported = entry.count
+          }
+        }
+      },
+    })
+  }
   const histogram = (name: string, help: string, buckets: readonly number[]): Histogram =>
     reuse(registry, name, 'histogram', ['limiter']) ??
     new client.Histogram({
@@ -88,12 +112,20 @@ function record(client: typeof import('prom-client'), registry: Registry): () =>
     'sluice_decisions_total',
     'Rate-limit decisions of consumes, by result and by who decided.',
     ['limiter', 'rule', 'result', 'reason'],
+    decisionCounts,
   )
-  const httpRequests = counter('sluice_http_requests_total', 'What each limit did to each HTTP request.', [
-    'limiter',
-    'action',
-    'route',
-  ])
+  const httpRequests = counter(
+    'sluice_http_requests_total',
+    'What each limit did to each HTTP request.',
+    ['limiter', 'action', 'route'],
+    httpCounts,
+  )
+  const storeErrors = counter(
+    'sluice_store_errors_total',
+    'Store calls that failed or timed out.',
+    ['code'],
+    errorCounts,
+  )
   const queueWait = histogram(
     'sluice_queue_wait_seconds',
     'How long queued (leakyBucket) calls are held before they proceed.',
@@ -101,56 +133,45 @@ function record(client: typeof import('prom-client'), registry: Registry): () =>
   )
   const storeDuration = histogram(
     'sluice_store_duration_seconds',
-    'Time the store took for calls that reached it.',
+    'Time an asynchronous store (Redis) took for the calls it answered or failed.',
     STORE_DURATION_BUCKETS,
   )
-  const storeErrors = counter('sluice_store_errors_total', 'Store calls that failed or timed out.', ['code'])
-
-  const decisionLabels = new AttributeCache<Labels>(
-    MAX_CACHED_ATTRIBUTES,
-    (limiter, rule, result, reason) => ({
-      limiter: limiter!,
-      rule: rule!,
-      result: result!,
-      reason: reason!,
-    }),
-  )
-  const httpLabels = new AttributeCache<Labels>(MAX_CACHED_ATTRIBUTES, (limiter, action, route) => ({
-    limiter: limiter!,
-    action: action!,
-    route: route ?? '',
-  }))
   const limiterLabels = new AttributeCache<Labels>(MAX_CACHED_ATTRIBUTES, (limiter) => ({
     limiter: limiter!,
   }))
-  const codeLabels = new AttributeCache<Labels>(MAX_CACHED_ATTRIBUTES, (code) => ({ code: code! }))
+  /** Counts one message: into the tally, or at once on a counter registered by another copy. */
+  const count = (metric: Counter, tally: Tally<Labels>, a: string, b?: string, c?: string, d?: string) => {
+    if (sources.has(metric)) metric.inc(tally.attributesOf(a, b, c, d))
+    else tally.add(a, b, c, d)
+  }
 
-  return subscribe({
-    [CHANNELS.decision]: (message: DecisionMessage) => {
-      const decision = message.decision
-      if (storeWasAsked(message)) {
-        storeDuration.observe(
-          limiterLabels.get(message.limiter, undefined, undefined, undefined),
-          message.storeMs / 1000,
-        )
-      }
-      if (message.mode !== 'consume') return
-      const result = resultOf(decision)
-      decisions.inc(decisionLabels.get(message.limiter, decision.rule, result, decision.reason))
-      if (result === 'queued') {
-        queueWait.observe(
-          limiterLabels.get(message.limiter, undefined, undefined, undefined),
-          decision.waitMs / 1000,
-        )
-      }
-    },
-    [CHANNELS.http]: (message: HttpMessage) => {
-      httpRequests.inc(httpLabels.get(message.limiter, message.action, message.route, undefined))
-    },
-    [CHANNELS.storeError]: (message: StoreErrorMessage) => {
-      storeErrors.inc(codeLabels.get(errorCodeOf(message.error), undefined, undefined, undefined))
-    },
-  })
+  return () =>
+    subscribe({
+      [CHANNELS.decision]: (message: DecisionMessage) => {
+        const decision = message.decision
+        if (storeWasAsked(message)) {
+          storeDuration.observe(
+            limiterLabels.get(message.limiter, undefined, undefined, undefined),
+            message.storeMs / 1000,
+          )
+        }
+        if (message.mode !== 'consume') return
+        const result = resultOf(decision)
+        count(decisions, decisionCounts, message.limiter, decision.rule, result, decision.reason)
+        if (result === 'queued') {
+          queueWait.observe(
+            limiterLabels.get(message.limiter, undefined, undefined, undefined),
+            decision.waitMs / 1000,
+          )
+        }
+      },
+      [CHANNELS.http]: (message: HttpMessage) => {
+        count(httpRequests, httpCounts, message.limiter, message.action, message.route)
+      },
+      [CHANNELS.storeError]: (message: StoreErrorMessage) => {
+        count(storeErrors, errorCounts, errorCodeOf(message.error))
+      },
+    })
 }
 
 /** The metric already registered under `name`, when it is one this package can record on; else undefined. */

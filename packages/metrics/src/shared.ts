@@ -64,6 +64,8 @@ export class AttributeCache<T> {
   readonly #max: number
   readonly #make: (a: Part, b: Part, c: Part, d: Part) => T
   #size = 0
+  /** The last combination asked for, and its value: steady traffic asks for the same one again and again. */
+  #last: [Part, Part, Part, Part, T] | undefined
 
   constructor(max: number, make: (a: Part, b: Part, c: Part, d: Part) => T) {
     this.#max = max
@@ -71,6 +73,14 @@ export class AttributeCache<T> {
   }
 
   get(a: Part, b: Part, c: Part, d: Part): T {
+    const last = this.#last
+    if (last !== undefined && last[0] === a && last[1] === b && last[2] === c && last[3] === d) return last[4]
+    const value = this.#lookup(a, b, c, d)
+    this.#last = [a, b, c, d, value]
+    return value
+  }
+
+  #lookup(a: Part, b: Part, c: Part, d: Part): T {
     let level1 = this.#root.get(a)
     if (level1 === undefined) {
       level1 = new Map()
@@ -91,7 +101,7 @@ export class AttributeCache<T> {
       if (this.#size >= this.#max) {
         this.#root.clear()
         this.#size = 0
-        return this.get(a, b, c, d)
+        return this.#lookup(a, b, c, d)
       }
       value = this.#make(a, b, c, d)
       level3.set(d, value)
@@ -108,6 +118,55 @@ export class AttributeCache<T> {
 /** Combinations of attribute values cached per sink. */
 export const MAX_CACHED_ATTRIBUTES = 10_000
 
+/** One combination's count: what `Tally.add` increments and a metric reads when it is collected. */
+export interface Tallied<T> {
+  readonly attributes: T
+  count: number
+  /** The count a delta-based reader (prom-client's `collect`) has already passed on. */
+  reported: number
+}
+
+/**
+ * Counts per combination of attribute values, kept in plain numbers and read only when the metrics are
+ * collected (an OpenTelemetry observable counter's callback, prom-client's `collect`), so counting a message
+ * costs an increment, not the metric library's attribute processing (hashing, sorting, validating) per call.
+ * Bounded: past `MAX_CACHED_ATTRIBUTES` combinations, new ones are not counted, and a process warning says so
+ * once (the values come from prefixes, rule names and route templates: a small set in any sane application).
+ */
+export class Tally<T> {
+  readonly entries: Tallied<T>[] = []
+  readonly #cache: AttributeCache<Tallied<T>>
+  #warned = false
+
+  constructor(make: (a: Part, b: Part, c: Part, d: Part) => T) {
+    const overflow: Tallied<T> = { attributes: undefined as T, count: 0, reported: 0 }
+    this.#cache = new AttributeCache(Number.POSITIVE_INFINITY, (a, b, c, d) => {
+      if (this.entries.length >= MAX_CACHED_ATTRIBUTES) {
+        if (!this.#warned) {
+          this.#warned = true
+          process.emitWarning(
+            `sluice: more than ${MAX_CACHED_ATTRIBUTES} combinations of metric attributes; new ones are not counted`,
+            { code: 'SLUICE_METRICS_CARDINALITY' },
+          )
+        }
+        return overflow
+      }
+      const entry: Tallied<T> = { attributes: make(a, b, c, d), count: 0, reported: 0 }
+      this.entries.push(entry)
+      return entry
+    })
+  }
+
+  add(a: Part, b: Part, c: Part, d: Part): void {
+    this.#cache.get(a, b, c, d).count++
+  }
+
+  /** The attributes of a combination, for a metric that records at once instead. */
+  attributesOf(a: Part, b: Part, c: Part, d: Part): T {
+    return this.#cache.get(a, b, c, d).attributes
+  }
+}
+
 /**
  * Bucket bounds (seconds) for the time a queued (leakyBucket) request is held: from a millisecond to the
  * half minute past which a `maxQueueMs` is rarely set.
@@ -123,3 +182,46 @@ export const QUEUE_WAIT_BUCKETS: readonly number[] = [
 export const STORE_DURATION_BUCKETS: readonly number[] = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 ]
+
+/** What a metrics sink returns: `close()` unsubscribes from core's channels. Calling it again does nothing. */
+export interface MetricsSubscription {
+  close(): void
+}
+
+interface Shared {
+  readonly subscribe: () => () => void
+  refs: number
+  unsubscribe?: () => void
+}
+
+/**
+ * One sink per target (a meter, a registry), shared by every call with it, so nothing is counted twice:
+ * its instruments and counts are made once by `make` and kept (what was counted stays reported after
+ * `close()`, and a later call counts on), and one channel subscription serves every open call.
+ */
+export function sharedSink<K extends object>(
+  sinks: WeakMap<K, Shared>,
+  target: K,
+  make: () => () => () => void,
+): MetricsSubscription {
+  let shared = sinks.get(target)
+  if (shared === undefined) {
+    shared = { subscribe: make(), refs: 0 }
+    sinks.set(target, shared)
+  }
+  if (shared.refs++ === 0) shared.unsubscribe = shared.subscribe()
+  const share = shared
+  let open = true
+  return {
+    close() {
+      if (!open) return
+      open = false
+      if (--share.refs === 0) share.unsubscribe?.()
+    },
+  }
+}
+
+/** The per-target sinks of one kind, for `sharedSink`. */
+export function sinks<K extends object>(): WeakMap<K, Shared> {
+  return new WeakMap()
+}

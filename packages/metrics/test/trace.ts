@@ -69,8 +69,9 @@ export function publishHttp(
   diagnostics.channel('sluice:http').publish(message)
 }
 
+/** Publishes a store error; `error` may lack a code, as a message from another publisher might. */
 export function publishStoreError(limiter: string, key: string, error: unknown): void {
-  const message: StoreErrorMessage = { limiter, key, error }
+  const message = { limiter, key, error } as StoreErrorMessage
   diagnostics.channel('sluice:store-error').publish(message)
 }
 

@@ -51,6 +51,12 @@ ${rules}
 
 /** reset.lua: deletes a key's rule keys. */
 export const RESET_LUA = ${literal(read('reset.lua'))}
+
+/** table-write.lua: one limit table change, its audit record and its notice. */
+export const TABLE_WRITE_LUA = ${literal(read('table-write.lua'))}
+
+/** table-restore.lua: a process writes back the limit table into a Redis that lost it. */
+export const TABLE_RESTORE_LUA = ${literal(read('table-restore.lua'))}
 `
 }
 

@@ -4,11 +4,11 @@
  * A denied call changes no state, and other calls can only push the earliest admission later, never
  * earlier (short of a `reset`, a refund or a slot given back). So a call with the same rules and a cost at
  * least the denied one's is still denied until the denial's `retryAfterMs` has passed. A block is kept the
- * same way, until its end, and answers every call on the key `reason: 'blocked'`. Until then it is answered from here, with
- * its ms figures counted down. Entries are dropped when the key is admitted or reset through this store,
+ * same way, until its end, and answers every call on the key `reason: 'blocked'`; a plain denial is
+ * answered `reason: 'cache'`. Until then it is answered from here, with its ms figures counted down. Entries are dropped when the key is admitted or reset through this store,
  * when they expire, and oldest first when the cache is full.
  */
-import type { RuleDecision } from '@sluice/core'
+import type { RuleDecision, StoreAnswer } from '@sluice/core'
 
 interface Entry {
   /** The rule combination (its ids) the denial was for. */
@@ -21,9 +21,15 @@ interface Entry {
   readonly at: number
   /** Local clock from which the call may be admitted again. */
   readonly until: number
-  readonly decisions: readonly RuleDecision[]
+  /** The denial, marked as the cache's answer (`reason: 'cache'`). */
+  readonly decisions: StoreAnswer
   /** A block: every call on the key is blocked until `until`, whatever its rules and cost. */
   readonly blocked: boolean
+}
+
+/** `decisions` as the cache answers them: the store did not run the rules. */
+function cached(decisions: RuleDecision[]): StoreAnswer {
+  return Object.assign(decisions, { reason: 'cache' as const })
 }
 
 export class DeniedCache {
@@ -39,7 +45,7 @@ export class DeniedCache {
   }
 
   /** The cached answer for this call at local time `now`, or undefined when Redis must be asked. */
-  get(id: string, plan: string, cost: number, now: number): readonly RuleDecision[] | undefined {
+  get(id: string, plan: string, cost: number, now: number): StoreAnswer | undefined {
     const entry = this.#entries.get(id)
     if (entry === undefined) return undefined
     if (now >= entry.until) {
@@ -49,7 +55,7 @@ export class DeniedCache {
     if (entry.blocked || entry.plan !== plan || cost < entry.cost) return undefined
     const elapsed = now - entry.at
     if (elapsed < 1) return entry.decisions
-    return entry.decisions.map((d) => countDown(d, entry.at, now))
+    return cached(entry.decisions.map((d) => countDown(d, entry.at, now)))
   }
 
   /** Remembers a denial of `cost` decided at local time `now`. */
@@ -57,7 +63,14 @@ export class DeniedCache {
     let retryAfterMs = 0
     for (const d of decisions) if (!d.allowed && d.retryAfterMs > retryAfterMs) retryAfterMs = d.retryAfterMs
     if (retryAfterMs <= 0) return
-    this.#put(id, { plan, cost, at: now, until: now + retryAfterMs, decisions, blocked: false })
+    this.#put(id, {
+      plan,
+      cost,
+      at: now,
+      until: now + retryAfterMs,
+      decisions: cached([...decisions]),
+      blocked: false,
+    })
   }
 
   /**
@@ -68,7 +81,7 @@ export class DeniedCache {
    */
   setBlocked(id: string, now: number, ms: number): void {
     if (ms <= 0) return
-    this.#put(id, { plan: '', cost: 0, at: now, until: now + ms, decisions: [], blocked: true })
+    this.#put(id, { plan: '', cost: 0, at: now, until: now + ms, decisions: cached([]), blocked: true })
   }
 
   /** Whole ms the cached block on `id` has left at local time `now`; 0 when none is cached. */

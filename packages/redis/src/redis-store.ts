@@ -22,7 +22,16 @@ import {
   StoreError,
   type StoreMode,
 } from '@sluice/core'
-import { blockedAnswer, newLease } from '@sluice/core/store'
+import {
+  blockedAnswer,
+  functionOption,
+  given,
+  integerOption,
+  labelOption,
+  MAX_TIMER_MS,
+  newLease,
+  readOptions,
+} from '@sluice/core/store'
 import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compose.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
@@ -85,9 +94,12 @@ export interface RedisStoreOptions {
 
 /** What the store sends for one combination of rules, computed once and kept. */
 interface Plan {
-  /** The rules' ids, joined: the combination's identity. */
+  /**
+   * The rules' specs (kind, numbers, given name), joined: the combination with its numbers. Rules that
+   * share state identities but differ in their limits get different plans, each sending its own numbers.
+   */
   readonly id: string
-  /** Per rule: `<rule.id>`, appended to the key base. */
+  /** Per rule: `<rule.id>`, its state identity (no limits), appended to the key base. */
   readonly ids: readonly string[]
   /** Every rule's numbers, in order, as the script reads them. */
   readonly args: readonly string[]
@@ -119,8 +131,14 @@ const RESET = script(RESET_LUA)
 const DEFAULT_DENIED_CACHE_KEYS = 10_000
 /** Rule combinations remembered by their ids; a rules function could otherwise grow the map forever. */
 const MAX_PLANS = 1024
-const KNOWN_OPTIONS = ['client', 'prefix', 'timeoutMs', 'clock', 'deniedCache', 'maxInFlight']
-const PREFIX = /^[\x21-\x7e]{1,128}$/
+const KNOWN_OPTIONS: (keyof RedisStoreOptions)[] = [
+  'client',
+  'prefix',
+  'timeoutMs',
+  'clock',
+  'deniedCache',
+  'maxInFlight',
+]
 
 export class RedisStore implements Store {
   readonly #runner: ScriptRunner
@@ -143,45 +161,15 @@ export class RedisStore implements Store {
   #closed = false
 
   constructor(options: RedisStoreOptions) {
-    if (options === null || typeof options !== 'object') {
-      throw new InvalidOptionError('RedisStore', options, 'an options object with a client')
-    }
-    for (const key of Object.keys(options)) {
-      if (!KNOWN_OPTIONS.includes(key)) {
-        throw new InvalidOptionError(
-          `RedisStore.${key}`,
-          (options as unknown as Record<string, unknown>)[key],
-          `one of the known options: ${KNOWN_OPTIONS.join(', ')}`,
-        )
-      }
-    }
-    this.#runner = scriptRunnerFor(options.client, 'RedisStore.client')
-    const prefix = options.prefix === undefined ? 'sluice' : options.prefix
+    const o = readOptions('RedisStore', options, KNOWN_OPTIONS, true)
+    this.#runner = scriptRunnerFor(o.client, 'RedisStore.client')
     // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
     // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
-    if (typeof prefix !== 'string' || !PREFIX.test(prefix) || /["'\\{}:]/.test(prefix)) {
-      throw new InvalidOptionError(
-        'RedisStore.prefix',
-        prefix,
-        '1 to 128 printable ASCII characters without spaces, quotes, backslashes, braces or colons',
-      )
-    }
-    this.#prefix = prefix
-    // Only an option left out (or undefined) takes its default: a null is rejected like any wrong value.
-    this.#timeoutMs = integer(
-      'RedisStore.timeoutMs',
-      options.timeoutMs === undefined ? 100 : options.timeoutMs,
-    )
-    this.#maxInFlight = integer(
-      'RedisStore.maxInFlight',
-      options.maxInFlight === undefined ? 10_000 : options.maxInFlight,
-    )
-    const clock = options.clock
-    if (clock !== undefined && typeof clock !== 'function') {
-      throw new InvalidOptionError('RedisStore.clock', clock, 'a function returning ms')
-    }
-    this.#clock = clock
-    this.#cache = deniedCache(options.deniedCache)
+    this.#prefix = labelOption('RedisStore.prefix', given(o.prefix, 'sluice'), " ':{}")
+    this.#timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
+    this.#maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
+    this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
+    this.#cache = deniedCache(o.deniedCache)
     this.#deadlines = new Deadlines(this.#timeoutMs, () => performance.now(), this.#timeoutError)
   }
 
@@ -429,12 +417,15 @@ export class RedisStore implements Store {
     return new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
   }
 
-  /** The plan for `rules`: by identity of the list first (fixed rules pass the same list every call). */
+  /**
+   * The plan for `rules`: by identity of the list first (fixed rules, and a limit table's entries, pass
+   * the same list every call), then by the rules' specs.
+   */
   #plan(rules: readonly Rule[]): Plan {
     let plan = this.#plans.get(rules)
     if (plan !== undefined) return plan
-    let id = rules[0]!.id
-    for (let i = 1; i < rules.length; i++) id += `|${rules[i]!.id}`
+    let id = specOf(rules[0]!)
+    for (let i = 1; i < rules.length; i++) id += `|${specOf(rules[i]!)}`
     plan = this.#plansById.get(id)
     if (plan === undefined) {
       plan = planOf(id, rules)
@@ -444,6 +435,18 @@ export class RedisStore implements Store {
     this.#plans.set(rules, plan)
     return plan
   }
+}
+
+/** Each rule's JSON (its spec: kind, numbers, given name), computed once per rule object. */
+const specs = new WeakMap<Rule, string>()
+
+function specOf(rule: Rule): string {
+  let spec = specs.get(rule)
+  if (spec === undefined) {
+    spec = JSON.stringify(rule)
+    specs.set(rule, spec)
+  }
+  return spec
 }
 
 function planOf(id: string, rules: readonly Rule[]): Plan {
@@ -512,28 +515,17 @@ function storeError(error: unknown): StoreError {
   return new StoreError(ErrorCode.STORE_ERROR, `Redis failed: ${message}`, { cause: error })
 }
 
-/** Node's timers take at most 2^31 - 1 ms; a longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647
-
-function integer(option: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > MAX_TIMER_MS) {
-    throw new InvalidOptionError(option, value, `an integer from 1 to ${MAX_TIMER_MS}`)
-  }
-  return value
-}
-
 function deniedCache(option: unknown): DeniedCache | undefined {
   if (option === undefined || option === true) return new DeniedCache(DEFAULT_DENIED_CACHE_KEYS)
   if (option === false) return undefined
-  if (option !== null && typeof option === 'object') {
-    const o = option as Record<string, unknown>
-    for (const key of Object.keys(o)) {
-      if (key !== 'maxKeys') {
-        throw new InvalidOptionError(`RedisStore.deniedCache.${key}`, o[key], 'the known option maxKeys')
-      }
-    }
-    const maxKeys = o.maxKeys === undefined ? DEFAULT_DENIED_CACHE_KEYS : o.maxKeys
-    return new DeniedCache(integer('RedisStore.deniedCache.maxKeys', maxKeys))
+  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
+    const o = readOptions<{ maxKeys?: number }>('RedisStore.deniedCache', option, ['maxKeys'])
+    const maxKeys = integerOption(
+      'RedisStore.deniedCache.maxKeys',
+      given(o.maxKeys, DEFAULT_DENIED_CACHE_KEYS),
+      1,
+    )
+    return new DeniedCache(maxKeys)
   }
   throw new InvalidOptionError('RedisStore.deniedCache', option, 'true, false or { maxKeys }')
 }

@@ -429,10 +429,12 @@ local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
 end
 `,
   /** token-bucket.lua */
-  tokenBucket: `-- tokenBucket (params: capacity, refillPerSecond). A hash { m = level, l = last refill }: the level
--- is kept in thousandths of a token, so one ms of refill adds exactly \`refillPerSecond\` (whole tokens as
--- floats drift: 1.03 - 1 is 0.030000000000000027). A missing key is a full bucket. The key lives until
--- the bucket is full again.
+  tokenBucket: `-- tokenBucket (params: capacity, refillPerSecond). A hash { m = level, l = last refill, x = full again }:
+-- the level is kept in thousandths of a token, so one ms of refill adds exactly \`refillPerSecond\` (whole
+-- tokens as floats drift: 1.03 - 1 is 0.030000000000000027). A missing key is a full bucket. The key lives
+-- until the bucket is full again (\`x\`, under the numbers it was written with); from \`x\` on it reads as a
+-- full bucket whatever the numbers are now, as @sluice/core's memory store reads it (state is keyed by
+-- identity, not numbers, so an edited rule may judge it).
 
 -- Thousandths at \`t\` for a bucket that held \`milli0\` at \`t0\`: continuous refill, capped at capacity.
 local function milliAt(capacity, refill, milli0, t0, t)
@@ -467,9 +469,9 @@ end
 
 local function tokenBucketDecide(key, now, cost, capacity, refill)
   local full = capacity * 1000
-  local h = redis.call('HMGET', key, 'm', 'l')
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
   local milli0, last = full, now
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     milli0 = tonumber(h[1])
     last = tonumber(h[2])
   end
@@ -490,23 +492,23 @@ end
 local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
   local milli = milliAt(capacity, refill, milli0, last, now) - cost * 1000
   if now > last then last = now end
-  redis.call('HSET', key, 'm', num(milli), 'l', num(last))
   local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
 
--- Writes the level \`milli\` brought up to \`now\`, and the TTL until the bucket is full again.
+-- Writes the level \`milli\` brought up to \`now\`, when the bucket is full again (\`x\`) and the TTL until then.
 local function tokenBucketWrite(key, now, capacity, refill, milli, last)
   if now > last then last = now end
-  redis.call('HSET', key, 'm', num(milli), 'l', num(last))
   local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
 
 local function tokenBucketRefund(key, now, cost, capacity, refill)
-  local h = redis.call('HMGET', key, 'm', 'l')
-  -- A missing key is a full bucket: nothing to give back.
-  if not h[1] then return end
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
+  -- A missing key, or one past \`x\`, is a full bucket: nothing to give back.
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
   local last = tonumber(h[2])
   local milli = milliAt(capacity, refill, tonumber(h[1]), last, now) + cost * 1000
   if milli > capacity * 1000 then milli = capacity * 1000 end
@@ -514,9 +516,9 @@ local function tokenBucketRefund(key, now, cost, capacity, refill)
 end
 
 local function tokenBucketPenalize(key, now, cost, capacity, refill)
-  local h = redis.call('HMGET', key, 'm', 'l')
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
   local milli0, last = capacity * 1000, now
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     milli0 = tonumber(h[1])
     last = tonumber(h[2])
   end
@@ -529,11 +531,13 @@ local function tokenBucketPenalize(key, now, cost, capacity, refill)
 end
 `,
   /** leaky-bucket.lua */
-  leakyBucket: `-- leakyBucket (params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units }: \`start\`
+  leakyBucket: `-- leakyBucket (params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units, x = until }: \`start\`
 -- is the whole ms at which a call last found the bucket drained, \`units\` the cost queued behind that call,
 -- so the last admitted unit passes at \`start + units * 1000 / rate\`, computed afresh and never summed up
 -- as a float. A missing key has never let anything through. Slots are reserved inside this script, so
--- every process shares one queue. The key lives until the bucket has drained for a full queue.
+-- every process shares one queue. The key lives until the bucket has drained for a full queue (\`x\`, under
+-- the numbers it was written with); from \`x\` on it reads as a missing key whatever the numbers are now,
+-- as @sluice/core's memory store reads it (state is keyed by identity, so an edited rule may judge it).
 
 -- ms that \`units\` units take to pass.
 local function spanOf(rate, units)
@@ -577,9 +581,9 @@ local function drainedIn(rate, start, units, now)
 end
 
 local function leakyBucketDecide(key, now, cost, rate, maxQueueMs, limit)
-  local h = redis.call('HMGET', key, 's', 'u')
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
   local start, units = -math.huge, 0
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     start = tonumber(h[1])
     units = tonumber(h[2])
   end
@@ -609,6 +613,13 @@ local function leakyBucketDecide(key, now, cost, rate, maxQueueMs, limit)
     units
 end
 
+-- Writes the queue, when it has drained for a full queue (\`x\`) and the TTL until then.
+local function leakyBucketWrite(key, now, rate, limit, start, units)
+  local expiresAt = start + ceil(spanOf(rate, units + limit))
+  redis.call('HSET', key, 's', num(start), 'u', num(units), 'x', num(expiresAt))
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
 local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start, units)
   if ceil(spanOf(rate, units + cost)) > now - start then
     units = units + cost
@@ -616,21 +627,16 @@ local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start,
     start = now
     units = 0
   end
-  redis.call('HSET', key, 's', num(start), 'u', num(units))
-  redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
+  leakyBucketWrite(key, now, rate, limit, start, units)
   -- Where this call left the queue, for giving its slot back (leakyBucketUnqueue).
   return num(start) .. ':' .. num(units)
 end
 
-local function leakyBucketWrite(key, now, rate, limit, start, units)
-  redis.call('HSET', key, 's', num(start), 'u', num(units))
-  redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
-end
-
 -- \`last\` goes back by \`cost\` intervals, but not before now: a slot in the past would let a burst through.
 local function leakyBucketRefund(key, now, cost, rate, _maxQueueMs, limit)
-  local h = redis.call('HMGET', key, 's', 'u')
-  if not h[1] then return end
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
+  -- A missing key, or one past \`x\`, has nothing queued: nothing to give back.
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
   local start, units = tonumber(h[1]), tonumber(h[2])
   local elapsed = now - start
   if units >= cost and spanOf(rate, units - cost) >= elapsed then
@@ -647,9 +653,9 @@ end
 -- \`last\` goes forward by \`cost\` intervals (from now, when it has passed), but at most \`cost\` intervals
 -- past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
 local function leakyBucketPenalize(key, now, cost, rate, maxQueueMs, limit)
-  local h = redis.call('HMGET', key, 's', 'u')
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
   local start0, units0 = -math.huge, 0
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     start0 = tonumber(h[1])
     units0 = tonumber(h[2])
   end
@@ -741,11 +747,13 @@ end
 `,
   /** warm-up.lua */
   warmUp: `-- warmUp (params: stableMs, thresholdPermits, maxPermits, slope, coolDownMs, maxQueueMs, limit). A hash
--- { n = the next call's slot, s = stored permits }, both floats (stored with 17 significant digits). A
+-- { n = the next call's slot, s = stored permits, x = cold again }, floats (stored with 17 significant digits). A
 -- missing key is a meter never seen: next = now, stored = maxPermits (it starts cold). The derived figures
 -- come from the rule as the factory computed them, so both stores start from the same doubles, and every
 -- formula performs the same operations in the same order as @sluice/core's rules/warm-up.ts. The key
--- lives until the meter is cold again.
+-- lives until the meter is cold again (\`x\`, under the numbers it was written with); from \`x\` on it reads as
+-- a missing key whatever the numbers are now, as @sluice/core's memory store reads it (state is keyed by
+-- identity, not numbers, so an edited rule may judge it).
 
 local function warmTimeFor(stableMs, slope, p)
   return stableMs + p * slope
@@ -791,9 +799,9 @@ end
 
 -- The state at \`now\`, idle time turned into stored permits.
 local function warmRead(key, now, maxPermits, coolDownMs)
-  local h = redis.call('HMGET', key, 'n', 's')
+  local h = redis.call('HMGET', key, 'n', 's', 'x')
   local next, stored = now, maxPermits
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     next = tonumber(h[1])
     stored = tonumber(h[2])
   end
@@ -806,8 +814,8 @@ local function warmRead(key, now, maxPermits, coolDownMs)
 end
 
 local function warmWrite(key, now, maxPermits, coolDownMs, next, stored)
-  redis.call('HSET', key, 'n', num(next), 's', num(stored))
   local expiresAt = ceil(next + (maxPermits - stored + 1) * coolDownMs) + 1
+  redis.call('HSET', key, 'n', num(next), 's', num(stored), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
 
@@ -845,12 +853,15 @@ local function warmUpAdmit(key, now, cost, stableMs, threshold, maxPermits, slop
 end
 
 -- The next slot goes back by \`cost\` stable intervals, not before now; stored permits stay spent.
-local function warmUpRefund(key, now, cost, stableMs, _threshold, _maxPermits, _slope, _coolDownMs, _maxQueueMs, _limit)
-  local n = tonumber(redis.call('HGET', key, 'n'))
-  if n == nil or n <= now then return end
+-- A missing key, or one past \`x\`, is a cold, idle meter: nothing to give back.
+local function warmUpRefund(key, now, cost, stableMs, _threshold, maxPermits, _slope, coolDownMs, _maxQueueMs, _limit)
+  local h = redis.call('HMGET', key, 'n', 's', 'x')
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
+  local n = tonumber(h[1])
+  if n <= now then return end
   local back = n - cost * stableMs
   if back < now then back = now end
-  redis.call('HSET', key, 'n', num(back))
+  warmWrite(key, now, maxPermits, coolDownMs, back, tonumber(h[2]))
 end
 
 -- The next slot moves on by \`cost\` stable intervals, spending no stored permit, at most \`cost\` intervals
@@ -869,4 +880,64 @@ end
 /** reset.lua: deletes a key's rule keys. */
 export const RESET_LUA = `-- sluice: forgets one key's state under the given rules (KEYS: the rule keys, all in one hash slot).
 return redis.call('DEL', unpack(KEYS))
+`
+
+/** table-write.lua: one limit table change, its audit record and its notice. */
+export const TABLE_WRITE_LUA = `-- sluice limit table: one change (set or delete one entry), atomically.
+-- KEYS: the table's hash (entry -> spec JSON), its version, its audit stream.
+-- ARGV: entry, after (spec JSON, or '' to delete), actor, the highest version the writer has seen, audit
+-- length (MAXLEN ~), pub/sub channel, most entries, most characters of one entry's JSON.
+-- Replies { version, changed }: changed 0 for a delete of an entry the table does not hold; version -1
+-- when the table is full, -2 when the entry is too large (nothing written either way).
+-- The version carries on from the highest the writer has seen: a Redis that lost the table (restarted
+-- without persistence) never hands out a version a process already holds for another table.
+local entry, after = ARGV[1], ARGV[2]
+if #after > tonumber(ARGV[8]) then return { -2, 0 } end
+local before = redis.call('HGET', KEYS[1], entry)
+local version = tonumber(redis.call('GET', KEYS[2]) or '0')
+if after == '' and not before then return { version, 0 } end
+if after ~= '' and not before and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[7]) then return { -1, 0 } end
+local seen = tonumber(ARGV[4])
+if version < seen then version = seen end
+version = version + 1
+redis.call('SET', KEYS[2], version)
+local change = 'set'
+if after == '' then
+  redis.call('HDEL', KEYS[1], entry)
+  change = 'delete'
+else
+  redis.call('HSET', KEYS[1], entry, after)
+end
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*',
+  'v', version, 't', ms, 'change', change, 'entry', entry, 'before', before or '', 'after', after, 'actor', ARGV[3])
+-- Entry names hold no line breaks and spec JSON none either: version, entry and value, one per line.
+redis.call('PUBLISH', ARGV[6], version .. '\\n' .. entry .. '\\n' .. after)
+return { version, 1 }
+`
+
+/** table-restore.lua: a process writes back the limit table into a Redis that lost it. */
+export const TABLE_RESTORE_LUA = `-- sluice limit table: a process writes back the table it holds into a Redis that is behind it (restarted
+-- without persistence, or flushed). KEYS: hash, version, audit stream. ARGV: the version the process
+-- holds, audit length, pub/sub channel, actor, then entry / spec JSON pairs (at most the table's bound).
+-- Entries written since Redis lost the table are newer than the snapshot and win over it; the table
+-- then moves one version past the snapshot, so every process reads the merge. Replies { version, done }.
+local stored = tonumber(redis.call('GET', KEYS[2]) or '0')
+local held = tonumber(ARGV[1])
+if stored >= held then return { stored, 0 } end
+local written = redis.call('HLEN', KEYS[1])
+for i = 5, #ARGV, 2 do
+  redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+local version = held
+if written > 0 then version = held + 1 end
+redis.call('SET', KEYS[2], version)
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*',
+  'v', version, 't', ms, 'change', 'restore', 'entry', '', 'before', '', 'after', '', 'actor', ARGV[4])
+-- An empty entry asks every process to read the whole table again.
+if version > held then redis.call('PUBLISH', ARGV[3], version .. '\\n\\n') end
+return { version, 1 }
 `

@@ -11,6 +11,7 @@ import { given, integerOption, labelOption, limitOption, ruleOptions } from '../
 import type { ConcurrencyRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
 import { MAX_FIGURE } from './bounds.ts'
+import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface ConcurrencyOptions {
@@ -33,6 +34,7 @@ export function concurrency(options: ConcurrencyOptions): ConcurrencyRule | Unli
   const o = ruleOptions('concurrency', options, ['limit', 'leaseMs', 'name'])
   const limit = limitOption('concurrency.limit', o.limit)
   const leaseMs = integerOption('concurrency.leaseMs', given(o.leaseMs, 60_000), 1, MAX_FIGURE)
+  const name = o.name === undefined ? undefined : labelOption('concurrency.name', o.name)
   if (limit === -1) return UNLIMITED
   if (limit > MAX_CONCURRENCY) {
     throw new InvalidOptionError(
@@ -41,14 +43,14 @@ export function concurrency(options: ConcurrencyOptions): ConcurrencyRule | Unli
       `an integer from 1 to ${MAX_CONCURRENCY}, or -1 (each call reads the leases held)`,
     )
   }
-  return Object.freeze({
-    kind: 'concurrency',
-    id: `concurrency:${limit}:${leaseMs}`,
-    name: o.name === undefined ? `${limit}-concurrent` : labelOption('concurrency.name', o.name),
-    policyWindowSeconds: Math.ceil(leaseMs / 1000),
-    limit,
-    leaseMs,
-  })
+  // The state identity holds `leaseMs` (the shape: how long each lease is scored to last), not `limit`.
+  return defineRule<ConcurrencyRule>(
+    { kind: 'concurrency', limit, leaseMs },
+    [leaseMs],
+    name,
+    `${limit}-concurrent`,
+    { policyWindowSeconds: Math.ceil(leaseMs / 1000) },
+  )
 }
 
 /** One lease: when it ends and the units it holds. */

@@ -6,6 +6,7 @@
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { FixedWindowRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
+import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface FixedWindowOptions {
@@ -22,18 +23,15 @@ export function fixedWindow(options: FixedWindowOptions): FixedWindowRule | Unli
   const o = ruleOptions('fixedWindow', options, ['limit', 'windowMs', 'name'])
   const limit = limitOption('fixedWindow.limit', o.limit)
   const windowMs = integerOption('fixedWindow.windowMs', o.windowMs, 1)
+  const name = o.name === undefined ? undefined : labelOption('fixedWindow.name', o.name)
   if (limit === -1) return UNLIMITED
-  return Object.freeze({
-    kind: 'fixedWindow',
-    id: `fixedWindow:${limit}:${windowMs}`,
-    name:
-      o.name === undefined
-        ? `${limit}-per-${durationLabel(windowMs)}`
-        : labelOption('fixedWindow.name', o.name),
-    policyWindowSeconds: Math.ceil(windowMs / 1000),
-    limit,
-    windowMs,
-  })
+  return defineRule<FixedWindowRule>(
+    { kind: 'fixedWindow', limit, windowMs },
+    [windowMs],
+    name,
+    `${limit}-per-${durationLabel(windowMs)}`,
+    { policyWindowSeconds: Math.ceil(windowMs / 1000) },
+  )
 }
 
 export interface FixedWindowState {
@@ -52,6 +50,7 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
     const after = allowed ? count + cost : count
     // Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
     const resetMs = after === 0 ? 0 : start + rule.windowMs - now
+    // A count past the limit (lowered, or penalized) leaves nothing, not less.
     return ruleDecision(rule, allowed, atLeastZero(rule.limit - after), resetMs, allowed ? 0 : resetMs, 0)
   },
 

@@ -9,6 +9,7 @@ import { given, integerOption, labelOption, MAX_TIMER_MS, positiveOption, ruleOp
 import type { LeakyBucketRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
+import { defineRule } from './define.ts'
 
 export interface LeakyBucketOptions {
   /**
@@ -64,20 +65,15 @@ export function leakyBucket(options: LeakyBucketOptions): LeakyBucketRule {
         'more than one per ms (give maxQueueMs >= 1 to meter a faster rate exactly)',
     )
   }
+  const name = o.name === undefined ? undefined : labelOption('leakyBucket.name', o.name)
   const limit = unitsWithin(ratePerSecond, maxQueueMs) + 1
-  return Object.freeze({
-    kind: 'leakyBucket',
-    id: `leakyBucket:${ratePerSecond}:${maxQueueMs}`,
-    name:
-      o.name === undefined
-        ? `${ratePerSecond}-per-s-queue-${maxQueueMs}ms`
-        : labelOption('leakyBucket.name', o.name),
-    policyWindowSeconds: Math.ceil(limit / ratePerSecond),
-    ratePerSecond,
-    maxQueueMs,
-    intervalMs,
-    limit,
-  })
+  return defineRule<LeakyBucketRule>(
+    { kind: 'leakyBucket', ratePerSecond, maxQueueMs },
+    [],
+    name,
+    `${ratePerSecond}-per-s-queue-${maxQueueMs}ms`,
+    { policyWindowSeconds: Math.ceil(limit / ratePerSecond), intervalMs, limit },
+  )
 }
 
 /**
@@ -92,6 +88,12 @@ export interface LeakyBucketState {
   /** -Infinity when nothing has passed yet. */
   start: number
   units: number
+  /**
+   * When the bucket has drained for a full queue under the numbers it was last written with (-Infinity
+   * until something passes). From then on the state reads as a fresh one, whatever the rule's numbers are
+   * now (state is keyed by identity, not numbers); the Redis script checks the same time.
+   */
+  until: number
 }
 
 /** ms that `units` units take to pass, from `start`. */
@@ -123,10 +125,12 @@ function drainedIn(rule: LeakyBucketRule, start: number, units: number, now: num
 }
 
 export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> = {
-  create: () => ({ start: Number.NEGATIVE_INFINITY, units: 0 }),
+  create: () => ({ start: Number.NEGATIVE_INFINITY, units: 0, until: Number.NEGATIVE_INFINITY }),
 
   decide(state, rule, now, cost) {
-    const { start, units } = state
+    const fresh = now >= state.until
+    const start = fresh ? Number.NEGATIVE_INFINITY : state.start
+    const units = fresh ? 0 : state.units
     if (cost === 0) {
       return ruleDecision(
         rule,
@@ -163,30 +167,38 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
   },
 
   admit(state, rule, now, cost) {
-    if (Math.ceil(spanOf(rule, state.units + cost)) > now - state.start) state.units += cost
-    else {
+    if (now < state.until && Math.ceil(spanOf(rule, state.units + cost)) > now - state.start) {
+      state.units += cost
+    } else {
       state.start = now
       state.units = 0
     }
+    state.until = state.start + Math.ceil(spanOf(rule, state.units + rule.limit))
   },
 
-  expiresAt: (state, rule) => state.start + Math.ceil(spanOf(rule, state.units + rule.limit)),
+  expiresAt: (state) => state.until,
 
   refund(state, rule, now, cost) {
+    // Past `until` the bucket reads as drained: nothing to give back.
+    if (now >= state.until) return
     // `last` goes back by `cost` intervals, but not before now: a slot in the past would let a burst through.
     const elapsed = now - state.start
     if (state.units >= cost && spanOf(rule, state.units - cost) >= elapsed) state.units -= cost
     else if (spanOf(rule, state.units) > elapsed) {
       state.start = now
       state.units = 0
-    }
+    } else return
+    state.until = state.start + Math.ceil(spanOf(rule, state.units + rule.limit))
   },
 
   penalize(state, rule, now, cost) {
     // `last` goes forward by `cost` intervals (from now, when it has passed), but at most `cost` intervals
     // past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
-    let start = state.start
-    let units = state.units
+    const fresh = now >= state.until
+    const start0 = fresh ? Number.NEGATIVE_INFINITY : state.start
+    const units0 = fresh ? 0 : state.units
+    let start = start0
+    let units = units0
     if (spanOf(rule, units) >= now - start) units += cost
     else {
       start = now
@@ -194,12 +206,13 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
     }
     const capStart = now + rule.maxQueueMs
     if (start + spanOf(rule, units) > capStart + spanOf(rule, cost)) {
-      if (state.start + spanOf(rule, state.units) >= capStart + spanOf(rule, cost)) return
+      if (start0 + spanOf(rule, units0) >= capStart + spanOf(rule, cost)) return
       start = capStart
       units = cost
     }
     state.start = start
     state.units = units
+    state.until = start + Math.ceil(spanOf(rule, units + rule.limit))
   },
 }
 

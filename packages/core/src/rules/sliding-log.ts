@@ -9,6 +9,7 @@ import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } f
 import type { SlidingLogRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
 import { MAX_FIGURE } from './bounds.ts'
+import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface SlidingLogOptions {
@@ -25,22 +26,19 @@ export function slidingLog(options: SlidingLogOptions): SlidingLogRule | Unlimit
   const o = ruleOptions('slidingLog', options, ['limit', 'windowMs', 'name'])
   const limit = limitOption('slidingLog.limit', o.limit)
   const windowMs = integerOption('slidingLog.windowMs', o.windowMs, 1)
+  const name = o.name === undefined ? undefined : labelOption('slidingLog.name', o.name)
   if (limit === -1) return UNLIMITED
   // The Redis log keeps running sums of units modulo 2^52; a window's units must stay well below that.
   if (limit > MAX_FIGURE) {
     throw new InvalidOptionError('slidingLog.limit', limit, 'an integer from 1 to 2^50, or -1')
   }
-  return Object.freeze({
-    kind: 'slidingLog',
-    id: `slidingLog:${limit}:${windowMs}`,
-    name:
-      o.name === undefined
-        ? `${limit}-per-${durationLabel(windowMs)}`
-        : labelOption('slidingLog.name', o.name),
-    policyWindowSeconds: Math.ceil(windowMs / 1000),
-    limit,
-    windowMs,
-  })
+  return defineRule<SlidingLogRule>(
+    { kind: 'slidingLog', limit, windowMs },
+    [windowMs],
+    name,
+    `${limit}-per-${durationLabel(windowMs)}`,
+    { policyWindowSeconds: Math.ceil(windowMs / 1000) },
+  )
 }
 
 /**
@@ -123,6 +121,7 @@ export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
     return ruleDecision(
       rule,
       false,
+      // Past the limit when it was lowered or penalized: nothing is left, not less.
       atLeastZero(rule.limit - total),
       newest + rule.windowMs - now,
       times[lo]! + rule.windowMs - now,

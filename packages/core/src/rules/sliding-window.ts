@@ -9,6 +9,7 @@ import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingWindowRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
+import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface SlidingWindowOptions {
@@ -41,20 +42,15 @@ export function slidingWindow(options: SlidingWindowOptions): SlidingWindowRule 
   if (windowMs % buckets !== 0) {
     throw new InvalidOptionError('slidingWindow.buckets', buckets, `a divisor of windowMs (${windowMs})`)
   }
+  const name = o.name === undefined ? undefined : labelOption('slidingWindow.name', o.name)
   if (limit === -1) return UNLIMITED
-  return Object.freeze({
-    kind: 'slidingWindow',
-    id: `slidingWindow:${limit}:${windowMs}:${buckets}`,
-    name:
-      o.name === undefined
-        ? `${limit}-per-${durationLabel(windowMs)}`
-        : labelOption('slidingWindow.name', o.name),
-    policyWindowSeconds: Math.ceil(windowMs / 1000),
-    limit,
-    windowMs,
-    buckets,
-    bucketMs: windowMs / buckets,
-  })
+  return defineRule<SlidingWindowRule>(
+    { kind: 'slidingWindow', limit, windowMs, buckets },
+    [windowMs, buckets],
+    name,
+    `${limit}-per-${durationLabel(windowMs)}`,
+    { policyWindowSeconds: Math.ceil(windowMs / 1000), bucketMs: windowMs / buckets },
+  )
 }
 
 /** A ring of buckets: slot `i` holds the bucket whose start `s` has `(s / bucketMs) % buckets === i`. */
@@ -106,6 +102,7 @@ export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowS
     return ruleDecision(
       rule,
       false,
+      // Past the limit when it was lowered or penalized: nothing is left, not less.
       atLeastZero(rule.limit - total),
       newest + rule.windowMs - now,
       s + rule.windowMs - now,

@@ -9,6 +9,7 @@ import { integerOption, labelOption, positiveOption, ruleOptions } from '../opti
 import type { TokenBucketRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
+import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface TokenBucketOptions {
@@ -31,6 +32,7 @@ export function tokenBucket(options: TokenBucketOptions): TokenBucketRule | Unli
   const o = ruleOptions('tokenBucket', options, ['capacity', 'refillPerSecond', 'name'])
   const capacity = o.capacity === -1 ? -1 : integerOption('tokenBucket.capacity', o.capacity, 1, MAX_CAPACITY)
   const refillPerSecond = positiveOption('tokenBucket.refillPerSecond', o.refillPerSecond)
+  const name = o.name === undefined ? undefined : labelOption('tokenBucket.name', o.name)
   if (capacity === -1) return UNLIMITED
   // The longest wait a call can be told is the time an empty bucket takes to fill.
   if ((capacity * 1000) / refillPerSecond > MAX_FIGURE) {
@@ -41,17 +43,13 @@ export function tokenBucket(options: TokenBucketOptions): TokenBucketRule | Unli
         'passes 2^50 ms (about 35,700 years) would leave the range where waits are exact and bounded',
     )
   }
-  return Object.freeze({
-    kind: 'tokenBucket',
-    id: `tokenBucket:${capacity}:${refillPerSecond}`,
-    name:
-      o.name === undefined
-        ? `${capacity}-burst-${refillPerSecond}-per-s`
-        : labelOption('tokenBucket.name', o.name),
-    policyWindowSeconds: Math.ceil(capacity / refillPerSecond),
-    capacity,
-    refillPerSecond,
-  })
+  return defineRule<TokenBucketRule>(
+    { kind: 'tokenBucket', capacity, refillPerSecond },
+    [],
+    name,
+    `${capacity}-burst-${refillPerSecond}-per-s`,
+    { policyWindowSeconds: Math.ceil(capacity / refillPerSecond) },
+  )
 }
 
 /** The largest capacity whose thousandths are exact doubles (below 2^53). */
@@ -67,6 +65,14 @@ export interface TokenBucketState {
   milli: number
   /** When `milli` was last brought up to date. */
   last: number
+  /**
+   * When the bucket is full again under the numbers it was last written with (-Infinity for a state no
+   * call has written: it reads as full under any numbers, even when a denied call kept it).
+   * From then on the state reads as a fresh, full bucket, whatever the rule's numbers are now: state is
+   * keyed by identity, not numbers, and this is what lets both stores agree after an edit, whether or not
+   * they have dropped the state yet (the Redis script checks the same time).
+   */
+  until: number
 }
 
 /** Thousandths at `t` for a bucket that held `milli0` at `t0`: continuous refill, capped at capacity. */
@@ -91,9 +97,10 @@ function msUntil(rule: TokenBucketRule, milli0: number, t0: number, target: numb
 }
 
 export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> = {
-  create: (rule, now) => ({ milli: rule.capacity * 1000, last: now }),
+  create: (rule, now) => ({ milli: rule.capacity * 1000, last: now, until: Number.NEGATIVE_INFINITY }),
 
-  decide(state, rule, now, cost) {
+  decide(live, rule, now, cost) {
+    const state = now >= live.until ? { milli: rule.capacity * 1000, last: now, until: live.until } : live
     const milli = milliAt(rule, state.milli, state.last, now)
     const full = rule.capacity * 1000
     if (milli >= cost * 1000) {
@@ -107,22 +114,34 @@ export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> 
   },
 
   admit(state, rule, now, cost) {
+    if (now >= state.until) {
+      state.milli = rule.capacity * 1000
+      state.last = now
+    }
     state.milli = milliAt(rule, state.milli, state.last, now) - cost * 1000
     if (now > state.last) state.last = now
+    state.until = state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last)
   },
 
-  expiresAt: (state, rule) =>
-    state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last),
+  expiresAt: (state) => state.until,
 
   refund(state, rule, now, cost) {
+    // Past `until` the bucket reads as full: nothing to give back.
+    if (now >= state.until) return
     state.milli = Math.min(milliAt(rule, state.milli, state.last, now) + cost * 1000, rule.capacity * 1000)
     if (now > state.last) state.last = now
+    state.until = state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last)
   },
 
   penalize(state, rule, now, cost) {
+    if (now >= state.until) {
+      state.milli = rule.capacity * 1000
+      state.last = now
+    }
     const milli = milliAt(rule, state.milli, state.last, now)
     // Below zero by at most the penalty; a bucket already lower than that stays where it is.
     state.milli = Math.min(milli, Math.max(milli - cost * 1000, -cost * 1000))
     if (now > state.last) state.last = now
+    state.until = state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last)
   },
 }

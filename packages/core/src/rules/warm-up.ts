@@ -23,6 +23,7 @@ import {
 import type { WarmUpRule } from '../types.ts'
 import { type Algorithm, ruleDecision } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
+import { defineRule } from './define.ts'
 import { unitsWithin } from './leaky-bucket.ts'
 
 export interface WarmUpOptions {
@@ -71,32 +72,58 @@ export function warmUp(options: WarmUpOptions): WarmUpRule {
   const slope = (coldMs - stableMs) / (maxPermits - thresholdPermits)
   const coolDownMs = warmUpMs / maxPermits
   const limit = unitsWithin(ratePerSecond, maxQueueMs) + 1
-  return Object.freeze({
-    kind: 'warmUp',
-    id: `warmUp:${ratePerSecond}:${warmUpMs}:${coldFactor}:${maxQueueMs}`,
-    name:
-      o.name === undefined
-        ? `${ratePerSecond}-per-s-warm-${durationLabel(warmUpMs)}`
-        : labelOption('warmUp.name', o.name),
-    policyWindowSeconds: Math.ceil(limit / ratePerSecond),
-    ratePerSecond,
-    warmUpMs,
-    coldFactor,
-    maxQueueMs,
-    limit,
-    stableMs,
-    coldMs,
-    thresholdPermits,
-    maxPermits,
-    slope,
-    coolDownMs,
-  })
+  const name = o.name === undefined ? undefined : labelOption('warmUp.name', o.name)
+  // The state identity is the kind and a given name only, as a token bucket's: no figure of the rate.
+  return defineRule<WarmUpRule>(
+    { kind: 'warmUp', ratePerSecond, warmUpMs, coldFactor, maxQueueMs },
+    [],
+    name,
+    `${ratePerSecond}-per-s-warm-${durationLabel(warmUpMs)}`,
+    {
+      policyWindowSeconds: Math.ceil(limit / ratePerSecond),
+      limit,
+      stableMs,
+      coldMs,
+      thresholdPermits,
+      maxPermits,
+      slope,
+      coolDownMs,
+    },
+  )
 }
 
 /** `next`: the slot of the next call (ms, a float); `stored`: permits stored (a float). */
 export interface WarmUpState {
   next: number
   stored: number
+  /**
+   * When the meter is cold again (as a key never seen) under the numbers it was last written with
+   * (-Infinity for a state no call has written). From then on the state reads as a fresh, cold meter,
+   * whatever the rule's numbers are now: state is keyed by identity, not numbers, and this is what lets
+   * both stores agree after an edit (the Redis script checks the same time, hash field `x`).
+   */
+  until: number
+}
+
+/** The state as it reads at `now`: a fresh, cold meter from `until` on. */
+function liveAt(state: WarmUpState, rule: WarmUpRule, now: number): WarmUpState {
+  return now >= state.until ? { next: now, stored: rule.maxPermits, until: state.until } : state
+}
+
+/** Brings a fresh state up to `now` in place (see `liveAt`). */
+function freshen(state: WarmUpState, rule: WarmUpRule, now: number): void {
+  if (now >= state.until) {
+    state.next = now
+    state.stored = rule.maxPermits
+  }
+}
+
+/**
+ * Cold again (as a key never seen) once idle long enough to store every permit; one permit's cool-down
+ * more, so that float rounding cannot forget a meter a hair short of cold.
+ */
+function coldAt(state: WarmUpState, rule: WarmUpRule): number {
+  return Math.ceil(state.next + (rule.maxPermits - state.stored + 1) * rule.coolDownMs) + 1
 }
 
 /** The interval when `p` permits are stored above the threshold. */
@@ -138,9 +165,10 @@ function resetIn(ahead: number): number {
 
 export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
   // A key never seen starts cold.
-  create: (rule, now) => ({ next: now, stored: rule.maxPermits }),
+  create: (rule, now) => ({ next: now, stored: rule.maxPermits, until: Number.NEGATIVE_INFINITY }),
 
-  decide(state, rule, now, cost) {
+  decide(live, rule, now, cost) {
+    const state = liveAt(live, rule, now)
     // Idle time stores permits; only admit records it, so a denial (or a peek) changes nothing.
     let next = state.next
     let stored = state.stored
@@ -173,6 +201,7 @@ export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
   },
 
   admit(state, rule, now, cost) {
+    freshen(state, rule, now)
     if (now > state.next) {
       state.stored = Math.min(rule.maxPermits, state.stored + (now - state.next) / rule.coolDownMs)
       state.next = now
@@ -181,21 +210,25 @@ export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
     const spend = Math.min(cost, state.stored)
     state.next = slot + waitFor(rule, state.stored, spend) + (cost - spend) * rule.stableMs
     state.stored -= spend
+    state.until = coldAt(state, rule)
   },
 
-  // Cold again (as a key never seen) once idle long enough to store every permit; one permit's cool-down
-  // more, so that float rounding cannot forget a meter a hair short of cold.
-  expiresAt: (state, rule) =>
-    Math.ceil(state.next + (rule.maxPermits - state.stored + 1) * rule.coolDownMs) + 1,
+  expiresAt: (state) => state.until,
 
   refund(state, rule, now, cost) {
+    // Past `until` the meter reads as cold and idle: nothing to give back.
+    if (now >= state.until) return
     // The next slot goes back by `cost` stable intervals, not before now; stored permits stay spent.
-    if (state.next > now) state.next = Math.max(now, state.next - cost * rule.stableMs)
+    if (state.next > now) {
+      state.next = Math.max(now, state.next - cost * rule.stableMs)
+      state.until = coldAt(state, rule)
+    }
   },
 
   penalize(state, rule, now, cost) {
     // The next slot moves on by `cost` stable intervals, spending no stored permit (a penalty must not
     // warm the meter up), at most `cost` intervals past a full queue.
+    freshen(state, rule, now)
     if (now > state.next) {
       state.stored = Math.min(rule.maxPermits, state.stored + (now - state.next) / rule.coolDownMs)
       state.next = now
@@ -203,5 +236,6 @@ export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
     const moved = state.next + cost * rule.stableMs
     const cap = now + rule.maxQueueMs + cost * rule.stableMs
     state.next = Math.max(state.next, Math.min(moved, cap))
+    state.until = coldAt(state, rule)
   },
 }

@@ -166,6 +166,10 @@ export class MemoryStore implements Store {
       } else if (adjustment === 'release' && rule.kind === 'concurrency') {
         release(state as ConcurrencyState, now, mark)
       }
+      // A state written under other numbers (an edited limit) may now live longer than the entry did, as
+      // the Redis key's TTL follows what the script writes: the entry must not be forgotten before it.
+      const until = algorithmOf(rule).expiresAt(state, rule)
+      if (until > entry.expiresAt) entry.expiresAt = until
     }
     return undefined
   }

@@ -1,8 +1,10 @@
--- leakyBucket (params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units }: `start`
+-- leakyBucket (params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units, x = until }: `start`
 -- is the whole ms at which a call last found the bucket drained, `units` the cost queued behind that call,
 -- so the last admitted unit passes at `start + units * 1000 / rate`, computed afresh and never summed up
 -- as a float. A missing key has never let anything through. Slots are reserved inside this script, so
--- every process shares one queue. The key lives until the bucket has drained for a full queue.
+-- every process shares one queue. The key lives until the bucket has drained for a full queue (`x`, under
+-- the numbers it was written with); from `x` on it reads as a missing key whatever the numbers are now,
+-- as @sluice/core's memory store reads it (state is keyed by identity, so an edited rule may judge it).
 
 -- ms that `units` units take to pass.
 local function spanOf(rate, units)
@@ -46,9 +48,9 @@ local function drainedIn(rate, start, units, now)
 end
 
 local function leakyBucketDecide(key, now, cost, rate, maxQueueMs, limit)
-  local h = redis.call('HMGET', key, 's', 'u')
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
   local start, units = -math.huge, 0
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     start = tonumber(h[1])
     units = tonumber(h[2])
   end
@@ -78,6 +80,13 @@ local function leakyBucketDecide(key, now, cost, rate, maxQueueMs, limit)
     units
 end
 
+-- Writes the queue, when it has drained for a full queue (`x`) and the TTL until then.
+local function leakyBucketWrite(key, now, rate, limit, start, units)
+  local expiresAt = start + ceil(spanOf(rate, units + limit))
+  redis.call('HSET', key, 's', num(start), 'u', num(units), 'x', num(expiresAt))
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
 local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start, units)
   if ceil(spanOf(rate, units + cost)) > now - start then
     units = units + cost
@@ -85,21 +94,16 @@ local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start,
     start = now
     units = 0
   end
-  redis.call('HSET', key, 's', num(start), 'u', num(units))
-  redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
+  leakyBucketWrite(key, now, rate, limit, start, units)
   -- Where this call left the queue, for giving its slot back (leakyBucketUnqueue).
   return num(start) .. ':' .. num(units)
 end
 
-local function leakyBucketWrite(key, now, rate, limit, start, units)
-  redis.call('HSET', key, 's', num(start), 'u', num(units))
-  redis.call('PEXPIRE', key, pttl(start + ceil(spanOf(rate, units + limit)) - now))
-end
-
 -- `last` goes back by `cost` intervals, but not before now: a slot in the past would let a burst through.
 local function leakyBucketRefund(key, now, cost, rate, _maxQueueMs, limit)
-  local h = redis.call('HMGET', key, 's', 'u')
-  if not h[1] then return end
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
+  -- A missing key, or one past `x`, has nothing queued: nothing to give back.
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
   local start, units = tonumber(h[1]), tonumber(h[2])
   local elapsed = now - start
   if units >= cost and spanOf(rate, units - cost) >= elapsed then
@@ -116,9 +120,9 @@ end
 -- `last` goes forward by `cost` intervals (from now, when it has passed), but at most `cost` intervals
 -- past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
 local function leakyBucketPenalize(key, now, cost, rate, maxQueueMs, limit)
-  local h = redis.call('HMGET', key, 's', 'u')
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
   local start0, units0 = -math.huge, 0
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     start0 = tonumber(h[1])
     units0 = tonumber(h[2])
   end

@@ -1,7 +1,9 @@
--- tokenBucket (params: capacity, refillPerSecond). A hash { m = level, l = last refill }: the level
--- is kept in thousandths of a token, so one ms of refill adds exactly `refillPerSecond` (whole tokens as
--- floats drift: 1.03 - 1 is 0.030000000000000027). A missing key is a full bucket. The key lives until
--- the bucket is full again.
+-- tokenBucket (params: capacity, refillPerSecond). A hash { m = level, l = last refill, x = full again }:
+-- the level is kept in thousandths of a token, so one ms of refill adds exactly `refillPerSecond` (whole
+-- tokens as floats drift: 1.03 - 1 is 0.030000000000000027). A missing key is a full bucket. The key lives
+-- until the bucket is full again (`x`, under the numbers it was written with); from `x` on it reads as a
+-- full bucket whatever the numbers are now, as @sluice/core's memory store reads it (state is keyed by
+-- identity, not numbers, so an edited rule may judge it).
 
 -- Thousandths at `t` for a bucket that held `milli0` at `t0`: continuous refill, capped at capacity.
 local function milliAt(capacity, refill, milli0, t0, t)
@@ -36,9 +38,9 @@ end
 
 local function tokenBucketDecide(key, now, cost, capacity, refill)
   local full = capacity * 1000
-  local h = redis.call('HMGET', key, 'm', 'l')
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
   local milli0, last = full, now
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     milli0 = tonumber(h[1])
     last = tonumber(h[2])
   end
@@ -59,23 +61,23 @@ end
 local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
   local milli = milliAt(capacity, refill, milli0, last, now) - cost * 1000
   if now > last then last = now end
-  redis.call('HSET', key, 'm', num(milli), 'l', num(last))
   local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
 
--- Writes the level `milli` brought up to `now`, and the TTL until the bucket is full again.
+-- Writes the level `milli` brought up to `now`, when the bucket is full again (`x`) and the TTL until then.
 local function tokenBucketWrite(key, now, capacity, refill, milli, last)
   if now > last then last = now end
-  redis.call('HSET', key, 'm', num(milli), 'l', num(last))
   local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
 
 local function tokenBucketRefund(key, now, cost, capacity, refill)
-  local h = redis.call('HMGET', key, 'm', 'l')
-  -- A missing key is a full bucket: nothing to give back.
-  if not h[1] then return end
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
+  -- A missing key, or one past `x`, is a full bucket: nothing to give back.
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
   local last = tonumber(h[2])
   local milli = milliAt(capacity, refill, tonumber(h[1]), last, now) + cost * 1000
   if milli > capacity * 1000 then milli = capacity * 1000 end
@@ -83,9 +85,9 @@ local function tokenBucketRefund(key, now, cost, capacity, refill)
 end
 
 local function tokenBucketPenalize(key, now, cost, capacity, refill)
-  local h = redis.call('HMGET', key, 'm', 'l')
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
   local milli0, last = capacity * 1000, now
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     milli0 = tonumber(h[1])
     last = tonumber(h[2])
   end

@@ -1,9 +1,11 @@
 -- warmUp (params: stableMs, thresholdPermits, maxPermits, slope, coolDownMs, maxQueueMs, limit). A hash
--- { n = the next call's slot, s = stored permits }, both floats (stored with 17 significant digits). A
+-- { n = the next call's slot, s = stored permits, x = cold again }, floats (stored with 17 significant digits). A
 -- missing key is a meter never seen: next = now, stored = maxPermits (it starts cold). The derived figures
 -- come from the rule as the factory computed them, so both stores start from the same doubles, and every
 -- formula performs the same operations in the same order as @sluice/core's rules/warm-up.ts. The key
--- lives until the meter is cold again.
+-- lives until the meter is cold again (`x`, under the numbers it was written with); from `x` on it reads as
+-- a missing key whatever the numbers are now, as @sluice/core's memory store reads it (state is keyed by
+-- identity, not numbers, so an edited rule may judge it).
 
 local function warmTimeFor(stableMs, slope, p)
   return stableMs + p * slope
@@ -49,9 +51,9 @@ end
 
 -- The state at `now`, idle time turned into stored permits.
 local function warmRead(key, now, maxPermits, coolDownMs)
-  local h = redis.call('HMGET', key, 'n', 's')
+  local h = redis.call('HMGET', key, 'n', 's', 'x')
   local next, stored = now, maxPermits
-  if h[1] then
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
     next = tonumber(h[1])
     stored = tonumber(h[2])
   end
@@ -64,8 +66,8 @@ local function warmRead(key, now, maxPermits, coolDownMs)
 end
 
 local function warmWrite(key, now, maxPermits, coolDownMs, next, stored)
-  redis.call('HSET', key, 'n', num(next), 's', num(stored))
   local expiresAt = ceil(next + (maxPermits - stored + 1) * coolDownMs) + 1
+  redis.call('HSET', key, 'n', num(next), 's', num(stored), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
 
@@ -103,12 +105,15 @@ local function warmUpAdmit(key, now, cost, stableMs, threshold, maxPermits, slop
 end
 
 -- The next slot goes back by `cost` stable intervals, not before now; stored permits stay spent.
-local function warmUpRefund(key, now, cost, stableMs, _threshold, _maxPermits, _slope, _coolDownMs, _maxQueueMs, _limit)
-  local n = tonumber(redis.call('HGET', key, 'n'))
-  if n == nil or n <= now then return end
+-- A missing key, or one past `x`, is a cold, idle meter: nothing to give back.
+local function warmUpRefund(key, now, cost, stableMs, _threshold, maxPermits, _slope, coolDownMs, _maxQueueMs, _limit)
+  local h = redis.call('HMGET', key, 'n', 's', 'x')
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
+  local n = tonumber(h[1])
+  if n <= now then return end
   local back = n - cost * stableMs
   if back < now then back = now end
-  redis.call('HSET', key, 'n', num(back))
+  warmWrite(key, now, maxPermits, coolDownMs, back, tonumber(h[2]))
 end
 
 -- The next slot moves on by `cost` stable intervals, spending no stored permit, at most `cost` intervals

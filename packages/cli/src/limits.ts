@@ -1,0 +1,159 @@
+/**
+ * @module `sluice limits list | get ENTRY | set ENTRY SPEC… | delete ENTRY | audit [--count N]
+ * --table NAME [--redis URL] [--prefix P] [--actor NAME]`: reads and changes a limit table kept in Redis
+ * (`RedisLimitTable`). Input is checked in full before Redis is contacted, so a typo never needs a Redis
+ * and never writes anything. Results are JSON on stdout.
+ */
+import { hostname, userInfo } from 'node:os'
+import { InvalidOptionError, type Rule, type RuleSpec } from '@sluice/core'
+import { checkEntryName, parseEntry, prefixOption } from '@sluice/core/store'
+import { RedisLimitTable } from '@sluice/redis'
+import { readArgs } from './args.ts'
+import type { Io } from './io.ts'
+import { connect } from './redis.ts'
+import { parseSpecs } from './spec.ts'
+
+export const LIMITS_USAGE = `Usage: sluice limits <command> --table NAME [--redis URL] [options]
+
+Commands:
+  list                      every entry of the table, as JSON
+  get ENTRY                 one entry: its own rules, and the rules that apply to it ("*" for a missing entry)
+  set ENTRY SPEC...         set an entry's rules (checked before anything is written)
+  delete ENTRY              remove an entry (it then falls to "*")
+  audit [--count N]         the last N changes (default 20), newest first
+
+Options:
+  --table NAME              the table (required)
+  --redis URL               default redis://127.0.0.1:6379
+  --prefix PREFIX           the table's key prefix (default sluice)
+  --actor NAME              who makes the change, for the audit trail (default user@host)
+  --timeout MS              how long to wait for Redis (default 2000)
+
+Specs:
+  slidingLog:100/1s         100 in any second, exactly
+  fixedWindow:1000/1h       1000 per aligned hour
+  slidingWindow:600/1m[/10] 600 per minute, in 10 buckets
+  tokenBucket:50+10/s       capacity 50, refilled 10 a second
+  leakyBucket:5/s[~2s]      5 a second, each call waiting up to 2 s for its turn
+  KIND:...@NAME             a named rule (two rules of one kind and window need names)
+  -1                        not limited
+  '{"kind":"slidingLog","limit":100,"windowMs":1000}'   JSON: a spec or a list of them
+
+Exit codes: 0 done, 1 invalid input, 2 Redis could not be reached.`
+
+const VALUED = ['table', 'redis', 'prefix', 'actor', 'timeout', 'count']
+const FLAGS = ['help']
+
+export async function limits(argv: readonly string[], io: Io): Promise<number> {
+  const { positionals, options } = readArgs(argv, VALUED, FLAGS)
+  if (options.has('help') || positionals.length === 0) {
+    io.err(LIMITS_USAGE)
+    return options.has('help') ? 0 : 1
+  }
+  const [command, ...rest] = positionals
+  const table = options.get('table')
+  if (typeof table !== 'string') {
+    throw new InvalidOptionError('--table', table === true ? '' : table, 'a table name')
+  }
+  prefixOption('--table', table)
+  const timeoutMs = Number(options.get('timeout') ?? 2000)
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
+    throw new InvalidOptionError('--timeout', options.get('timeout'), 'an integer >= 1 (ms)')
+  }
+  const count = Number(options.get('count') ?? 20)
+  if (!Number.isSafeInteger(count) || count < 1 || count > 1000) {
+    throw new InvalidOptionError('--count', options.get('count'), 'an integer from 1 to 1000')
+  }
+  const actor = String(options.get('actor') ?? `${safeUser()}@${hostname()}`).slice(0, 128)
+  const prefix = options.get('prefix')
+
+  // Everything the command says is checked before Redis is asked anything.
+  let run: (t: RedisLimitTable) => Promise<unknown>
+  switch (command) {
+    case 'list':
+      arity(command, rest, 0)
+      run = async (t) => ({ table, version: t.version, entries: Object.fromEntries(t.entries()) })
+      break
+    case 'get': {
+      arity(command, rest, 1)
+      const entry = checkEntryName(rest[0])
+      run = async (t) => {
+        const own = t.entries()
+        return {
+          table,
+          version: t.version,
+          entry,
+          defined: own.has(entry),
+          rules: own.get(entry) ?? null,
+          applies: t.get(entry),
+        }
+      }
+      break
+    }
+    case 'set': {
+      if (rest.length < 2) throw new InvalidOptionError('set', rest.join(' '), 'ENTRY SPEC...')
+      const entry = checkEntryName(rest[0])
+      const specs: RuleSpec[] = parseSpecs(rest.slice(1))
+      const parsed = parseEntry(entry, specs)
+      run = async (t) => {
+        await t.set(entry, parsed.rules, { actor })
+        return { table, version: t.version, entry, rules: t.entries().get(entry) ?? null }
+      }
+      break
+    }
+    case 'delete': {
+      arity(command, rest, 1)
+      const entry = checkEntryName(rest[0])
+      run = async (t) => {
+        await t.delete(entry, { actor })
+        return { table, version: t.version, entry, deleted: true }
+      }
+      break
+    }
+    case 'audit':
+      arity(command, rest, 0)
+      run = async (t) => ({ table, version: t.version, changes: await t.audit(count) })
+      break
+    default:
+      throw new InvalidOptionError('limits', command, 'one of list, get, set, delete, audit')
+  }
+
+  const url = String(options.get('redis') ?? 'redis://127.0.0.1:6379')
+  const client = await connect(url, timeoutMs)
+  try {
+    const t = await RedisLimitTable.open({
+      client,
+      name: table,
+      follow: false,
+      timeoutMs,
+      ...(typeof prefix === 'string' && { prefix }),
+    })
+    const result = await run(t)
+    await t.close()
+    io.out(JSON.stringify(result, replacer, 2))
+    return 0
+  } finally {
+    client.disconnect()
+  }
+}
+
+/** Rules print as their specs (their JSON), and maps as objects. */
+function replacer(_key: string, value: unknown): unknown {
+  if (value instanceof Map) return Object.fromEntries(value as Map<string, readonly Rule[] | null>)
+  return value
+}
+
+function arity(command: string, rest: readonly string[], n: number): void {
+  if (rest.length !== n) {
+    const expected = n === 0 ? 'no arguments' : 'ENTRY'
+    throw new InvalidOptionError(command, rest.join(' '), expected)
+  }
+}
+
+function safeUser(): string {
+  try {
+    return userInfo().username
+  } catch {
+    return String(process.getuid?.() ?? 'unknown')
+  }
+}

@@ -1,0 +1,197 @@
+/**
+ * The `sluice` command, built, as a real child process against a real redis-server: `sluice limits
+ * list | get | set | delete | audit`. JSON on stdout; errors as `CODE: message` on stderr; exit 0 on
+ * success, 1 on invalid input (nothing written), 2 when Redis cannot be reached (within its timeout).
+ */
+import { createServer, type Server } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sluice } from './harness/cli.ts'
+import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+
+let server: RedisServer
+let url: string
+
+beforeAll(async () => {
+  server = await startRedis()
+  url = `redis://${server.host}:${server.port}`
+})
+
+afterAll(async () => {
+  await stopAll()
+})
+
+describe('sluice limits', () => {
+  it('sets, gets, lists, deletes and audits entries of a table', async () => {
+    const t = ['--table', 'gw', '--redis', url]
+    const set = await sluice(
+      'limits',
+      'set',
+      'PAYMENT:ALIPAY',
+      'slidingLog:100/1s',
+      'fixedWindow:1000/1h',
+      ...t,
+      '--actor',
+      'ops:alice',
+    )
+    expect(set).toMatchObject({ code: 0, stderr: '' })
+    expect(JSON.parse(set.stdout)).toEqual({
+      table: 'gw',
+      version: 1,
+      entry: 'PAYMENT:ALIPAY',
+      rules: [
+        { kind: 'slidingLog', limit: 100, windowMs: 1000 },
+        { kind: 'fixedWindow', limit: 1000, windowMs: 3_600_000 },
+      ],
+    })
+    expect((await sluice('limits', 'set', '*', 'tokenBucket:50+10/s', ...t)).code).toBe(0)
+    expect((await sluice('limits', 'set', 'REFUND:ALIPAY', '-1', ...t)).code).toBe(0)
+    expect((await sluice('limits', 'set', 'PAYMENT:UNIONPAY', 'leakyBucket:5/s~2s', ...t)).code).toBe(0)
+
+    const list = await sluice('limits', 'list', ...t)
+    expect(list.code).toBe(0)
+    const listed = JSON.parse(list.stdout)
+    expect(listed.version).toBe(4)
+    expect(listed.entries).toEqual({
+      'PAYMENT:ALIPAY': [
+        { kind: 'slidingLog', limit: 100, windowMs: 1000 },
+        { kind: 'fixedWindow', limit: 1000, windowMs: 3_600_000 },
+      ],
+      '*': [{ kind: 'tokenBucket', capacity: 50, refillPerSecond: 10 }],
+      'REFUND:ALIPAY': null,
+      'PAYMENT:UNIONPAY': [{ kind: 'leakyBucket', ratePerSecond: 5, maxQueueMs: 2000 }],
+    })
+
+    const missing = JSON.parse((await sluice('limits', 'get', 'PAYMENT:WECHAT', ...t)).stdout)
+    expect(missing).toEqual({
+      table: 'gw',
+      version: 4,
+      entry: 'PAYMENT:WECHAT',
+      defined: false,
+      rules: null,
+      applies: [{ kind: 'tokenBucket', capacity: 50, refillPerSecond: 10 }],
+    })
+    const refund = JSON.parse((await sluice('limits', 'get', 'REFUND:ALIPAY', ...t)).stdout)
+    expect(refund).toMatchObject({ defined: true, rules: null, applies: null })
+
+    const deleted = await sluice('limits', 'delete', 'PAYMENT:ALIPAY', ...t, '--actor', 'ops:bob')
+    expect(JSON.parse(deleted.stdout)).toEqual({
+      table: 'gw',
+      version: 5,
+      entry: 'PAYMENT:ALIPAY',
+      deleted: true,
+    })
+
+    const audit = JSON.parse((await sluice('limits', 'audit', '--count', '2', ...t)).stdout)
+    expect(
+      audit.changes.map((c: Record<string, unknown>) => [c.version, c.change, c.entry, c.actor]),
+    ).toEqual([
+      [5, 'delete', 'PAYMENT:ALIPAY', 'ops:bob'],
+      [4, 'set', 'PAYMENT:UNIONPAY', expect.stringMatching(/@/)],
+    ])
+    expect(audit.changes[0].before).toEqual([
+      { kind: 'slidingLog', limit: 100, windowMs: 1000 },
+      { kind: 'fixedWindow', limit: 1000, windowMs: 3_600_000 },
+    ])
+  })
+
+  it.each([
+    [
+      'an invalid spec',
+      ['set', 'A', 'slidingLog:0/1s'],
+      'ERR_SLUICE_INVALID_OPTION: Invalid option slidingLog.limit: 0; expected an integer >= 1, or -1 for not limited.',
+    ],
+    [
+      'text that does not parse',
+      ['set', 'A', 'slidingLog:100'],
+      'ERR_SLUICE_INVALID_SPEC: Invalid rule spec "slidingLog:100": expected slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s.',
+    ],
+    [
+      'an unknown kind',
+      ['set', 'A', 'gcra:5/1s'],
+      'ERR_SLUICE_INVALID_SPEC: Invalid rule spec "gcra:5/1s": expected a known kind',
+    ],
+    [
+      'an unknown field in JSON',
+      ['set', 'A', '{"kind":"slidingLog","limit":1,"windowMs":1000,"burst":2}'],
+      'ERR_SLUICE_INVALID_OPTION: Invalid option slidingLog.burst',
+    ],
+    [
+      'two rules sharing an identity',
+      ['set', 'A', 'slidingLog:5/1s', 'slidingLog:9/1s'],
+      'ERR_SLUICE_DUPLICATE_RULE: Rules "5-per-1s" and "9-per-1s" of limit table entry "A" would share their state (slidingLog:1000): give them different names.',
+    ],
+    [
+      'a huge entry',
+      ['set', 'A', ...Array.from({ length: 17 }, (_, i) => `slidingLog:5/1s@r${i}`)],
+      'ERR_SLUICE_TABLE_TOO_LARGE: Limit table entry "A" has 17 rules; at most 16.',
+    ],
+    [
+      'a hostile entry name',
+      ['set', 'A\u001b[31m', 'slidingLog:5/1s'],
+      'ERR_SLUICE_INVALID_ENTRY: Invalid limit table entry',
+    ],
+    ['an entry name of 300 characters', ['get', 'x'.repeat(300)], 'ERR_SLUICE_INVALID_ENTRY'],
+    [
+      'a missing --table',
+      ['list'],
+      'ERR_SLUICE_INVALID_OPTION: Invalid option --table: undefined; expected a table name.',
+    ],
+    [
+      'a table name with braces',
+      ['list', '--table', 'a{b}'],
+      'ERR_SLUICE_INVALID_OPTION: Invalid option --table',
+    ],
+    [
+      'an unknown subcommand',
+      ['lsit', '--table', 'gw'],
+      'ERR_SLUICE_INVALID_OPTION: Invalid option limits: "lsit"',
+    ],
+    ['an unknown option', ['list', '--tabel', 'gw'], 'ERR_SLUICE_INVALID_OPTION: Invalid option --tabel'],
+    ['set without a spec', ['set', 'A'], 'ERR_SLUICE_INVALID_OPTION: Invalid option set'],
+  ])('%s: exit 1, the code on stderr, nothing written', async (_, args, message) => {
+    const before = await server.cli('KEYS', '*bad*')
+    const named = args.includes('--table') || args.includes('--tabel') || _ === 'a missing --table'
+    const result = await sluice('limits', ...args, ...(named ? [] : ['--table', 'bad']), '--redis', url)
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr.startsWith(message)).toBe(true)
+    expect(await server.cli('KEYS', '*bad*')).toBe(before)
+  })
+
+  it('exits 2 within its timeout when Redis cannot be reached: refused, or silent', async () => {
+    const refused = await sluice('limits', 'list', '--table', 'gw', '--redis', 'redis://127.0.0.1:1')
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toMatch(/^ERR_SLUICE_STORE: Cannot reach Redis at redis:\/\/127\.0\.0\.1:1: /)
+    // A server that accepts the connection and never answers.
+    const silent: Server = createServer(() => {})
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    const port = (silent.address() as { port: number }).port
+    const hung = await sluice(
+      'limits',
+      'get',
+      'A',
+      '--table',
+      'gw',
+      '--redis',
+      `redis://127.0.0.1:${port}`,
+      '--timeout',
+      '500',
+    )
+    silent.close()
+    expect(hung.code).toBe(2)
+    expect(hung.stderr).toMatch(/^ERR_SLUICE_STORE/)
+    expect(hung.ms).toBeLessThan(5000)
+    // Invalid input is found before Redis is asked: exit 1, even with no Redis.
+    expect(
+      (await sluice('limits', 'set', 'A', 'nope', '--table', 'gw', '--redis', 'redis://127.0.0.1:1')).code,
+    ).toBe(1)
+  })
+
+  it('prints help', async () => {
+    const help = await sluice('limits', '--help')
+    expect(help.code).toBe(0)
+    expect(help.stderr).toContain('tokenBucket:50+10/s')
+    expect((await sluice()).code).toBe(1)
+    expect((await sluice('nope')).stderr).toContain('Unknown command "nope"')
+  })
+})
