@@ -20,7 +20,7 @@ import { redisVersion, startRedis } from './lib/redis-server.mjs'
 import { renderResults } from './lib/report.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { summary } from './lib/stats.mjs'
-import { ALGORITHMS } from './lib/subjects.mjs'
+import { ALGORITHMS, MORE_RULES } from './lib/subjects.mjs'
 
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
@@ -38,7 +38,16 @@ const PLAN = quick
       memory: {
         warmupMs: 100,
         measureMs: 200,
-        subjects: ['sluice:fixedWindow', 'sluice:table', 'rlf', 'erl', 'map', 'map+clock'],
+        subjects: [
+          'sluice:fixedWindow',
+          'sluice:concurrency',
+          'sluice:warmUp',
+          'sluice:table',
+          'rlf',
+          'erl',
+          'map',
+          'map+clock',
+        ],
       },
       redis: {
         warmupMs: 200,
@@ -46,6 +55,8 @@ const PLAN = quick
         throughput: [
           'sluice:fixedWindow',
           'sluice:slidingLog',
+          'sluice:concurrency',
+          'sluice:warmUp',
           'ceiling:fixedWindow',
           'ceiling:slidingLog',
           'rlf',
@@ -64,6 +75,7 @@ const PLAN = quick
         measureMs: 800,
         subjects: [
           ...ALGORITHMS.map((a) => `sluice:${a}`),
+          ...MORE_RULES.map((a) => `sluice:${a}`),
           'sluice:table',
           'rlf',
           'erl',
@@ -77,6 +89,7 @@ const PLAN = quick
         measureMs: 1200,
         throughput: [
           ...ALGORITHMS.map((a) => `sluice:${a}`),
+          ...MORE_RULES.map((a) => `sluice:${a}`),
           'sluice-node-redis:fixedWindow',
           ...ALGORITHMS.map((a) => `ceiling:${a}`),
           'ceiling-autopipelined:fixedWindow',
@@ -85,6 +98,7 @@ const PLAN = quick
         ],
         latency: [
           ...ALGORITHMS.map((a) => `sluice:${a}`),
+          ...MORE_RULES.map((a) => `sluice:${a}`),
           ...ALGORITHMS.map((a) => `ceiling:${a}`),
           'rlf',
           'rlr',

@@ -5,6 +5,7 @@
  * fixed window's limit from 4 to 2 after 3 calls used to reset the counts and admit 5 in one minute.
  */
 import {
+  concurrency,
   createLimiter,
   createLimitTable,
   type Decision,
@@ -17,6 +18,7 @@ import {
   slidingLog,
   slidingWindow,
   tokenBucket,
+  warmUp,
 } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -124,6 +126,42 @@ describe.each(STORES)('state identity (%s)', (kind) => {
     // Under 5 a second the call at 0 holds its slot for 200 ms, not 1000.
     expect(brief(await r.at(199))).toMatchObject({ allowed: false, retryAfterMs: 1 })
     expect((await r.at(200)).allowed).toBe(true)
+    r.limiter.close()
+  })
+
+  it('a token bucket past `until` refunds nothing, even after an edit: it reads as a fresh, full bucket', async () => {
+    const bucket = (capacity: number) => tokenBucket({ capacity, refillPerSecond: 1 })
+    const r = await rig(kind, [bucket(2)])
+    expect(brief(await r.at(0, 2))).toEqual({ allowed: true, limit: 2, remaining: 0, retryAfterMs: 0 })
+    // Full again at 2000 under capacity 2; from then on a fresh bucket under any capacity.
+    r.state.rules = [bucket(10)]
+    r.clock.now = T0 + 2000
+    await r.limiter.refund('k', { cost: 1 })
+    expect(brief(await r.at(2000, 10))).toEqual({ allowed: true, limit: 10, remaining: 0, retryAfterMs: 0 })
+    r.limiter.close()
+  })
+
+  it('a warmUp meter whose rate changes keeps its next slot; its figures are not its identity', async () => {
+    const meter = (ratePerSecond: number) => warmUp({ ratePerSecond, warmUpMs: 1000 })
+    const r = await rig(kind, [meter(10)])
+    // Cold: the first call pays (300 + 260) / 2 ms for the permit it takes.
+    expect((await r.at(0)).allowed).toBe(true)
+    expect(brief(await r.at(100))).toMatchObject({ allowed: false, retryAfterMs: 180 })
+    r.state.rules = [meter(20)]
+    expect(brief(await r.at(100))).toMatchObject({ allowed: false, retryAfterMs: 180 })
+    expect((await r.at(280)).allowed).toBe(true)
+    r.limiter.close()
+  })
+
+  it('a concurrency rule whose limit changes keeps the leases held', async () => {
+    const held = (limit: number) => concurrency({ limit })
+    const r = await rig(kind, [held(3)])
+    expect(brief(await r.at(0))).toEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0 })
+    expect(brief(await r.at(0))).toEqual({ allowed: true, limit: 3, remaining: 1, retryAfterMs: 0 })
+    r.state.rules = [held(2)]
+    expect(await r.at(1)).toMatchObject({ allowed: false, limit: 2, remaining: 0 })
+    r.state.rules = [held(5)]
+    expect(brief(await r.at(2))).toEqual({ allowed: true, limit: 5, remaining: 2, retryAfterMs: 0 })
     r.limiter.close()
   })
 

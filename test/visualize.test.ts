@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs'
 import { createLimiter, type Decision, MemoryStore } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
 import { pictures } from '../visualize/pictures.ts'
-import { type Lane, lanes, runLanes } from '../visualize/run.ts'
+import { type Lane, lanes, lanesFor, runLanes } from '../visualize/run.ts'
 import { renderTrace } from '../visualize/svg.ts'
 import {
   burstAcrossEdge,
@@ -16,6 +16,7 @@ import {
   steadyAboveLimit,
   type Trace,
   traces,
+  warmUpTrace,
 } from '../visualize/traces.ts'
 
 /** What the picture says about one call. */
@@ -72,6 +73,10 @@ function laneText(svg: string, kind: string): string {
   return svg.slice(start, svg.indexOf('\n</g>', start))
 }
 
+/** Calls admitted in the first second of the warm-up trace (see the picture). */
+const FIRST_SECOND_LEAKY = 7
+const FIRST_SECOND_WARM = 3
+
 describe('visualize', () => {
   it('draws the five algorithms at comparable numbers', () => {
     expect(lanes.map((l) => l.rule.id)).toEqual([
@@ -88,9 +93,9 @@ describe('visualize', () => {
       const svg = renderTrace(trace, await runLanes(trace))
       const drawn = drawnMarks(svg)
       expect(svg.split('class="call"').length - 1).toBe(drawn.length)
-      expect(drawn).toHaveLength(trace.times.length * lanes.length)
+      expect(drawn).toHaveLength(trace.times.length * lanesFor(trace).length)
 
-      for (const lane of lanes) {
+      for (const lane of lanesFor(trace)) {
         const ds = await decisions(trace, lane)
         const expected: DrawnMark[] = ds.map((d, i) => ({
           rule: lane.kind,
@@ -136,6 +141,20 @@ describe('visualize', () => {
     expect((await run(randomArrivalsTrace, 'slidingLog')).most).toBe(5)
     expect((await run(randomArrivalsTrace, 'slidingWindow')).most).toBe(5)
     expect(await run(randomArrivalsTrace, 'leakyBucket')).toMatchObject({ admitted: 19, waited: 16 })
+  })
+
+  it('the warm-up picture: a cold start admits fewer than a warm meter, and after the pause it is cold again', async () => {
+    const [leaky, warm] = lanesFor(warmUpTrace)
+    const admittedBetween = (ds: Decision[], from: number, to: number) =>
+      ds.filter((d, i) => d.allowed && warmUpTrace.times[i]! >= from && warmUpTrace.times[i]! < to).length
+    const l = await decisions(warmUpTrace, leaky!)
+    const w = await decisions(warmUpTrace, warm!)
+    // Cold, the meter passes about a third of the warm rate; warmed up (after 2 s), the full rate.
+    expect(admittedBetween(l, 0, 1000)).toBe(FIRST_SECOND_LEAKY)
+    expect(admittedBetween(w, 0, 1000)).toBe(FIRST_SECOND_WARM)
+    expect(admittedBetween(w, 3000, 4000)).toBe(admittedBetween(l, 3000, 4000))
+    // After 3 s idle it has cooled down: the first second of the second burst is a cold start again.
+    expect(admittedBetween(w, 7000, 8000)).toBe(FIRST_SECOND_WARM)
   })
 
   it('the random trace is seeded: same times on every run, ascending whole ms in range', () => {

@@ -16,6 +16,7 @@ import {
   slidingLog,
   slidingWindow,
   tokenBucket,
+  warmUp,
 } from '../packages/core/src/index.ts'
 import type { Trace } from './traces.ts'
 
@@ -88,6 +89,26 @@ export const lanes: readonly Lane[] = [
   },
 ]
 
+/**
+ * The warm-up picture's rows: a leaky bucket and a warm-up meter at the same stable rate and queue, so the
+ * cold start shows against a meter that is always warm. (A concurrency rule has no row: the traces are
+ * instants, and what it limits is how long requests run.)
+ */
+export const warmUpLanes: readonly Lane[] = [
+  lanes[4]!,
+  {
+    kind: 'warmUp',
+    detail: '5 per s warm, 3× slower cold, 2 s warm-up, queue 400 ms',
+    fill: 'queue slots taken (at the warm rate)',
+    rule: warmUp({ ratePerSecond: 5, warmUpMs: 2000, coldFactor: 3, maxQueueMs: 400 }),
+  },
+]
+
+/** The rows of `trace`'s picture. */
+export function lanesFor(trace: Trace): readonly Lane[] {
+  return trace.id === 'warm-up' ? warmUpLanes : lanes
+}
+
 /** The figures a picture needs from one decision. */
 export function markOf(t: number, d: Decision): Mark {
   return {
@@ -116,7 +137,7 @@ export async function runTrace(trace: Trace, lane: Lane): Promise<LaneRun> {
   return { lane, marks }
 }
 
-/** `trace` through every lane. */
+/** `trace` through every lane of its picture. */
 export function runLanes(trace: Trace): Promise<LaneRun[]> {
-  return Promise.all(lanes.map((lane) => runTrace(trace, lane)))
+  return Promise.all(lanesFor(trace).map((lane) => runTrace(trace, lane)))
 }

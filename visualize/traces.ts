@@ -1,5 +1,5 @@
 /**
- * @module The traffic the visualiser draws: three traces of call times, each with the stretch of time
+ * @module The traffic the visualiser draws: four traces of call times, each with the stretch of time
  * its picture shows. Plain data, no limiter here; the random trace comes from a seeded generator so
  * its picture is the same on every run and every machine.
  */
@@ -87,5 +87,18 @@ export const randomArrivalsTrace: Trace = {
   toMs: 4000,
 }
 
+/**
+ * Steady demand above the rate, a pause, then demand again: a warm-up meter starts cold, speeds up to its
+ * stable rate, and after the pause is cold again (drawn against a leaky bucket at the same rate).
+ */
+export const warmUpTrace: Trace = {
+  id: 'warm-up',
+  title: 'A cold start, warming up, and cooling down',
+  subtitle: 'One call every 100 ms for 4 s, nothing for 3 s, then one every 100 ms again for 3 s',
+  times: [...every(100, 0, 3900), ...every(100, 7000, 9900)],
+  fromMs: 0,
+  toMs: 10_000,
+}
+
 /** Every trace, in the order the docs show them. */
-export const traces: readonly Trace[] = [burstAcrossEdge, steadyAboveLimit, randomArrivalsTrace]
+export const traces: readonly Trace[] = [burstAcrossEdge, steadyAboveLimit, randomArrivalsTrace, warmUpTrace]

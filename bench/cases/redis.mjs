@@ -18,7 +18,7 @@ import { CEILING_LUA, ceilingArgs } from '../lib/ceiling-scripts.mjs'
 import { params, report } from '../lib/child.mjs'
 import { sluice } from '../lib/sluice.mjs'
 import { quantile } from '../lib/stats.mjs'
-import { HIGH, ruleFor, WINDOW_MS } from '../lib/subjects.mjs'
+import { consumeAndRelease, HIGH, ruleFor, WINDOW_MS } from '../lib/subjects.mjs'
 
 const require = createRequire(import.meta.url)
 const p = params()
@@ -55,7 +55,8 @@ async function subject(name) {
     }
     const store = new RedisStore({ client, timeoutMs: 1000 })
     const limiter = createLimiter({ rules: [ruleFor(algorithm)], store, onStoreError: 'throw' })
-    return { consume: (key) => limiter.consume(key), admitted: (d) => d.allowed, close }
+    const consume = algorithm === 'concurrency' ? consumeAndRelease(limiter) : (key) => limiter.consume(key)
+    return { consume, admitted: (d) => d.allowed, close }
   }
   const { client, close } = await ioredisClient()
   if (kind === 'rlf') {

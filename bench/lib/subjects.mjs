@@ -10,6 +10,7 @@ import { createRequire } from 'node:module'
 import { sluice } from './sluice.mjs'
 
 const {
+  concurrency,
   createLimiter,
   createLimitTable,
   fixedWindow,
@@ -18,9 +19,17 @@ const {
   slidingLog,
   slidingWindow,
   tokenBucket,
+  warmUp,
 } = await sluice('core')
 
 export const ALGORITHMS = ['fixedWindow', 'slidingLog', 'slidingWindow', 'tokenBucket', 'leakyBucket']
+
+/**
+ * The rules of the second wave, measured beside the others (sluice only: no peer and no raw-script
+ * ceiling has them). A concurrency subject releases each lease as soon as it is granted: a decision and a
+ * release per call, two store calls (two round trips on Redis), as a request that holds a unit does.
+ */
+export const MORE_RULES = ['concurrency', 'warmUp']
 
 /** Limits no run reaches (each run is a fresh process or a flushed Redis), small enough to stay small integers in V8 as real limits do. */
 export const HIGH = 1e9
@@ -39,6 +48,10 @@ export function ruleFor(algorithm) {
       return tokenBucket({ capacity: HIGH, refillPerSecond: 1e9 })
     case 'leakyBucket':
       return leakyBucket({ ratePerSecond: 1e9, maxQueueMs: 1000 })
+    case 'concurrency':
+      return concurrency({ limit: 10_000, leaseMs: WINDOW_MS })
+    case 'warmUp':
+      return warmUp({ ratePerSecond: 1e9, warmUpMs: 1000, maxQueueMs: 1000 })
     default:
       throw new Error(`unknown algorithm ${algorithm}`)
   }
@@ -75,7 +88,7 @@ export function memorySubject(name, options = {}) {
     const store = new MemoryStore(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys })
     const limiter = createLimiter({ rules: [ruleFor(name.slice(7))], store })
     return {
-      consume: (key) => limiter.consume(key),
+      consume: name === 'sluice:concurrency' ? consumeAndRelease(limiter) : (key) => limiter.consume(key),
       admitted: (d) => d.allowed === true,
       close: () => store.close(),
     }
@@ -139,4 +152,13 @@ export function memorySubject(name, options = {}) {
     }
   }
   throw new Error(`unknown memory subject ${name}`)
+}
+
+/** A concurrency limiter's call as a request makes it: the decision, then the release of its lease. */
+export function consumeAndRelease(limiter) {
+  return async (key) => {
+    const d = await limiter.consume(key)
+    await limiter.release(key, d)
+    return d
+  }
 }

@@ -21,6 +21,8 @@ export const ErrorCode = {
   STORE_TIMEOUT: 'ERR_SLUICE_STORE_TIMEOUT',
   /** Two limiters on one store would share counts (same prefix). */
   PREFIX_COLLISION: 'ERR_SLUICE_PREFIX_COLLISION',
+  /** The store cannot do what was asked (a store without `adjust` asked to refund or penalize). */
+  UNSUPPORTED: 'ERR_SLUICE_UNSUPPORTED',
   /** Two rules of one call share a state identity (kind, shape and name): give them different names. */
   DUPLICATE_RULE: 'ERR_SLUICE_DUPLICATE_RULE',
   /** A rule spec is not `{ kind, ...options }` with a known kind, or a spec's text does not parse. */

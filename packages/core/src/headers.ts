@@ -102,9 +102,14 @@ const writeStructured: Writer = (decision, out) => {
   out['RateLimit'] = limit
 }
 
-/** `"100-per-60s";q=100;w=60`: one rule's item of `RateLimit-Policy`. */
+/**
+ * `"100-per-60s";q=100;w=60`: one rule's item of `RateLimit-Policy`. A concurrency rule's quota counts
+ * requests in flight, not requests: its item says so, `qu="concurrent-requests"`.
+ */
 function policyText(rule: RuleDecision): string {
-  return `"${rule.rule}";q=${units(rule.limit)}${windowParameter(rule)}`
+  const quota = `"${rule.rule}";q=${units(rule.limit)}`
+  const unit = rule.unit === undefined ? '' : `;qu="${rule.unit}"`
+  return `${quota}${unit}${windowParameter(rule)}`
 }
 
 /**
@@ -113,15 +118,32 @@ function policyText(rule: RuleDecision): string {
  */
 function policyItem(rule: RuleDecision): string {
   const last = lastPolicy
-  if (rule.rule === last.name && rule.limit === last.limit && rule.windowSeconds === last.windowSeconds) {
+  if (
+    rule.rule === last.name &&
+    rule.limit === last.limit &&
+    rule.windowSeconds === last.windowSeconds &&
+    rule.unit === last.unit
+  ) {
     return last.item
   }
   const item = policyText(rule)
-  lastPolicy = { name: rule.rule, limit: rule.limit, windowSeconds: rule.windowSeconds, item }
+  lastPolicy = {
+    name: rule.rule,
+    limit: rule.limit,
+    windowSeconds: rule.windowSeconds,
+    unit: rule.unit,
+    item,
+  }
   return item
 }
 
-let lastPolicy = { name: '', limit: 0, windowSeconds: 0, item: '' }
+let lastPolicy: {
+  name: string
+  limit: number
+  windowSeconds: number
+  unit: string | undefined
+  item: string
+} = { name: '', limit: 0, windowSeconds: 0, unit: undefined, item: '' }
 
 /**
  * The headers of a response that several sluice limits counted (a global limit, then a route's own),

@@ -5,6 +5,7 @@
  *
  * @module @sluice/core
  */
+export type { BlockOptions, BlockPolicy } from './block.ts'
 export type { DecisionMessage, HttpAction, HttpMessage, StoreErrorMessage } from './channels.ts'
 export {
   DuplicateRuleError,
@@ -21,6 +22,7 @@ export { ipKey } from './keys/ip.ts'
 export type { KeyPart, KeySpec, MissingKeyPolicy } from './keys/keys.ts'
 export {
   type AcquireOptions,
+  type AdjustOptions,
   type CallOptions,
   createLimiter,
   type Limiter,
@@ -28,6 +30,7 @@ export {
   type RulesOption,
   type StoreErrorPolicy,
 } from './limiter.ts'
+export { type ConcurrencyOptions, concurrency } from './rules/concurrency.ts'
 export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
 export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'
 export { type SlidingLogOptions, slidingLog } from './rules/sliding-log.ts'
@@ -35,9 +38,12 @@ export { type SlidingWindowOptions, slidingWindow } from './rules/sliding-window
 export { type RuleSpec, ruleFromSpec } from './rules/spec.ts'
 export { type TokenBucketOptions, tokenBucket } from './rules/token-bucket.ts'
 export type { RuleInput } from './rules/unlimited.ts'
+export { type WarmUpOptions, warmUp } from './rules/warm-up.ts'
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.ts'
 export { createLimitTable, type LimitTable, type LimitTableEntries } from './table.ts'
 export type {
+  Adjustment,
+  ConcurrencyRule,
   Decision,
   DecisionReason,
   FixedWindowRule,
@@ -52,4 +58,5 @@ export type {
   StoreMode,
   TokenBucketRule,
   UnlimitedRule,
+  WarmUpRule,
 } from './types.ts'

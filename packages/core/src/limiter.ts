@@ -3,6 +3,7 @@
  * answers into one Decision. It knows nothing of HTTP and nothing of Redis.
  */
 import { createHash } from 'node:crypto'
+import { type BlockOptions, type BlockPolicy, blockOption } from './block.ts'
 import { decisionChannel, storeErrorChannel } from './channels.ts'
 import {
   DuplicateRuleError,
@@ -16,10 +17,11 @@ import {
 } from './errors.ts'
 import { hold } from './hold.ts'
 import { given, isPromise, prefixOption, readOptions, storeOption } from './options.ts'
+import { MAX_FIGURE } from './rules/bounds.ts'
 import { isFactoryRule } from './rules/index.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
-import type { Decision, Rule, RuleDecision, Store, StoreAnswer, StoreMode } from './types.ts'
+import type { Adjustment, Decision, Rule, RuleDecision, Store, StoreAnswer, StoreMode } from './types.ts'
 
 /** Rules for a call: a fixed list, or a function of the key (and the caller's context) resolved per call. */
 export type RulesOption<C> = readonly RuleInput[] | ((key: string, context: C) => readonly RuleInput[] | null)
@@ -46,6 +48,13 @@ export interface LimiterOptions<C = unknown> {
    * and another limiter (say, on a `MemoryStore`) is asked instead, as insurance.
    */
   onStoreError?: StoreErrorPolicy<C>
+  /**
+   * Block a key the rules deny: for `ms`, then `factor` times longer for each block begun within
+   * `forgetMs` of earlier ones, at most `maxMs` (see `BlockOptions`). While blocked, every consume and peek
+   * of the key is denied (`reason: 'blocked'`) until the block ends, counting nothing. The block lives in
+   * the store, so every process on a Redis store shares it; `reset(key)` lifts it. Default: no blocks.
+   */
+  block?: BlockOptions
 }
 
 export interface CallOptions<C = unknown> {
@@ -56,13 +65,25 @@ export interface CallOptions<C = unknown> {
 }
 
 export interface AcquireOptions<C = unknown> extends CallOptions<C> {
-  /** Stops waiting when aborted; the call's place in the queue is not given back. */
+  /**
+   * Stops waiting when aborted. The call's place in the queue is given back when nobody has queued
+   * behind it (see `unqueue`); otherwise it stays taken.
+   */
   signal?: AbortSignal
+}
+
+export interface AdjustOptions<C = unknown> {
+  /** Units: an integer from 1 to 2^50; it may exceed a rule's limit. Default 1. */
+  cost?: number
+  /** Passed to a rules function. */
+  context?: C
 }
 
 export interface Limiter<C = unknown> {
   readonly prefix: string
   readonly store: Store
+  /** The `block` option as resolved, or undefined when the limiter does not block. */
+  readonly block?: BlockPolicy
   /** Decides a call and, when it is admitted, counts it. */
   consume(key: string, options?: CallOptions<C>): Promise<Decision>
   /**
@@ -73,8 +94,34 @@ export interface Limiter<C = unknown> {
   consumeNow(key: string, options?: CallOptions<C>): Decision | Promise<Decision>
   /** The decision `consume` would give now, counting nothing. */
   peek(key: string, options?: CallOptions<C>): Promise<Decision>
-  /** Forgets the key's state under every rule that applies to it. */
+  /** Forgets the key's state under every rule that applies to it, and lifts its block (forgetting its escalation). */
   reset(key: string, options?: { context?: C }): Promise<void>
+  /**
+   * Gives back up to `cost` units the key's rules counted, never below empty: fixedWindow lowers the
+   * current window's count; slidingLog drops the newest entries; slidingWindow lowers the newest non-empty
+   * buckets; tokenBucket adds tokens up to capacity; leakyBucket moves its last slot back by `cost`
+   * intervals, but not before now. A block stays. Rejects with a `StoreError` when the store fails.
+   */
+  refund(key: string, options?: AdjustOptions<C>): Promise<void>
+  /**
+   * Counts `cost` units against the key whatever its rules say: they may go past their limit (by at most
+   * `cost`; a token bucket below zero by at most `cost`), so later calls wait longer. Resolves with what a
+   * `peek` answers right after. Begins no block. Rejects with a `StoreError` when the store fails.
+   */
+  penalize(key: string, options?: AdjustOptions<C>): Promise<Decision>
+  /**
+   * Gives back the slot of a queued call (a `decision` with `waitMs > 0` from `consume`) whose caller
+   * stopped waiting, only while nobody has queued behind it: later callers hold later slots, and theirs
+   * are never moved. `options` are the call's own (`cost`, `context`). Rejects with a `StoreError` when
+   * the store fails.
+   */
+  unqueue(key: string, decision: Decision, options?: CallOptions<C>): Promise<void>
+  /**
+   * Ends the lease of an admitted call (`decision.lease`, from a concurrency rule), giving its units
+   * back. Idempotent; a decision without a lease, or a lease already ended, changes nothing. `options`
+   * are the call's own (`context` for a rules function). Rejects with a `StoreError` when the store fails.
+   */
+  release(key: string, decision: Decision, options?: { context?: C }): Promise<void>
   /**
    * Releases this limiter's prefix on its store, so a new limiter may take it (an app closed and built
    * again on a long-lived store). Call it when the limiter is no longer used.
@@ -106,7 +153,7 @@ export const UNLIMITED_DECISION: Decision = Object.freeze({
   reason: 'unlimited',
 })
 
-const LIMITER_OPTIONS = ['rules', 'store', 'prefix', 'onStoreError']
+const LIMITER_OPTIONS = ['rules', 'store', 'prefix', 'onStoreError', 'block']
 
 const prefixesInUse = new WeakMap<Store, Set<string>>()
 
@@ -117,6 +164,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   const store = o.store === undefined ? new MemoryStore() : storeOption('createLimiter.store', o.store)
   const prefix = prefixOption('createLimiter.prefix', given(o.prefix, 'sluice'))
   const onStoreError = storeErrorPolicyOption<C>('createLimiter.onStoreError', o.onStoreError)
+  const block = o.block === undefined ? undefined : blockOption('createLimiter.block', o.block)
   claimPrefix(store, prefix)
   /** Whether the store's last answer came synchronously (then an observed call is not timed: it took none). */
   let synchronous = false
@@ -140,7 +188,10 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     const started = observed && !synchronous ? performance.now() : 0
     let answer: StoreAnswer | Promise<StoreAnswer>
     try {
-      answer = store.apply(prefix, storageKey, rules, cost, mode)
+      answer =
+        block === undefined
+          ? store.apply(prefix, storageKey, rules, cost, mode)
+          : store.apply(prefix, storageKey, rules, cost, mode, block)
     } catch (error) {
       return fallback(error, key, cost, context, mode, started)
     }
@@ -209,9 +260,34 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     })
   }
 
+  /** Runs an adjustment on the store; a failure rejects with a `StoreError`, whatever `onStoreError` says. */
+  async function adjust(
+    key: string,
+    options: AdjustOptions<C> | undefined,
+    adjustment: Adjustment,
+    marks?: readonly (string | undefined)[],
+  ): Promise<StoreAnswer | undefined> {
+    const storageKey = keyOf(key)
+    const cost = adjustCostOf(options?.cost)
+    const rules = resolveRules(key, options?.context as C)
+    if (rules.length === 0) return undefined
+    if (typeof store.adjust !== 'function') {
+      throw new SluiceError(
+        ErrorCode.UNSUPPORTED,
+        `This store cannot ${adjustment}: it has no adjust method.`,
+      )
+    }
+    try {
+      return await store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
+    } catch (error) {
+      throw asStoreError(error)
+    }
+  }
+
   const limiter: Limiter<C> = {
     prefix,
     store,
+    block,
     consume: (key, options) => settle(key, options, 'consume'),
     consumeNow: (key, options) => decide(key, options, 'consume'),
     peek: (key, options) => settle(key, options, 'peek'),
@@ -220,7 +296,8 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       // The key is checked before the store is tried, so a bad key is never taken for a store failure.
       const storageKey = keyOf(key)
       const rules = resolveRules(key, options?.context as C)
-      if (rules.length === 0) return
+      // With blocks a key no rule limits now may still be blocked from before: its block is lifted all the same.
+      if (rules.length === 0 && block === undefined) return
       // The insurance limiter is reset too, or its old counts would greet the next outage.
       if (typeof onStoreError === 'object') await onStoreError.reset(key, options)
       // A reset that did not happen is never reported as done, whatever the policy for decisions.
@@ -229,6 +306,31 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       } catch (error) {
         throw asStoreError(error)
       }
+    },
+
+    async refund(key, options) {
+      await adjust(key, options, 'refund')
+    },
+
+    async penalize(key, options) {
+      const answer = await adjust(key, options, 'penalize')
+      return answer === undefined ? UNLIMITED_DECISION : compose(answer)
+    },
+
+    async unqueue(key, decision, options) {
+      // Best effort: a store that cannot adjust keeps the slot taken, as any store did before.
+      if (!decision.allowed || decision.waitMs === 0 || typeof store.adjust !== 'function') return
+      const queues = decision.rules.map((d) => d.queue)
+      if (queues.every((q) => q === undefined)) return
+      await adjust(key, options, 'unqueue', queues)
+    },
+
+    async release(key, decision, options) {
+      const lease = decision.lease
+      if (lease === undefined) return
+      const marks = decision.rules.map((d) => d.lease)
+      if (typeof store.adjust !== 'function') return
+      await adjust(key, options, 'release', marks)
     },
 
     close() {
@@ -240,7 +342,11 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       signal?.throwIfAborted()
       const decision = await settle(key, options, 'consume')
       if (!decision.allowed) throw new RateLimitedError(decision)
-      if (decision.waitMs > 0 && !(await hold(decision.waitMs, signal))) throw signal!.reason
+      if (decision.waitMs > 0 && !(await hold(decision.waitMs, signal))) {
+        // Given up: the slot goes back if nobody queued behind it. The abort is what the caller hears.
+        await limiter.unqueue(key, decision, options).catch(() => {})
+        throw signal!.reason
+      }
       return decision
     },
   }
@@ -293,7 +399,7 @@ function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode):
         code,
         where,
         rule,
-        'rules built by fixedWindow, slidingLog, slidingWindow, tokenBucket or leakyBucket',
+        'rules built by fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency or warmUp',
       )
     }
     if (isUnlimited(rule)) {
@@ -377,6 +483,15 @@ function costOf(cost: unknown): number {
   return cost
 }
 
+/** A refund's or a penalty's cost: an integer from 1 to 2^50 (it may exceed a limit; a refund then empties). */
+function adjustCostOf(cost: unknown): number {
+  if (cost === undefined) return 1
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1 || cost > MAX_FIGURE) {
+    throw new InvalidCostError(cost, 'expected an integer from 1 to 2^50')
+  }
+  return cost
+}
+
 function checkCost(cost: number, rules: readonly Rule[]): void {
   if (cost === 1) return
   for (const rule of rules) {
@@ -390,6 +505,20 @@ function compose(rules: StoreAnswer): Decision {
   const reason = rules.reason ?? 'rules'
   if (rules.length === 1) {
     const d = rules[0]!
+    if (d.lease !== undefined) {
+      return {
+        allowed: d.allowed,
+        limit: d.limit,
+        remaining: d.remaining,
+        resetMs: d.resetMs,
+        retryAfterMs: d.retryAfterMs,
+        waitMs: d.waitMs,
+        rule: d.rule,
+        rules,
+        reason,
+        lease: d.lease,
+      }
+    }
     return {
       allowed: d.allowed,
       limit: d.limit,
@@ -405,14 +534,16 @@ function compose(rules: StoreAnswer): Decision {
   let deciding = rules[0]!
   let allowed = true
   let waitMs = 0
+  let lease: string | undefined
   for (const d of rules) {
+    if (d.lease !== undefined) lease = d.lease
     if (d.waitMs > waitMs) waitMs = d.waitMs
     if (!d.allowed) {
       if (allowed || d.retryAfterMs > deciding.retryAfterMs) deciding = d
       allowed = false
     } else if (allowed && d.remaining < deciding.remaining) deciding = d
   }
-  return {
+  const decision: Decision = {
     allowed,
     limit: deciding.limit,
     remaining: deciding.remaining,
@@ -423,6 +554,7 @@ function compose(rules: StoreAnswer): Decision {
     rules,
     reason,
   }
+  return lease === undefined ? decision : { ...decision, lease }
 }
 
 const STORE_ALLOW_DECISION: Decision = Object.freeze({

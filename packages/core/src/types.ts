@@ -2,9 +2,17 @@
  * @module The shapes every sluice package agrees on: rules, decisions and the store seam.
  * Rules are plain, frozen data; stores apply them; the limiter composes what stores answer.
  */
+import type { BlockPolicy } from './block.ts'
 
-/** The five algorithms sluice implements. A rule's `kind` names one of them. */
-export type RuleKind = 'fixedWindow' | 'slidingLog' | 'slidingWindow' | 'tokenBucket' | 'leakyBucket'
+/** The algorithms sluice implements. A rule's `kind` names one of them. */
+export type RuleKind =
+  | 'fixedWindow'
+  | 'slidingLog'
+  | 'slidingWindow'
+  | 'tokenBucket'
+  | 'leakyBucket'
+  | 'concurrency'
+  | 'warmUp'
 
 interface RuleBase {
   /**
@@ -67,12 +75,52 @@ export interface LeakyBucketRule extends RuleBase {
   readonly limit: number
 }
 
+/** At most `limit` admitted units held at once; each admitted call holds its units until released or `leaseMs` after. */
+export interface ConcurrencyRule extends RuleBase {
+  readonly kind: 'concurrency'
+  readonly limit: number
+  readonly leaseMs: number
+}
+
+/**
+ * A meter with a cold start (Guava's SmoothWarmingUp): `ratePerSecond` once warm, `coldFactor` times slower
+ * when cold, warming up over `warmUpMs` of steady demand. The derived figures are floats in ms.
+ */
+export interface WarmUpRule extends RuleBase {
+  readonly kind: 'warmUp'
+  readonly ratePerSecond: number
+  readonly warmUpMs: number
+  readonly coldFactor: number
+  readonly maxQueueMs: number
+  /** As leakyBucket's: units a drained meter admits at once at the stable rate. */
+  readonly limit: number
+  /** `1000 / ratePerSecond`. */
+  readonly stableMs: number
+  /** `stableMs × coldFactor`. */
+  readonly coldMs: number
+  /** `0.5 × warmUpMs / stableMs`: stored permits below this cost `stableMs` each. */
+  readonly thresholdPermits: number
+  /** `thresholdPermits + 2 × warmUpMs / (stableMs + coldMs)`: the most permits stored (cold). */
+  readonly maxPermits: number
+  /** `(coldMs − stableMs) / (maxPermits − thresholdPermits)`. */
+  readonly slope: number
+  /** `warmUpMs / maxPermits`: ms of idle time that store one permit. */
+  readonly coolDownMs: number
+}
+
 /**
  * One limiting rule: an algorithm with its numbers. Plain data, frozen. Its enumerable fields are its spec
  * (`kind`, the factory's options, `name` when given), so `JSON.stringify(rule)` is what `ruleFromSpec`
  * takes; derived fields (`id`, a default `name`, `policyWindowSeconds`, ...) are non-enumerable.
  */
-export type Rule = FixedWindowRule | SlidingLogRule | SlidingWindowRule | TokenBucketRule | LeakyBucketRule
+export type Rule =
+  | FixedWindowRule
+  | SlidingLogRule
+  | SlidingWindowRule
+  | TokenBucketRule
+  | LeakyBucketRule
+  | ConcurrencyRule
+  | WarmUpRule
 
 /** The marker for "not limited": `limit: -1` in a rule factory returns this. */
 export interface UnlimitedRule {
@@ -97,6 +145,15 @@ export interface RuleDecision {
   readonly waitMs: number
   /** The rule's `policyWindowSeconds`, for the `RateLimit-Policy` header. */
   readonly windowSeconds: number
+  /**
+   * leakyBucket, a consumed call told to wait: where the call left the queue, so that a caller who stops
+   * waiting can give its slot back while nobody has queued behind it (`Store.adjust` with `'unqueue'`).
+   */
+  readonly queue?: string
+  /** concurrency, a consumed call admitted: the lease its units are held under. */
+  readonly lease?: string
+  /** The quota unit of the `RateLimit-Policy` item when it is not requests: `'concurrent-requests'`. */
+  readonly unit?: 'concurrent-requests'
 }
 
 /**
@@ -136,10 +193,22 @@ export interface Decision {
   readonly rules: readonly RuleDecision[]
   /** Who decided; see `DecisionReason`. */
   readonly reason: DecisionReason
+  /** concurrency rules only, when admitted: the id to hand to `limiter.release(key, decision)`. */
+  readonly lease?: string
 }
 
 /** What a store does with a call: `'consume'` records it when admitted, `'peek'` never records. */
 export type StoreMode = 'consume' | 'peek'
+
+/**
+ * What `Store.adjust` does to a key's rule state, `cost` units at a time:
+ * - `'refund'` gives back up to `cost` units (never below empty);
+ * - `'penalize'` counts `cost` units whatever the rules say (at most `cost` past a rule's limit);
+ * - `'unqueue'` gives a queued leakyBucket call's slot back, only where the queue is still exactly as that
+ *   call left it (`RuleDecision.queue`); other rules are left alone;
+ * - `'release'` ends a concurrency lease (`RuleDecision.lease`) before its time; other rules are left alone.
+ */
+export type Adjustment = 'refund' | 'penalize' | 'unqueue' | 'release'
 
 /**
  * A store's answer: one RuleDecision per rule, in order. A store that answered without running the rules
@@ -154,16 +223,39 @@ export type StoreAnswer = readonly RuleDecision[] & { readonly reason?: Decision
  * `rules` is never empty and `cost` is a valid integer no rule finds impossible.
  */
 export interface Store {
+  /**
+   * `block`, when the limiter has one: a key already blocked is answered `reason: 'blocked'` without
+   * running the rules; a consume the rules deny begins a block (in the same atomic step), and its denying
+   * rules report `retryAfterMs` until the block ends. A store that does not know blocks ignores it.
+   */
   apply(
     prefix: string,
     key: string,
     rules: readonly Rule[],
     cost: number,
     mode: StoreMode,
+    block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer
   /**
-   * Forgets the state of `rules` for `key`. A store may forget more of the key (the memory store forgets
-   * the whole key; the Redis store deletes exactly the keys of `rules`).
+   * Changes the state of `rules` for `key` outside a call (see `Adjustment`), atomically. `cost` is an
+   * integer from 1 to 2^50 and may exceed a rule's limit. For `'penalize'` it answers what a peek of cost 1
+   * (with `block`) answers right after; for the others, nothing. `marks` holds, per rule in order, what
+   * the call left: its `RuleDecision.queue` for `'unqueue'`, its `RuleDecision.lease` for `'release'`.
+   * Optional: a store without it cannot refund or penalize.
+   */
+  adjust?(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number,
+    adjustment: Adjustment,
+    block?: BlockPolicy,
+    marks?: readonly (string | undefined)[],
+  ): Promise<StoreAnswer | undefined> | StoreAnswer | undefined
+  /**
+   * Forgets the state of `rules` for `key`, and the key's block with its escalation (`rules` may then be
+   * empty). A store may forget more of the key (the memory store forgets the whole key; the Redis store
+   * deletes exactly the keys of `rules` and the block).
    */
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> | void
   /** Releases timers and connections the store owns. */

@@ -631,8 +631,23 @@ describe('acquire', () => {
     controller.abort(reason)
     expect(await pending).toBe(reason)
     expect(vi.getTimerCount()).toBe(0)
-    // The slot stays taken: the queue does not give it back.
-    expect((await limiter.peek('k')).waitMs).toBe(150)
+    // Nobody queued behind it, so its slot went back: the queue ends at now (50), not at its slot (100).
+    expect((await limiter.peek('k')).waitMs).toBe(100)
+  })
+
+  it("keeps an aborted wait's slot taken when a later call queued behind it", async () => {
+    vi.useFakeTimers()
+    const { clock, limiter } = queue()
+    await limiter.consume('k')
+    const controller = new AbortController()
+    const pending = rejection(limiter.acquire('k', { signal: controller.signal }))
+    await vi.advanceTimersByTimeAsync(0)
+    expect((await limiter.consume('k')).waitMs).toBe(200)
+    clock.now = 50
+    controller.abort(new Error('gone'))
+    await pending
+    // The later call holds the slot at 200: the queue still ends there.
+    expect((await limiter.peek('k')).waitMs).toBe(250)
   })
 
   it('rejects at once, counting nothing, when the signal is already aborted', async () => {

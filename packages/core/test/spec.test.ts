@@ -3,6 +3,7 @@
  * `JSON.stringify(rule)` gives exactly that spec back (derived fields stay out), for every kind.
  */
 import {
+  concurrency,
   ErrorCode,
   fixedWindow,
   InvalidOptionError,
@@ -15,6 +16,7 @@ import {
   slidingLog,
   slidingWindow,
   tokenBucket,
+  warmUp,
 } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
 import { isFactoryRule } from '../src/rules/index.ts'
@@ -73,6 +75,27 @@ const RULES: [string, RuleInput, string][] = [
     leakyBucket({ ratePerSecond: 5, maxQueueMs: 2000, name: 'queue' }),
     '{"kind":"leakyBucket","ratePerSecond":5,"maxQueueMs":2000,"name":"queue"}',
   ],
+  [
+    'concurrency (default leaseMs written out)',
+    concurrency({ limit: 4 }),
+    '{"kind":"concurrency","limit":4,"leaseMs":60000}',
+  ],
+  [
+    'concurrency, named',
+    concurrency({ limit: 4, leaseMs: 30_000, name: 'uploads' }),
+    '{"kind":"concurrency","limit":4,"leaseMs":30000,"name":"uploads"}',
+  ],
+  [
+    'warmUp (default coldFactor and maxQueueMs written out)',
+    warmUp({ ratePerSecond: 10, warmUpMs: 5000 }),
+    '{"kind":"warmUp","ratePerSecond":10,"warmUpMs":5000,"coldFactor":3,"maxQueueMs":0}',
+  ],
+  [
+    'warmUp, named',
+    warmUp({ ratePerSecond: 2.5, warmUpMs: 10_000, coldFactor: 4, maxQueueMs: 500, name: 'boot' }),
+    '{"kind":"warmUp","ratePerSecond":2.5,"warmUpMs":10000,"coldFactor":4,"maxQueueMs":500,"name":"boot"}',
+  ],
+  ['concurrency, unlimited', concurrency({ limit: -1 }), '{"kind":"unlimited"}'],
   ['the unlimited marker', fixedWindow({ limit: -1, windowMs: 1000 }), '{"kind":"unlimited"}'],
 ]
 
@@ -101,6 +124,42 @@ describe('rules as data', () => {
     const window = slidingWindow({ limit: 10, windowMs: 1000, buckets: 4 })
     expect(window).toMatchObject({ bucketMs: 250, id: 'slidingWindow:1000:4' })
     expect(Object.keys(window)).toEqual(['kind', 'limit', 'windowMs', 'buckets'])
+  })
+
+  it('concurrency and warmUp keep their derived figures out of JSON, and their limits out of the identity', () => {
+    const held = concurrency({ limit: 3, leaseMs: 30_000 })
+    expect(Object.keys(held)).toEqual(['kind', 'limit', 'leaseMs'])
+    expect(held).toMatchObject({ id: 'concurrency:30000', name: '3-concurrent', policyWindowSeconds: 30 })
+    expect((concurrency({ limit: 9, leaseMs: 30_000 }) as Rule).id).toBe('concurrency:30000')
+    expect((concurrency({ limit: 3, name: 'up' }) as Rule).id).toBe('concurrency:60000@up')
+
+    const meter = warmUp({ ratePerSecond: 10, warmUpMs: 5000, maxQueueMs: 1000 })
+    expect(Object.keys(meter)).toEqual(['kind', 'ratePerSecond', 'warmUpMs', 'coldFactor', 'maxQueueMs'])
+    expect(meter).toMatchObject({
+      id: 'warmUp',
+      name: '10-per-s-warm-5s',
+      limit: 11,
+      stableMs: 100,
+      coldMs: 300,
+      thresholdPermits: 25,
+      maxPermits: 50,
+      slope: 8,
+      coolDownMs: 100,
+    })
+    for (const field of [
+      'limit',
+      'stableMs',
+      'coldMs',
+      'thresholdPermits',
+      'maxPermits',
+      'slope',
+      'coolDownMs',
+    ]) {
+      expect(Object.getOwnPropertyDescriptor(meter, field)?.enumerable).toBe(false)
+    }
+    // Another rate, warm-up or cold factor is the same state: only a given name makes another.
+    expect(warmUp({ ratePerSecond: 50, warmUpMs: 100, coldFactor: 2 }).id).toBe('warmUp')
+    expect(warmUp({ ratePerSecond: 10, warmUpMs: 5000, name: 'boot' }).id).toBe('warmUp@boot')
   })
 
   it('a default name is never part of the identity; a given one is, after @', () => {
@@ -178,12 +237,12 @@ describe('rules as data', () => {
     [
       'an unknown kind',
       { kind: 'bogus', limit: 1 },
-      'Invalid rule spec an object: expected a kind of fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket or unlimited (got "bogus").',
+      'Invalid rule spec an object: expected a kind of fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency, warmUp or unlimited (got "bogus").',
     ],
     [
       'no kind',
       { limit: 1, windowMs: 10 },
-      'Invalid rule spec an object: expected a kind of fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket or unlimited (got undefined).',
+      'Invalid rule spec an object: expected a kind of fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency, warmUp or unlimited (got undefined).',
     ],
     ['an inherited kind', Object.create({ kind: 'fixedWindow' }), undefined],
     ['a kind from the prototype chain', { kind: 'toString' }, undefined],

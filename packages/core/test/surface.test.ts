@@ -19,6 +19,7 @@ describe('entry points', () => {
       'RateLimitedError',
       'SluiceError',
       'StoreError',
+      'concurrency',
       'createLimitTable',
       'createLimiter',
       'fixedWindow',
@@ -28,6 +29,7 @@ describe('entry points', () => {
       'slidingLog',
       'slidingWindow',
       'tokenBucket',
+      'warmUp',
     ])
   })
 
@@ -64,11 +66,14 @@ describe('entry points', () => {
 
   it('@sluice/core/store offers the store contract helpers and the option validators', () => {
     expect(Object.keys(store).sort()).toEqual([
+      'MAX_BLOCK_HISTORY',
       'MAX_TIMER_MS',
       'RULE_KINDS',
       'TABLE_BOUNDS',
       'TableState',
       'algorithmOf',
+      'blockLength',
+      'blockedAnswer',
       'booleanOption',
       'checkEntryName',
       'durationLabel',
@@ -77,6 +82,7 @@ describe('entry points', () => {
       'integerOption',
       'isValidPrefix',
       'labelOption',
+      'newLease',
       'oneOfOption',
       'parseEntry',
       'parseEntryJson',

@@ -11,7 +11,6 @@ import {
   type HttpLimitOptions,
   type HttpOutcome,
   headerValues,
-  holdResponse,
   isPromise,
   parseHttpOptions,
   type RequestRecord,
@@ -35,10 +34,10 @@ declare global {
 
 /**
  * Options of `rateLimit`: every option core's HTTP kit knows, plus `onLimited`.
- * Rules (`fixedWindow`, `slidingLog`, `slidingWindow`, `tokenBucket`, `leakyBucket`), `MemoryStore`
+ * Rules (`fixedWindow`, `slidingLog`, `slidingWindow`, `tokenBucket`, `leakyBucket`, `concurrency`, `warmUp`), `MemoryStore`
  * and `createLimiter` come from `@sluice/core`.
  */
-export interface ExpressRateLimitOptions extends HttpLimitOptions<Request> {
+export interface ExpressRateLimitOptions extends HttpLimitOptions<Request, Response> {
   /**
    * Called for a denied request, with the status (`statusCode`, default 429) and the rate-limit headers
    * already set on `res`. It may send a response of its own; when it has not sent one by the time it
@@ -105,7 +104,7 @@ const adapter: HttpAdapter<Request, Response> = {
  * invalid or unknown one throws `InvalidOptionError` naming it (`rateLimit.<name>`).
  */
 export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware {
-  const parsed = parseHttpOptions<Request>('rateLimit', options, OWN_OPTIONS)
+  const parsed = parseHttpOptions<Request, Response>('rateLimit', options, OWN_OPTIONS)
   const onLimited = parsed.own.onLimited as OnLimited | undefined
   const limit = buildRequestLimit(parsed, adapter)
 
@@ -140,9 +139,8 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
       next(error)
       return
     }
-    const waitMs = outcome.decision.waitMs
-    if (waitMs === 0) next()
-    else holdResponse(res, waitMs).then((waited) => waited && next(), next)
+    if (outcome.decision.waitMs === 0) next()
+    else limit.hold(req, res, outcome).then((waited) => waited && next(), next)
   }
 
   /** Answers a denied request: the user's `onLimited` first, if any; sluice's 429 unless it has answered. */

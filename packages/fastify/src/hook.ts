@@ -7,7 +7,6 @@ import {
   type HttpAdapter,
   type HttpOutcome,
   headerValues,
-  holdResponse,
   isPromise,
   type RequestLimit,
   type RequestRecord,
@@ -85,13 +84,14 @@ export function hookFor(
     const go = done as (next?: unknown) => void
     // On a memory store the outcome is there at once, and the request goes on in the same tick.
     const outcome = limit.limitRequest(request, reply)
-    if (outcome instanceof Promise) outcome.then((o) => proceed(o, request, reply, onLimited, go), go)
-    else proceed(outcome, request, reply, onLimited, go)
+    if (outcome instanceof Promise) outcome.then((o) => proceed(limit, o, request, reply, onLimited, go), go)
+    else proceed(limit, outcome, request, reply, onLimited, go)
   }
 }
 
 /** Writes out an outcome, then goes on (`go()`), to the error path (`go(error)`), or stops. */
 function proceed(
+  limit: RequestLimit<Request, FastifyReply>,
   outcome: HttpOutcome,
   request: Request,
   reply: FastifyReply,
@@ -100,7 +100,7 @@ function proceed(
 ): void {
   let next: Next | Promise<Next>
   try {
-    next = respond(outcome, request, reply, onLimited)
+    next = respond(limit, outcome, request, reply, onLimited)
   } catch (error) {
     go(error)
     return
@@ -110,6 +110,7 @@ function proceed(
 }
 
 function respond(
+  limit: RequestLimit<Request, FastifyReply>,
   outcome: HttpOutcome,
   request: Request,
   reply: FastifyReply,
@@ -123,7 +124,10 @@ function respond(
   }
   const { decision, headers } = outcome
   for (const name in headers) reply.header(name, headers[name])
-  if (outcome.action === 'allow') return decision.waitMs > 0 ? held(reply, decision.waitMs) : undefined
+  if (outcome.action === 'allow') {
+    if (decision.waitMs === 0) return undefined
+    return limit.hold(request, reply, outcome).then((waited) => (waited ? undefined : STOP))
+  }
   reply.code(outcome.status).header('content-type', outcome.contentType)
   const rejection = denial(decision, outcome.status, headers, outcome.body, outcome.contentType)
   if (onLimited === undefined) return rejection
@@ -144,13 +148,4 @@ function respond(
     return Promise.resolve(result).then((r) => (r === reply || reply.sent ? STOP : rejection), failed)
   }
   return result === reply || reply.sent ? STOP : rejection
-}
-
-/**
- * Holds a queued request `ms`, then lets it go on. When the client goes away first (the response's
- * `close` before it was sent) the wait ends at once, its timer cleared, and the request stops there:
- * the handler never runs.
- */
-function held(reply: FastifyReply, ms: number): Promise<Next> {
-  return holdResponse(reply.raw, ms).then((waited) => (waited ? undefined : STOP))
 }

@@ -29,7 +29,7 @@ export type OnLimitedResult = void | FastifyReply
  * plus `onLimited`. A route's `config.rateLimit` and `fastify.rateLimit(options)` take these, merged over
  * the plugin's options.
  */
-export interface RouteRateLimitOptions extends HttpLimitOptions<FastifyRequest> {
+export interface RouteRateLimitOptions extends HttpLimitOptions<FastifyRequest, FastifyReply> {
   /** Answers denied requests yourself; see `OnLimited`. Default: sluice's 429 through the error path. */
   onLimited?: OnLimited
 }

@@ -19,6 +19,8 @@ export const RULE_FILES = {
   slidingWindow: 'sliding-window.lua',
   tokenBucket: 'token-bucket.lua',
   leakyBucket: 'leaky-bucket.lua',
+  concurrency: 'concurrency.lua',
+  warmUp: 'warm-up.lua',
 }
 
 function read(name) {

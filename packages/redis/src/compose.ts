@@ -1,7 +1,8 @@
 /**
- * @module The script for one sequence of rule kinds: the prelude, the chunk of each kind it uses, and a
- * foot written here that calls each rule's `<kind>Decide`, then (all admitted, consuming) each
- * `<kind>Admit`, and replies five integers per rule, then the server's ms.
+ * @module The script for one sequence of rule kinds and one act: the prelude, the chunk of each kind it
+ * uses, and a foot written here that calls each rule's `<kind>Decide`, then (all admitted, consuming) each
+ * `<kind>Admit`, and replies six values per rule, the block begun, then the server's ms; or each rule's
+ * `<kind>Refund` or `<kind>Penalize`.
  *
  * The foot is straight-line code, generated once per sequence and kept: a call runs no loop over a table
  * of rules and creates no closure or table per rule. Each rule's params are read from ARGV in place
@@ -13,8 +14,8 @@ import { PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
 
 type Kind = Rule['kind']
 
-/** ARGV before the rules' params: now, mode, cost, deadline (see prelude.lua). */
-export const HEAD_ARGS = 4
+/** ARGV before the rules' params: now, mode, cost, deadline, block (see prelude.lua). */
+export const HEAD_ARGS = 5
 
 /** How many params each kind reads from ARGV (see `ruleArgs`). */
 const PARAMS: { readonly [K in Kind]: number } = {
@@ -23,6 +24,8 @@ const PARAMS: { readonly [K in Kind]: number } = {
   slidingWindow: 3,
   tokenBucket: 2,
   leakyBucket: 3,
+  concurrency: 2,
+  warmUp: 7,
 }
 
 /** A rule's params as the script reads them, in order. */
@@ -37,6 +40,19 @@ export function ruleArgs(rule: Rule): string[] {
       return [String(rule.capacity), String(rule.refillPerSecond)]
     case 'leakyBucket':
       return [String(rule.ratePerSecond), String(rule.maxQueueMs), String(rule.limit)]
+    case 'concurrency':
+      return [String(rule.limit), String(rule.leaseMs)]
+    case 'warmUp':
+      // The factory's doubles, written so that Lua's tonumber reads back the very same ones.
+      return [
+        String(rule.stableMs),
+        String(rule.thresholdPermits),
+        String(rule.maxPermits),
+        String(rule.slope),
+        String(rule.coolDownMs),
+        String(rule.maxQueueMs),
+        String(rule.limit),
+      ]
   }
 }
 
@@ -45,35 +61,98 @@ function paramsOf(kind: Kind, first: number): string {
   return Array.from({ length: PARAMS[kind] }, (_, j) => `tonumber(ARGV[${first + j}])`).join(', ')
 }
 
+/** What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`). */
+export type Act = 'apply' | 'penalize' | 'refund' | 'unqueue' | 'release'
+
+/** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
+export const REPLY_FIELDS = 6
+
 /**
- * The Lua after the chunks: decide every rule, admit all or none, reply. A one-rule call (the common case)
- * keeps its results in locals. With several rules, results go straight into the reply table and what
- * admit needs into one `st` table, so the foot declares no local per rule (Lua allows 200 locals per
- * function; a call may have any number of rules).
+ * The Lua after the chunks. `apply`: decide every rule, admit all or none, begin a block when a consume is
+ * denied (with a `block`), reply `REPLY_FIELDS` values per rule, then the block begun (its ms, or 0), then
+ * the server's ms; a blocked key replies `{ 'blocked', ms left, server ms }` before any rule is read.
+ * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `unqueue`:
+ * change the state, reply `{ 'ok', server ms }`.
  */
-export function footOf(kinds: readonly Kind[]): string {
-  if (kinds.length === 1) {
-    const params = paramsOf(kinds[0]!, HEAD_ARGS + 1)
-    return [
-      `local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${kinds[0]}Decide(KEYS[1], now, cost, ${params})`,
-      `if ok and consume then ${kinds[0]}Admit(KEYS[1], now, cost, ${params}, a, b) end`,
-      'if ok then return { 1, remaining, resetMs, retryAfterMs, waitMs, serverNow } end',
-      'return { 0, remaining, resetMs, retryAfterMs, waitMs, serverNow }',
-    ].join('\n')
-  }
-  // Rule i (1-based) replies in out[5i - 4 .. 5i] and keeps what its admit needs in st[2i - 1], st[2i].
+export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
   const params: string[] = []
   let argv = HEAD_ARGS + 1
   for (const kind of kinds) {
     params.push(paramsOf(kind, argv))
     argv += PARAMS[kind]
   }
-  const zeros = kinds.flatMap(() => [0, 0, 0, 0, 0]).join(', ')
+  if (act === 'refund') {
+    return [
+      ...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${params[i]})`),
+      "return { 'ok', serverNow }",
+    ].join('\n')
+  }
+  if (act === 'unqueue' || act === 'release') {
+    // Each rule's mark (its queue mark, its lease) follows the params; '' for a rule without one.
+    const lines: string[] = []
+    kinds.forEach((kind, i) => {
+      const mark = `ARGV[${argv + i}]`
+      if (act === 'unqueue' && kind === 'leakyBucket') {
+        lines.push(
+          `if ${mark} ~= '' then leakyBucketUnqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`,
+        )
+      } else if (act === 'release' && kind === 'concurrency') {
+        lines.push(`if ${mark} ~= '' then concurrencyRelease(KEYS[${i + 1}], now, ${mark}) end`)
+      }
+    })
+    lines.push("return { 'ok', serverNow }")
+    return lines.join('\n')
+  }
+  const head: string[] = []
+  if (act === 'penalize') {
+    kinds.forEach((kind, i) => {
+      head.push(`${kind}Penalize(KEYS[${i + 1}], now, cost, ${params[i]})`)
+    })
+    // What a peek of cost 1 answers right after (the mode is not '1': nothing is admitted).
+    head.push('cost = 1')
+  }
+  head.push(
+    'do',
+    '  local left = blockLeft()',
+    "  if left > 0 then return { 'blocked', left, serverNow } end",
+    'end',
+  )
+  // A call with a concurrency rule brings its lease id (made by the store) after the params.
+  if (kinds.includes('concurrency')) head.push(`local lease = ARGV[${argv}]`)
+  const admitOf = (kind: Kind, i: number, indent: string, mark: string, waitMs: string) => {
+    const call = `${kind}Admit(KEYS[${i + 1}], now, cost, ${params[i]}, ${stateOf(kinds.length, i)}`
+    if (kind === 'leakyBucket')
+      return [`${indent}local m = ${call})`, `${indent}if ${waitMs} > 0 then ${mark} = m end`]
+    if (kind === 'concurrency') return [`${indent}${call}, lease)`, `${indent}${mark} = lease`]
+    return [`${indent}${call})`]
+  }
+  if (kinds.length === 1) {
+    const kind = kinds[0]!
+    return [
+      ...head,
+      `local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${kind}Decide(KEYS[1], now, cost, ${params[0]})`,
+      "local mark, blocked = '', 0",
+      'if ok then',
+      '  if consume then',
+      ...admitOf(kind, 0, '    ', 'mark', 'waitMs'),
+      '  end',
+      '  return { 1, remaining, resetMs, retryAfterMs, waitMs, mark, blocked, serverNow }',
+      'end',
+      'if consume and block then',
+      '  blocked = beginBlock()',
+      '  if retryAfterMs < blocked then retryAfterMs = blocked end',
+      'end',
+      "return { 0, remaining, resetMs, retryAfterMs, waitMs, '', blocked, serverNow }",
+    ].join('\n')
+  }
+  // Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i].
+  const F = REPLY_FIELDS
+  const slots = kinds.flatMap(() => ['0', '0', '0', '0', '0', "''"]).join(', ')
   // The reply table is built at its full size, so its slots are an array from the start.
-  const lines = [`local out, st = { ${zeros}, serverNow }, {}`, 'local admitted, ok = true, true']
+  const lines = [...head, `local out, st = { ${slots}, 0, serverNow }, {}`, 'local admitted, ok = true, true']
   kinds.forEach((kind, index) => {
     const i = index + 1
-    const o = index * 5
+    const o = index * F
     lines.push(
       `-- rule ${i}: ${kind}`,
       `ok, out[${o + 2}], out[${o + 3}], out[${o + 4}], out[${o + 5}], st[${2 * i - 1}], st[${2 * i}] = ` +
@@ -83,8 +162,10 @@ export function footOf(kinds: readonly Kind[]): string {
   })
   lines.push('if admitted then', '  if consume then')
   kinds.forEach((kind, index) => {
-    const i = index + 1
-    lines.push(`    ${kind}Admit(KEYS[${i}], now, cost, ${params[index]}, st[${2 * i - 1}], st[${2 * i}])`)
+    const o = index * F
+    if (kind === 'leakyBucket') lines.push('    do')
+    lines.push(...admitOf(kind, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`))
+    if (kind === 'leakyBucket') lines.push('    end')
   })
   lines.push(
     '  end',
@@ -94,7 +175,7 @@ export function footOf(kinds: readonly Kind[]): string {
   )
   kinds.forEach((kind, index) => {
     const i = index + 1
-    const o = index * 5
+    const o = index * F
     lines.push(
       `  if out[${o + 1}] == 1 then`,
       `    _, out[${o + 2}], out[${o + 3}] = ${kind}Decide(KEYS[${i}], now, 0, ${params[index]})`,
@@ -102,22 +183,32 @@ export function footOf(kinds: readonly Kind[]): string {
       '  end',
     )
   })
-  lines.push('end', 'return out')
+  lines.push('  if consume and block then', '    local blocked = beginBlock()')
+  kinds.forEach((_, index) => {
+    const o = index * F
+    lines.push(`    if out[${o + 1}] == 0 and out[${o + 4}] < blocked then out[${o + 4}] = blocked end`)
+  })
+  lines.push(`    out[${kinds.length * F + 1}] = blocked`, '  end', 'end', 'return out')
   return lines.join('\n')
+}
+
+/** What rule `i` (0-based) of `n` hands its admit: `a, b` for one rule, its two `st` slots for several. */
+function stateOf(n: number, i: number): string {
+  return n === 1 ? 'a, b' : `st[${2 * i + 1}], st[${2 * i + 2}]`
 }
 
 /** One script per sequence of kinds; a rules function could ask for many, so the cache is bounded. */
 const scripts = new Map<string, Script>()
 const MAX_SCRIPTS = 256
 
-/** The script for rules of these kinds, in this order. */
-export function scriptFor(kinds: readonly Kind[]): Script {
-  const id = kinds.join(',')
+/** The script for rules of these kinds, in this order, doing `act`. */
+export function scriptFor(kinds: readonly Kind[], act: Act = 'apply'): Script {
+  const id = `${act}:${kinds.join(',')}`
   let s = scripts.get(id)
   if (s === undefined) {
     const chunks = [PRELUDE_LUA]
     for (const kind of new Set(kinds)) chunks.push(RULE_LUA[kind])
-    chunks.push(footOf(kinds))
+    chunks.push(footOf(kinds, act))
     s = script(chunks.join('\n'))
     if (scripts.size >= MAX_SCRIPTS) scripts.clear()
     scripts.set(id, s)

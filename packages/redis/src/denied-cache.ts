@@ -2,9 +2,10 @@
  * @module A process-local memory of recent denials, so a hot denied key costs no round trip.
  *
  * A denied call changes no state, and other calls can only push the earliest admission later, never
- * earlier (short of a `reset`). So a call with the same rules and a cost at least the denied one's is
- * still denied until the denial's `retryAfterMs` has passed. Until then it is answered from here, with
- * its ms figures counted down. Entries are dropped when the key is admitted or reset through this store,
+ * earlier (short of a `reset`, a refund or a slot given back). So a call with the same rules and a cost at
+ * least the denied one's is still denied until the denial's `retryAfterMs` has passed. A block is kept the
+ * same way, until its end, and answers every call on the key `reason: 'blocked'`; a plain denial is
+ * answered `reason: 'cache'`. Until then it is answered from here, with its ms figures counted down. Entries are dropped when the key is admitted or reset through this store,
  * when they expire, and oldest first when the cache is full.
  */
 import type { RuleDecision, StoreAnswer } from '@sluice/core'
@@ -22,6 +23,8 @@ interface Entry {
   readonly until: number
   /** The denial, marked as the cache's answer (`reason: 'cache'`). */
   readonly decisions: StoreAnswer
+  /** A block: every call on the key is blocked until `until`, whatever its rules and cost. */
+  readonly blocked: boolean
 }
 
 /** `decisions` as the cache answers them: the store did not run the rules. */
@@ -49,7 +52,7 @@ export class DeniedCache {
       this.#entries.delete(id)
       return undefined
     }
-    if (entry.plan !== plan || cost < entry.cost) return undefined
+    if (entry.blocked || entry.plan !== plan || cost < entry.cost) return undefined
     const elapsed = now - entry.at
     if (elapsed < 1) return entry.decisions
     return cached(entry.decisions.map((d) => countDown(d, entry.at, now)))
@@ -60,17 +63,44 @@ export class DeniedCache {
     let retryAfterMs = 0
     for (const d of decisions) if (!d.allowed && d.retryAfterMs > retryAfterMs) retryAfterMs = d.retryAfterMs
     if (retryAfterMs <= 0) return
-    if (!this.#entries.delete(id) && this.#entries.size >= this.#maxKeys) {
-      const oldest = this.#entries.keys().next()
-      if (!oldest.done) this.#entries.delete(oldest.value)
-    }
-    this.#entries.set(id, {
+    this.#put(id, {
       plan,
       cost,
       at: now,
       until: now + retryAfterMs,
       decisions: cached([...decisions]),
+      blocked: false,
     })
+  }
+
+  /**
+   * Remembers that the key is blocked for `ms` from local time `now` (when the call was sent: the block
+   * began later, so the entry can only end early). A block is the store's, shared by every process: this
+   * process forgets it on its own `reset`; another process's reset is seen once the block's original
+   * end has passed here.
+   */
+  setBlocked(id: string, now: number, ms: number): void {
+    if (ms <= 0) return
+    this.#put(id, { plan: '', cost: 0, at: now, until: now + ms, decisions: cached([]), blocked: true })
+  }
+
+  /** Whole ms the cached block on `id` has left at local time `now`; 0 when none is cached. */
+  blockedLeft(id: string, now: number): number {
+    const entry = this.#entries.get(id)
+    if (entry === undefined || !entry.blocked) return 0
+    if (now >= entry.until) {
+      this.#entries.delete(id)
+      return 0
+    }
+    return Math.max(1, Math.ceil(entry.until - now))
+  }
+
+  #put(id: string, entry: Entry): void {
+    if (!this.#entries.delete(id) && this.#entries.size >= this.#maxKeys) {
+      const oldest = this.#entries.keys().next()
+      if (!oldest.done) this.#entries.delete(oldest.value)
+    }
+    this.#entries.set(id, entry)
   }
 
   delete(id: string): void {

@@ -11,23 +11,28 @@
  * clock (learnt from earlier replies) and counts nothing when it starts after it.
  */
 import {
+  type Adjustment,
+  type BlockPolicy,
   ErrorCode,
   InvalidOptionError,
   type Rule,
   type RuleDecision,
   type Store,
+  type StoreAnswer,
   StoreError,
   type StoreMode,
 } from '@sluice/core'
 import {
+  blockedAnswer,
   functionOption,
   given,
   integerOption,
   labelOption,
   MAX_TIMER_MS,
+  newLease,
   readOptions,
 } from '@sluice/core/store'
-import { HEAD_ARGS, ruleArgs, scriptFor } from './compose.ts'
+import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compose.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
@@ -101,6 +106,25 @@ interface Plan {
   /** The script for this sequence of rule kinds (src/compose.ts). */
   readonly script: Script
   readonly limits: readonly number[]
+  /** The scripts that adjust these rules, made when first needed. */
+  adjust?: { [A in Exclude<Act, 'apply'>]?: Script }
+  /** Whether a rule holds leases (concurrency): a consume then brings a lease id. */
+  readonly leases: boolean
+}
+
+/** Where a key's block lives: beside its rule keys, in the same hash slot. */
+const BLOCK_SUFFIX = '!block'
+
+/** A block policy as the script reads it (ARGV[5]). */
+const blockArgs = new WeakMap<BlockPolicy, string>()
+function blockArg(block: BlockPolicy | undefined): string {
+  if (block === undefined) return ''
+  let arg = blockArgs.get(block)
+  if (arg === undefined) {
+    arg = `${block.ms}:${block.factor}:${block.maxMs}:${block.forgetMs}:${block.keep}`
+    blockArgs.set(block, arg)
+  }
+  return arg
 }
 
 const RESET = script(RESET_LUA)
@@ -155,7 +179,8 @@ export class RedisStore implements Store {
     rules: readonly Rule[],
     cost: number,
     mode: StoreMode,
-  ): Promise<readonly RuleDecision[]> {
+    block?: BlockPolicy,
+  ): Promise<StoreAnswer> {
     const plan = this.#plan(rules)
     const consume = mode === 'consume'
     const cache = consume ? this.#cache : undefined
@@ -164,6 +189,10 @@ export class RedisStore implements Store {
     const localNow = cache === undefined ? 0 : (now ?? performance.now())
     const cacheKey = cache === undefined ? '' : `${prefix}\u0000${key}`
     if (cache !== undefined && cache.size > 0) {
+      if (block !== undefined) {
+        const left = cache.blockedLeft(cacheKey, localNow)
+        if (left > 0) return Promise.resolve(blockedAnswer(rules, left))
+      }
       const hit = cache.get(cacheKey, plan.id, cost, localNow)
       if (hit !== undefined) return Promise.resolve(hit)
     }
@@ -172,27 +201,99 @@ export class RedisStore implements Store {
     const refused = this.#refuse()
     if (refused !== undefined) return Promise.reject(refused)
 
-    const base = keyBase(this.#prefix, prefix, key)
-    const n = rules.length
-    const keys = new Array<string>(n)
-    for (let i = 0; i < n; i++) keys[i] = base + plan.ids[i]
-    const args = new Array<string>(HEAD_ARGS + plan.args.length)
-    args[0] = now === undefined ? '' : String(now)
-    args[1] = consume ? '1' : '0'
-    args[2] = String(cost)
-    for (let i = 0; i < plan.args.length; i++) args[i + HEAD_ARGS] = plan.args[i]!
+    const keys = this.#keys(prefix, key, plan, block !== undefined)
+    const args = this.#args(plan, now, consume ? '1' : '0', cost, block)
+    // A lease id made here, random: unique across processes without a round trip to agree on one.
+    if (plan.leases) args.push(consume ? newLease(cost) : '')
 
-    const call = this.#deadlines.start<readonly RuleDecision[]>()
-    this.#attempt(call, plan, rules, keys, args, true, (decisions) => {
+    const call = this.#deadlines.start<StoreAnswer>()
+    this.#attempt(call, plan.script, keys, args, true, (reply) => {
+      const [answer, blocked] = answerOf(plan, rules, reply)
       if (cache !== undefined) {
-        let denied = false
-        for (const d of decisions) if (!d.allowed) denied = true
-        if (denied && resets === this.#resets) cache.set(cacheKey, plan.id, cost, localNow, decisions)
-        else if (cache.size > 0) cache.delete(cacheKey)
+        if (resets !== this.#resets) {
+          if (cache.size > 0) cache.delete(cacheKey)
+        } else if (answer.reason === 'blocked') {
+          cache.setBlocked(cacheKey, localNow, answer[0]!.retryAfterMs)
+        } else if (blocked > 0) {
+          // This denial began a block: until it ends, the key is blocked, whatever the call.
+          cache.setBlocked(cacheKey, localNow, blocked)
+        } else {
+          let denied = false
+          for (const d of answer) if (!d.allowed) denied = true
+          if (denied) cache.set(cacheKey, plan.id, cost, localNow, answer)
+          else if (cache.size > 0) cache.delete(cacheKey)
+        }
       }
-      call.resolve(decisions)
+      return answer
     })
     return call.promise
+  }
+
+  adjust(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number,
+    adjustment: Adjustment,
+    block?: BlockPolicy,
+    marks?: readonly (string | undefined)[],
+  ): Promise<StoreAnswer | undefined> {
+    const refused = this.#refuse()
+    if (refused !== undefined) return Promise.reject(refused)
+    const plan = this.#plan(rules)
+    const penalize = adjustment === 'penalize'
+    // A refund or a lifted slot can make a cached denial wrong; a penalty cannot, but it may block.
+    if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
+    const withBlock = penalize && block !== undefined
+    const keys = this.#keys(prefix, key, plan, withBlock)
+    const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
+    const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
+    const args = this.#args(plan, now, mode, cost, withBlock ? block : undefined)
+    if (adjustment === 'unqueue' || adjustment === 'release') {
+      for (let i = 0; i < rules.length; i++) args.push(marks?.[i] ?? '')
+    }
+    plan.adjust ??= {}
+    let s = plan.adjust[adjustment]
+    if (s === undefined) {
+      s = scriptFor(
+        rules.map((r) => r.kind),
+        adjustment,
+      )
+      plan.adjust[adjustment] = s
+    }
+    const call = this.#deadlines.start<StoreAnswer | undefined>()
+    this.#attempt(call, s, keys, args, true, (reply) =>
+      penalize ? answerOf(plan, rules, reply)[0] : undefined,
+    )
+    return call.promise
+  }
+
+  /** The Redis keys of one call: each rule's, then the key's block when the call needs it. */
+  #keys(prefix: string, key: string, plan: Plan, withBlock: boolean): string[] {
+    const base = keyBase(this.#prefix, prefix, key)
+    const n = plan.ids.length
+    const keys = new Array<string>(withBlock ? n + 1 : n)
+    for (let i = 0; i < n; i++) keys[i] = base + plan.ids[i]
+    if (withBlock) keys[n] = base + BLOCK_SUFFIX
+    return keys
+  }
+
+  /** ARGV of one call: now, mode, cost, the deadline (set when sent), the block, then the rules' params. */
+  #args(
+    plan: Plan,
+    now: number | undefined,
+    mode: string,
+    cost: number,
+    block: BlockPolicy | undefined,
+  ): string[] {
+    const args = new Array<string>(HEAD_ARGS + plan.args.length)
+    args[0] = now === undefined ? '' : String(now)
+    args[1] = mode
+    args[2] = String(cost)
+    args[3] = ''
+    args[4] = blockArg(block)
+    for (let i = 0; i < plan.args.length; i++) args[i + HEAD_ARGS] = plan.args[i]!
+    return args
   }
 
   /**
@@ -202,38 +303,37 @@ export class RedisStore implements Store {
    * store Redis's clock yet, or that clock moved): the clock is learnt from that answer, and the call is
    * sent once more (`retry`), with a deadline from it.
    */
-  #attempt(
-    call: PendingCall<readonly RuleDecision[]>,
-    plan: Plan,
-    rules: readonly Rule[],
+  #attempt<T>(
+    call: PendingCall<T>,
+    s: Script,
     keys: readonly string[],
     args: string[],
     retry: boolean,
-    done: (decisions: RuleDecision[]) => void,
+    done: (reply: unknown[]) => T,
   ): void {
     args[3] = this.#offset === undefined ? '0' : String(Math.floor(call.deadline + this.#offset))
     const sent = performance.now()
-    this.#send(plan.script, keys, args).then(
+    this.#send(s, keys, args).then(
       (reply) => {
         this.#inFlight--
-        const late = isLate(reply)
-        const serverNow = late ? Number(reply[1]) : serverNowOf(reply, rules.length)
+        const serverNow = serverNowOf(reply)
         if (serverNow !== undefined) this.#learnClock(serverNow, sent, performance.now())
         if (call.done) return
-        if (late) {
+        if (isLate(reply)) {
           const refused = retry ? this.#refuse() : this.#timeoutError()
           if (refused !== undefined) call.reject(refused)
-          else this.#attempt(call, plan, rules, keys, args, false, done)
+          else this.#attempt(call, s, keys, args, false, done)
           return
         }
-        let decisions: RuleDecision[]
+        let answer: T
         try {
-          decisions = decisionsOf(plan, rules, reply)
+          if (serverNow === undefined) throw unexpectedReply()
+          answer = done(reply as unknown[])
         } catch (error) {
           call.reject(error)
           return
         }
-        done(decisions)
+        call.resolve(answer)
       },
       (error: unknown) => {
         this.#inFlight--
@@ -263,9 +363,10 @@ export class RedisStore implements Store {
     this.#cache?.delete(`${prefix}\u0000${key}`)
     const refused = this.#refuse()
     if (refused !== undefined) return Promise.reject(refused)
-    const plan = this.#plan(rules)
     const base = keyBase(this.#prefix, prefix, key)
-    const keys = plan.ids.map((id) => base + id)
+    // The block goes too, with its escalation: DEL of a key that is not there costs nothing.
+    const keys = rules.map((rule) => base + rule.id)
+    keys.push(base + BLOCK_SUFFIX)
     const call = this.#deadlines.start<void>()
     this.#send(RESET, keys, []).then(
       () => {
@@ -355,42 +456,57 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
     args: rules.flatMap(ruleArgs),
     script: scriptFor(rules.map((r) => r.kind)),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
+    leases: rules.some((r) => r.kind === 'concurrency'),
   }
 }
 
 /** True for a script's answer that it started after its deadline and counted nothing. */
-function isLate(reply: unknown): reply is [string, unknown] {
+function isLate(reply: unknown): boolean {
   return Array.isArray(reply) && reply.length === 2 && String(reply[0]) === 'late'
 }
 
-/** Redis's ms at the end of a script's reply, or undefined when the reply is not one. */
-function serverNowOf(reply: unknown, rules: number): number | undefined {
-  if (!Array.isArray(reply) || reply.length !== rules * 5 + 1) return undefined
-  const serverNow = Number(reply[rules * 5])
+/** Redis's ms, which every reply ends with; undefined when the reply is not one of the scripts'. */
+function serverNowOf(reply: unknown): number | undefined {
+  if (!Array.isArray(reply) || reply.length < 2) return undefined
+  const serverNow = Number(reply[reply.length - 1])
   return Number.isFinite(serverNow) ? serverNow : undefined
 }
 
-/** The script's reply (five integers per rule, then Redis's ms) as RuleDecisions. */
-function decisionsOf(plan: Plan, rules: readonly Rule[], reply: unknown): RuleDecision[] {
+function unexpectedReply(): StoreError {
+  return new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
+}
+
+/**
+ * The script's reply as RuleDecisions, and the ms of the block the call began (0 for none):
+ * `{ 'blocked', left, serverNow }` for a blocked key; else six values per rule (allowed, remaining, resetMs,
+ * retryAfterMs, waitMs, queue mark), the block begun, Redis's ms.
+ */
+function answerOf(plan: Plan, rules: readonly Rule[], reply: unknown[]): [StoreAnswer, number] {
   const n = rules.length
-  if (!Array.isArray(reply) || reply.length !== n * 5 + 1) {
-    throw new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
-  }
+  if (reply.length === 3 && String(reply[0]) === 'blocked') return [blockedAnswer(rules, Number(reply[1])), 0]
+  if (reply.length !== n * REPLY_FIELDS + 2) throw unexpectedReply()
   const out = new Array<RuleDecision>(n)
   for (let i = 0; i < n; i++) {
-    const o = i * 5
-    out[i] = {
+    const o = i * REPLY_FIELDS
+    const waitMs = Number(reply[o + 4])
+    const d: RuleDecision = {
       rule: rules[i]!.name,
       allowed: Number(reply[o]) === 1,
       limit: plan.limits[i]!,
       remaining: Number(reply[o + 1]),
       resetMs: Number(reply[o + 2]),
       retryAfterMs: Number(reply[o + 3]),
-      waitMs: Number(reply[o + 4]),
+      waitMs,
       windowSeconds: rules[i]!.policyWindowSeconds,
     }
+    const mark = reply[o + 5]
+    const rule = rules[i]!
+    if (rule.kind === 'concurrency') {
+      const unit = { ...d, unit: 'concurrent-requests' as const }
+      out[i] = mark !== '' && mark != null ? { ...unit, lease: String(mark) } : unit
+    } else out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
   }
-  return out
+  return [out, Number(reply[n * REPLY_FIELDS])]
 }
 
 function storeError(error: unknown): StoreError {

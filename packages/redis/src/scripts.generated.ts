@@ -6,12 +6,13 @@
 
 /** prelude.lua: helpers, and the call's time, mode and cost, shared by the rule chunks. */
 export const PRELUDE_LUA = `-- sluice: the head of a composed script. The chunks that follow define, for each rule kind the call uses,
--- \`<kind>Decide\` and \`<kind>Admit\`; the foot, generated per sequence of rule kinds (src/compose.ts),
--- calls them for each rule in turn, all or nothing, and replies.
+-- \`<kind>Decide\`, \`<kind>Admit\`, \`<kind>Refund\` and \`<kind>Penalize\`; the foot, generated per sequence of
+-- rule kinds and per act (src/compose.ts), calls them for each rule in turn, all or nothing, and replies.
 --
--- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost, deadline, then each rule's
--- params. The deadline is in the server's ms: a script that starts after it counts nothing, because the
--- caller has already answered the call some other way (its timeout passed and \`onStoreError\` decided).
+-- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek, 'p' penalize, 'r' refund,
+-- 'u' unqueue), cost, deadline, block (see below), then each rule's params (and, to unqueue, each rule's
+-- queue mark). The deadline is in the server's ms: a script that starts after it counts nothing, because
+-- the caller has already answered the call some other way (its timeout passed and \`onStoreError\` decided).
 -- The reply ends with the server's ms, from which the caller keeps its estimate of the server's clock.
 --
 -- Lua numbers are doubles, as in JavaScript. Every rule does the same float operations in the same order
@@ -56,6 +57,64 @@ local now = serverNow
 if ARGV[1] ~= '' then now = tonumber(ARGV[1]) end
 local consume = ARGV[2] == '1'
 local cost = tonumber(ARGV[3])
+
+-- Blocks. ARGV[5] is '' when the limiter does not block, else 'ms:factor:maxMs:forgetMs:keep'; the key's
+-- block hash { u = end, h = the starts of its last \`keep\` blocks, oldest first } is then the last of KEYS,
+-- in the same hash slot as the rule keys. The same operations in the same order as @sluice/core's block.ts.
+local block
+if ARGV[5] ~= '' then
+  local ms, factor, maxMs, forgetMs, keep = string.match(ARGV[5], '^([^:]+):([^:]+):([^:]+):([^:]+):([^:]+)$')
+  block = {
+    key = KEYS[#KEYS],
+    ms = tonumber(ms),
+    factor = tonumber(factor),
+    maxMs = tonumber(maxMs),
+    forgetMs = tonumber(forgetMs),
+    keep = tonumber(keep),
+  }
+end
+
+-- Whole ms the key's block has left at \`now\`; 0 when it is not blocked (or the limiter does not block).
+local function blockLeft()
+  if not block then return 0 end
+  local u = tonumber(redis.call('HGET', block.key, 'u'))
+  if u and u > now then return u - now end
+  return 0
+end
+
+-- Begins a block at \`now\` (the rules have just denied a consume) and returns its length: \`ms × factor^(n−1)\`,
+-- multiplied out step by step, rounded up, at most \`maxMs\`, where \`n\` counts the blocks begun less than
+-- \`forgetMs\` ago, this one included. Work is bounded by \`keep\` (at most 63).
+local function beginBlock()
+  local starts = {}
+  local h = redis.call('HGET', block.key, 'h')
+  if h then
+    for s in string.gmatch(h, '[^,]+') do
+      local t = tonumber(s)
+      if t > now - block.forgetMs then starts[#starts + 1] = t end
+    end
+  end
+  local n = #starts + 1
+  local d = block.ms
+  local i = 1
+  while i < n and d < block.maxMs do
+    d = d * block.factor
+    i = i + 1
+  end
+  d = ceil(d)
+  if d > block.maxMs then d = block.maxMs end
+  starts[#starts + 1] = now
+  local kept = {}
+  local first = #starts - block.keep + 1
+  if first < 1 then first = 1 end
+  for j = first, #starts do kept[#kept + 1] = num(starts[j]) end
+  local ends = now + d
+  redis.call('HSET', block.key, 'u', num(ends), 'h', table.concat(kept, ','))
+  local expires = ends
+  if block.keep > 0 and now + block.forgetMs > expires then expires = now + block.forgetMs end
+  redis.call('PEXPIRE', block.key, pttl(expires - now))
+  return d
+end
 `
 
 /** One chunk per rule kind: `<kind>Decide` and `<kind>Admit`. */
@@ -64,10 +123,13 @@ export const RULE_LUA = {
   fixedWindow: `-- fixedWindow (params: limit, windowMs). A hash { s = window start, c = count }.
 -- The key lives until the end of its window.
 --
--- Each rule chunk defines two functions with the same shape:
+-- Each rule chunk defines four functions with the same shape:
 --   <kind>Decide(key, now, cost, params...) -> allowed, remaining, resetMs, retryAfterMs, waitMs, a, b
 --   <kind>Admit(key, now, cost, params..., a, b)
--- where \`a\`, \`b\` carry what decide read to admit, so admit never reads the key again.
+--   <kind>Refund(key, now, cost, params...)      gives back up to \`cost\` units, never below empty
+--   <kind>Penalize(key, now, cost, params...)    counts \`cost\` units whatever the rule says
+-- where \`a\`, \`b\` carry what decide read to admit, so admit never reads the key again. A penalty takes a
+-- rule at most \`cost\` past its limit, so penalties never pile up without bound.
 
 local function fixedWindowDecide(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
@@ -78,14 +140,13 @@ local function fixedWindowDecide(key, now, cost, limit, windowMs)
   local allowed = count + cost <= limit
   local after = count
   if allowed then after = count + cost end
+  local remaining = limit - after
+  if remaining < 0 then remaining = 0 end
   -- Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
   local resetMs = 0
   if after > 0 then resetMs = start + windowMs - now end
   local retryAfterMs = 0
   if not allowed then retryAfterMs = resetMs end
-  -- A count past a lowered limit (state identity keeps counts) leaves nothing, not less.
-  local remaining = 0
-  if after < limit then remaining = limit - after end
   return allowed, remaining, resetMs, retryAfterMs, 0, start, same
 end
 
@@ -96,6 +157,29 @@ local function fixedWindowAdmit(key, now, cost, limit, windowMs, start, same)
     redis.call('HSET', key, 's', start, 'c', cost)
     redis.call('PEXPIRE', key, pttl(start + windowMs - now))
   end
+end
+
+-- Only the current window's count: units of a window that is over no longer count anyway.
+local function fixedWindowRefund(key, now, cost, _limit, windowMs)
+  local start = now - fmod(now, windowMs)
+  local h = redis.call('HMGET', key, 's', 'c')
+  if tonumber(h[1]) ~= start then return end
+  local count = tonumber(h[2]) - cost
+  if count < 0 then count = 0 end
+  redis.call('HSET', key, 'c', num(count))
+end
+
+local function fixedWindowPenalize(key, now, cost, limit, windowMs)
+  local start = now - fmod(now, windowMs)
+  local h = redis.call('HMGET', key, 's', 'c')
+  local same = tonumber(h[1]) == start
+  local count = 0
+  if same then count = tonumber(h[2]) end
+  local after = count + cost
+  if after > limit + cost then after = limit + cost end
+  if after < count then after = count end
+  redis.call('HSET', key, 's', num(start), 'c', num(after))
+  if not same then redis.call('PEXPIRE', key, pttl(start + windowMs - now)) end
 end
 `,
   /** sliding-log.lua */
@@ -129,7 +213,10 @@ local function unitsSince(before, finish)
   return d
 end
 
-local function slidingLogDecide(key, now, cost, limit, windowMs)
+-- Reads the live part of the log at \`now\`, removing up to \`logMaxDrop\` expired members: the live units, the
+-- newest entry's running sum and time, the member count, the rank of the oldest live member, and the sum
+-- before it.
+local function slidingLogLive(key, now, windowMs)
   local expired = redis.call('ZCOUNT', key, '-inf', num(now - windowMs))
   if expired > 0 then
     local drop = expired
@@ -155,6 +242,11 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
       total = unitsSince(before, newestEnd)
     end
   end
+  return total, newestEnd, newestAt, n, expired, before
+end
+
+local function slidingLogDecide(key, now, cost, limit, windowMs)
+  local total, newestEnd, newestAt, n, expired, before = slidingLogLive(key, now, windowMs)
   if total + cost <= limit then
     -- The newest entry is this call's, or with cost 0 the newest already logged.
     local resetMs = windowMs
@@ -179,9 +271,8 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
     end
   end
   local _, oldestAt = logEntry(key, lo)
-  -- A log past a lowered limit (state identity keeps counts) leaves nothing, not less.
-  local remaining = 0
-  if total < limit then remaining = limit - total end
+  local remaining = limit - total
+  if remaining < 0 then remaining = 0 end
   return false, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0
 end
 
@@ -192,6 +283,47 @@ local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)
   if n > 0 then seq = redis.call('ZCOUNT', key, now, now) end
   redis.call('ZADD', key, now, string.format('%016d:%s:%s', seq, num(finish), num(cost)))
   redis.call('PEXPIRE', key, pttl(windowMs))
+end
+
+-- Drops the newest \`cost\` live units: the newest entry whose running sum passes the units that stay is cut
+-- down to them (rewritten with its new sum and cost), every newer one removed, found by binary search.
+local function slidingLogRefund(key, now, cost, _limit, windowMs)
+  local total, _, _, n, expired, before = slidingLogLive(key, now, windowMs)
+  if total == 0 then return end
+  local keep = total - cost
+  if keep < 0 then keep = 0 end
+  local lo, hi = expired, n - 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    local midEnd = logEntry(key, mid)
+    if midEnd == nil or unitsSince(before, midEnd) > keep then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  if lo < n - 1 then redis.call('ZREMRANGEBYRANK', key, lo + 1, n - 1) end
+  local e = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
+  local seq, finish, units = string.match(e[1], '^(%d+):(%d+):(%d+)$')
+  if seq == nil then
+    redis.call('DEL', key)
+    return
+  end
+  local over = unitsSince(before, tonumber(finish)) - keep
+  redis.call('ZREM', key, e[1])
+  local left = tonumber(units) - over
+  if left > 0 then
+    local newEnd = tonumber(finish) - over
+    if newEnd < 0 then newEnd = newEnd + logModulus end
+    redis.call('ZADD', key, e[2], seq .. ':' .. num(newEnd) .. ':' .. num(left))
+  end
+end
+
+local function slidingLogPenalize(key, now, cost, limit, windowMs)
+  local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
+  local add = cost
+  if limit + cost - total < add then add = limit + cost - total end
+  if add > 0 then slidingLogAdmit(key, now, add, limit, windowMs, newestEnd, n) end
 end
 `,
   /** sliding-window.lua */
@@ -237,9 +369,8 @@ local function slidingWindowDecide(key, now, cost, limit, windowMs, bucketMs)
     if expired >= mustExpire then break end
     s = s + bucketMs
   end
-  -- Counts past a lowered limit (state identity keeps counts) leave nothing, not less.
-  local remaining = 0
-  if total < limit then remaining = limit - total end
+  local remaining = limit - total
+  if remaining < 0 then remaining = 0 end
   return false, remaining, newest + windowMs - now, s + windowMs - now, 0, current, stale
 end
 
@@ -247,6 +378,54 @@ local function slidingWindowAdmit(key, now, cost, _limit, windowMs, _bucketMs, c
   if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
   redis.call('HINCRBY', key, num(current), cost)
   redis.call('PEXPIRE', key, pttl(current + windowMs - now))
+end
+
+-- Newest live bucket first: at most \`buckets\` steps, however large the refund.
+local function slidingWindowRefund(key, now, cost, _limit, windowMs, bucketMs)
+  local current = now - fmod(now, bucketMs)
+  local oldest = current - windowMs + bucketMs
+  local h = redis.call('HGETALL', key)
+  local live, fields = {}, {}
+  for i = 1, #h, 2 do
+    local s = tonumber(h[i])
+    local c = tonumber(h[i + 1])
+    if s >= oldest and s <= current and c > 0 then
+      live[s] = c
+      fields[s] = h[i]
+    end
+  end
+  local left = cost
+  local s = current
+  while s >= oldest and left > 0 do
+    local c = live[s]
+    if c then
+      local take = c
+      if take > left then take = left end
+      redis.call('HSET', key, fields[s], num(c - take))
+      left = left - take
+    end
+    s = s - bucketMs
+  end
+end
+
+local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
+  local current = now - fmod(now, bucketMs)
+  local oldest = current - windowMs + bucketMs
+  local h = redis.call('HGETALL', key)
+  local stale = {}
+  local total = 0
+  for i = 1, #h, 2 do
+    local s = tonumber(h[i])
+    local c = tonumber(h[i + 1])
+    if s >= oldest and s <= current and c > 0 then
+      total = total + c
+    elseif s < oldest then
+      stale[#stale + 1] = h[i]
+    end
+  end
+  local add = cost
+  if limit + cost - total < add then add = limit + cost - total end
+  if add > 0 then slidingWindowAdmit(key, now, add, limit, windowMs, bucketMs, current, stale) end
 end
 `,
   /** token-bucket.lua */
@@ -304,7 +483,10 @@ local function tokenBucketDecide(key, now, cost, capacity, refill)
   end
   local resetMs = msUntil(capacity, refill, milli0, last, full, now)
   local retryAfterMs = msUntil(capacity, refill, milli0, last, cost * 1000, now)
-  return false, floor(milli / 1000), resetMs, retryAfterMs, 0, milli0, last
+  -- A penalized bucket can be below zero; nothing left is 0.
+  local remaining = floor(milli / 1000)
+  if remaining < 0 then remaining = 0 end
+  return false, remaining, resetMs, retryAfterMs, 0, milli0, last
 end
 
 local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
@@ -314,9 +496,42 @@ local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
   redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
 end
+
+-- Writes the level \`milli\` brought up to \`now\`, when the bucket is full again (\`x\`) and the TTL until then.
+local function tokenBucketWrite(key, now, capacity, refill, milli, last)
+  if now > last then last = now end
+  local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
+local function tokenBucketRefund(key, now, cost, capacity, refill)
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
+  -- A missing key, or one past \`x\`, is a full bucket: nothing to give back.
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
+  local last = tonumber(h[2])
+  local milli = milliAt(capacity, refill, tonumber(h[1]), last, now) + cost * 1000
+  if milli > capacity * 1000 then milli = capacity * 1000 end
+  tokenBucketWrite(key, now, capacity, refill, milli, last)
+end
+
+local function tokenBucketPenalize(key, now, cost, capacity, refill)
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
+  local milli0, last = capacity * 1000, now
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
+    milli0 = tonumber(h[1])
+    last = tonumber(h[2])
+  end
+  local milli = milliAt(capacity, refill, milli0, last, now)
+  -- Below zero by at most the penalty; a bucket already lower than that stays where it is.
+  local low = milli - cost * 1000
+  if low < -cost * 1000 then low = -cost * 1000 end
+  if low < milli then milli = low end
+  tokenBucketWrite(key, now, capacity, refill, milli, last)
+end
 `,
   /** leaky-bucket.lua */
-  leakyBucket: `-- leakyBucket (params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units }: \`start\`
+  leakyBucket: `-- leakyBucket (params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units, x = until }: \`start\`
 -- is the whole ms at which a call last found the bucket drained, \`units\` the cost queued behind that call,
 -- so the last admitted unit passes at \`start + units * 1000 / rate\`, computed afresh and never summed up
 -- as a float. A missing key has never let anything through. Slots are reserved inside this script, so
@@ -398,6 +613,13 @@ local function leakyBucketDecide(key, now, cost, rate, maxQueueMs, limit)
     units
 end
 
+-- Writes the queue, when it has drained for a full queue (\`x\`) and the TTL until then.
+local function leakyBucketWrite(key, now, rate, limit, start, units)
+  local expiresAt = start + ceil(spanOf(rate, units + limit))
+  redis.call('HSET', key, 's', num(start), 'u', num(units), 'x', num(expiresAt))
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
 local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start, units)
   if ceil(spanOf(rate, units + cost)) > now - start then
     units = units + cost
@@ -405,9 +627,252 @@ local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start,
     start = now
     units = 0
   end
-  local expiresAt = start + ceil(spanOf(rate, units + limit))
-  redis.call('HSET', key, 's', num(start), 'u', num(units), 'x', num(expiresAt))
+  leakyBucketWrite(key, now, rate, limit, start, units)
+  -- Where this call left the queue, for giving its slot back (leakyBucketUnqueue).
+  return num(start) .. ':' .. num(units)
+end
+
+-- \`last\` goes back by \`cost\` intervals, but not before now: a slot in the past would let a burst through.
+local function leakyBucketRefund(key, now, cost, rate, _maxQueueMs, limit)
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
+  -- A missing key, or one past \`x\`, has nothing queued: nothing to give back.
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
+  local start, units = tonumber(h[1]), tonumber(h[2])
+  local elapsed = now - start
+  if units >= cost and spanOf(rate, units - cost) >= elapsed then
+    units = units - cost
+  elseif spanOf(rate, units) > elapsed then
+    start = now
+    units = 0
+  else
+    return
+  end
+  leakyBucketWrite(key, now, rate, limit, start, units)
+end
+
+-- \`last\` goes forward by \`cost\` intervals (from now, when it has passed), but at most \`cost\` intervals
+-- past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
+local function leakyBucketPenalize(key, now, cost, rate, maxQueueMs, limit)
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
+  local start0, units0 = -math.huge, 0
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
+    start0 = tonumber(h[1])
+    units0 = tonumber(h[2])
+  end
+  local start, units = start0, units0
+  if spanOf(rate, units) >= now - start then
+    units = units + cost
+  else
+    start = now
+    units = cost
+  end
+  local capStart = now + maxQueueMs
+  if start + spanOf(rate, units) > capStart + spanOf(rate, cost) then
+    if start0 + spanOf(rate, units0) >= capStart + spanOf(rate, cost) then return end
+    start = capStart
+    units = cost
+  end
+  leakyBucketWrite(key, now, rate, limit, start, units)
+end
+
+-- Gives a queued call's slot back, only when the queue still stands exactly where that call left it
+-- (\`mark\`): nobody queued behind it, so no one else's slot moves.
+local function leakyBucketUnqueue(key, now, cost, rate, maxQueueMs, limit, mark)
+  local h = redis.call('HMGET', key, 's', 'u')
+  if not h[1] or h[1] .. ':' .. h[2] ~= mark then return end
+  leakyBucketRefund(key, now, cost, rate, maxQueueMs, limit)
+end
+`,
+  /** concurrency.lua */
+  concurrency: `-- concurrency (params: limit, leaseMs). A sorted set of lease ids scored by when each ends. An id is
+-- "<uuid>:<cost>" (made by the store in TypeScript, random, so ids never collide across processes), so
+-- the units a lease holds are read from its id. A lease admitted at \`t\` is held while \`now < t + leaseMs\`.
+-- Each call removes at most \`concurrencyMaxDrop\` ended leases (the rest go on later calls, or with the
+-- key) and reads the leases held, at most \`limit\` of them (the factory bounds it). The key lives until
+-- its newest lease ends.
+
+local concurrencyMaxDrop = 64
+
+local function leaseUnits(member)
+  return tonumber(string.match(member, ':(%d+)$'))
+end
+
+local function concurrencyDecide(key, now, cost, limit, leaseMs)
+  local ended = redis.call('ZCOUNT', key, '-inf', num(now))
+  if ended > 0 then
+    local drop = ended
+    if drop > concurrencyMaxDrop then drop = concurrencyMaxDrop end
+    redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
+  end
+  local live = redis.call('ZRANGEBYSCORE', key, '(' .. num(now), '+inf', 'WITHSCORES')
+  local held = 0
+  for i = 1, #live, 2 do held = held + leaseUnits(live[i]) end
+  if held + cost <= limit then
+    -- The newest lease is this call's, or with cost 0 the newest held.
+    local resetMs = leaseMs
+    if cost == 0 then
+      resetMs = 0
+      if #live > 0 then resetMs = tonumber(live[#live]) - now end
+    end
+    return true, limit - held - cost, resetMs, 0, 0
+  end
+  -- Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).
+  local freed, retryAt = 0, now
+  for i = 1, #live, 2 do
+    freed = freed + leaseUnits(live[i])
+    retryAt = tonumber(live[i + 1])
+    if held - freed + cost <= limit then break end
+  end
+  local remaining = limit - held
+  if remaining < 0 then remaining = 0 end
+  return false, remaining, tonumber(live[#live]) - now, retryAt - now, 0
+end
+
+local function concurrencyAdmit(key, now, _cost, _limit, leaseMs, _a, _b, lease)
+  redis.call('ZADD', key, now + leaseMs, lease)
+  redis.call('PEXPIRE', key, pttl(leaseMs))
+end
+
+-- A refund does not apply: held units come back by release, not by refund.
+local function concurrencyRefund() end
+
+-- A penalty holds nothing: there is no work to release.
+local function concurrencyPenalize() end
+
+-- Ends \`lease\` before its time. Idempotent: an unknown or ended lease changes nothing.
+local function concurrencyRelease(key, now, lease)
+  local score = redis.call('ZSCORE', key, lease)
+  if score and tonumber(score) > now then redis.call('ZREM', key, lease) end
+end
+`,
+  /** warm-up.lua */
+  warmUp: `-- warmUp (params: stableMs, thresholdPermits, maxPermits, slope, coolDownMs, maxQueueMs, limit). A hash
+-- { n = the next call's slot, s = stored permits, x = cold again }, floats (stored with 17 significant digits). A
+-- missing key is a meter never seen: next = now, stored = maxPermits (it starts cold). The derived figures
+-- come from the rule as the factory computed them, so both stores start from the same doubles, and every
+-- formula performs the same operations in the same order as @sluice/core's rules/warm-up.ts. The key
+-- lives until the meter is cold again (\`x\`, under the numbers it was written with); from \`x\` on it reads as
+-- a missing key whatever the numbers are now, as @sluice/core's memory store reads it (state is keyed by
+-- identity, not numbers, so an edited rule may judge it).
+
+local function warmTimeFor(stableMs, slope, p)
+  return stableMs + p * slope
+end
+
+-- ms that taking \`take\` of \`stored\` permits costs.
+local function warmWaitFor(stableMs, threshold, slope, stored, take)
+  local above = stored - threshold
+  local w = 0
+  if above > 0 then
+    local t = above
+    if take < t then t = take end
+    w = (t * (warmTimeFor(stableMs, slope, above) + warmTimeFor(stableMs, slope, above - t))) / 2
+    take = take - t
+  end
+  return w + stableMs * take
+end
+
+-- Units of cost 1 that could still be admitted at the stable rate, the next slot \`ahead\` ms away: the n
+-- with \`ahead + (n − 1) × stableMs <= maxQueueMs\`, at most \`limit\`, the estimate settled by that comparison.
+local function warmRemaining(stableMs, maxQueueMs, limit, ahead)
+  if ahead <= 0 then return limit end
+  local n = floor((maxQueueMs - ahead) / stableMs) + 1
+  if n < 0 then n = 0 end
+  local i = 0
+  while i < fixupSteps and n > 0 and ahead + (n - 1) * stableMs > maxQueueMs do
+    n = n - 1
+    i = i + 1
+  end
+  i = 0
+  while i < fixupSteps and n < limit and ahead + n * stableMs <= maxQueueMs do
+    n = n + 1
+    i = i + 1
+  end
+  if n > limit then return limit end
+  return n
+end
+
+local function warmResetIn(ahead)
+  if ahead > 0 then return ceil(ahead) end
+  return 0
+end
+
+-- The state at \`now\`, idle time turned into stored permits.
+local function warmRead(key, now, maxPermits, coolDownMs)
+  local h = redis.call('HMGET', key, 'n', 's', 'x')
+  local next, stored = now, maxPermits
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
+    next = tonumber(h[1])
+    stored = tonumber(h[2])
+  end
+  if now > next then
+    local more = stored + (now - next) / coolDownMs
+    if more < maxPermits then stored = more else stored = maxPermits end
+    next = now
+  end
+  return next, stored
+end
+
+local function warmWrite(key, now, maxPermits, coolDownMs, next, stored)
+  local expiresAt = ceil(next + (maxPermits - stored + 1) * coolDownMs) + 1
+  redis.call('HSET', key, 'n', num(next), 's', num(stored), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
+local function warmUpDecide(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, maxQueueMs, limit)
+  local slot, stored = warmRead(key, now, maxPermits, coolDownMs)
+  if cost == 0 then
+    return true, warmRemaining(stableMs, maxQueueMs, limit, slot - now), warmResetIn(slot - now), 0, 0, slot, stored
+  end
+  if slot - now > maxQueueMs then
+    return false,
+      warmRemaining(stableMs, maxQueueMs, limit, slot - now),
+      warmResetIn(slot - now),
+      ceil(slot - maxQueueMs - now),
+      0,
+      slot,
+      stored
+  end
+  local spend = cost
+  if stored < spend then spend = stored end
+  local after = slot + warmWaitFor(stableMs, threshold, slope, stored, spend) + (cost - spend) * stableMs
+  return true,
+    warmRemaining(stableMs, maxQueueMs, limit, after - now),
+    warmResetIn(after - now),
+    0,
+    ceil(slot - now),
+    slot,
+    stored
+end
+
+local function warmUpAdmit(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, _maxQueueMs, _limit, slot, stored)
+  local spend = cost
+  if stored < spend then spend = stored end
+  local next = slot + warmWaitFor(stableMs, threshold, slope, stored, spend) + (cost - spend) * stableMs
+  warmWrite(key, now, maxPermits, coolDownMs, next, stored - spend)
+end
+
+-- The next slot goes back by \`cost\` stable intervals, not before now; stored permits stay spent.
+-- A missing key, or one past \`x\`, is a cold, idle meter: nothing to give back.
+local function warmUpRefund(key, now, cost, stableMs, _threshold, maxPermits, _slope, coolDownMs, _maxQueueMs, _limit)
+  local h = redis.call('HMGET', key, 'n', 's', 'x')
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
+  local n = tonumber(h[1])
+  if n <= now then return end
+  local back = n - cost * stableMs
+  if back < now then back = now end
+  warmWrite(key, now, maxPermits, coolDownMs, back, tonumber(h[2]))
+end
+
+-- The next slot moves on by \`cost\` stable intervals, spending no stored permit, at most \`cost\` intervals
+-- past a full queue.
+local function warmUpPenalize(key, now, cost, stableMs, _threshold, maxPermits, _slope, coolDownMs, maxQueueMs, _limit)
+  local next, stored = warmRead(key, now, maxPermits, coolDownMs)
+  local moved = next + cost * stableMs
+  local cap = now + maxQueueMs + cost * stableMs
+  if cap < moved then moved = cap end
+  if moved > next then next = moved end
+  warmWrite(key, now, maxPermits, coolDownMs, next, stored)
 end
 `,
 } as const

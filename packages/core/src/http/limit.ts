@@ -8,11 +8,13 @@ import { STATUS_CODES } from 'node:http'
 import { httpChannel } from '../channels.ts'
 import { InvalidOptionError } from '../errors.ts'
 import { DEFAULT_HEADERS, NO_HEADERS, retryAfterSeconds } from '../headers.ts'
+import { holdResponse } from '../hold.ts'
 import { compileKey } from '../keys/keys.ts'
 import { createLimiter, type Limiter } from '../limiter.ts'
 import { isPromise } from '../options.ts'
 import type { Decision } from '../types.ts'
 import { type HttpAdapter, whenResponseEnds } from './adapter.ts'
+import { HeldRequests } from './held.ts'
 import type { ParsedHttpOptions, ResponseBody } from './options.ts'
 import { type EndCallback, RequestRecord } from './record.ts'
 
@@ -41,6 +43,9 @@ export type HttpOutcome =
       readonly action: 'allow'
       readonly decision: Decision
       readonly headers: Readonly<Record<string, string>>
+      /** The key and cost the request was counted under, for `RequestLimit.hold`. */
+      readonly key: string
+      readonly cost: number | undefined
     }
   /** Denied: answer `status` with `headers` and `body`. */
   | {
@@ -64,6 +69,12 @@ export interface RequestLimit<Req, Res> {
   limitRequest(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome>
   /** Runs `callback` once when the response to `req` ends (see `RequestRecord.onEnd`). */
   onResponseEnd(req: Req, res: Res, callback: EndCallback): void
+  /**
+   * Holds an admitted request for its `decision.waitMs` (a leaky-bucket queue). Resolves `true` when the
+   * request may go on, `false` when its client went away first: the request stops there, and its slot is
+   * given back if nobody queued behind it.
+   */
+  hold(req: Req, res: Res, outcome: Extract<HttpOutcome, { action: 'allow' }>): Promise<boolean>
 }
 
 export interface BuildOptions {
@@ -83,7 +94,7 @@ const PASS: HttpOutcome = Object.freeze({ action: 'pass' })
  * neither `rules` nor `limiter` was given.
  */
 export function buildRequestLimit<Req, Res>(
-  parsed: ParsedHttpOptions<Req>,
+  parsed: ParsedHttpOptions<Req, Res>,
   adapter: HttpAdapter<Req, Res>,
   options: BuildOptions = {},
 ): RequestLimit<Req, Res> {
@@ -100,10 +111,24 @@ export function buildRequestLimit<Req, Res>(
   // A shadowed limit sends no headers: it does not advertise a policy it does not enforce.
   const headerOptions = shadow ? NO_HEADERS : (parsed.headers ?? DEFAULT_HEADERS)
   const status = parsed.statusCode ?? 429
-  const bodyOf = bodyResolver<Req>(parsed.message, status)
+  const bodyOf = bodyResolver<Req>(parsed.message)
   const limiter = parsed.limiter ?? limiterFrom(parsed)
   const owner = options.owner
   const prefix = limiter.prefix
+  // A denial by the rules of a limiter that blocks began a block: it is answered as a blocked request.
+  const blocks = limiter.block !== undefined
+  const blockedStatus = parsed.blockedStatusCode ?? 429
+  const countWhen = parsed.countWhen as ((request: Req, response: Res) => boolean) | undefined
+  if (countWhen !== undefined && typeof limiter.refund !== 'function') {
+    throw new InvalidOptionError(
+      `${where}.countWhen`,
+      countWhen,
+      'a limiter that can refund (built by createLimiter)',
+    )
+  }
+  const held = new HeldRequests(parsed.queuePerClient ?? DEFAULT_QUEUE_PER_CLIENT)
+  /** Warnings already emitted for this limit, so a broken callback cannot flood the process's output. */
+  const warned = new Set<string>()
 
   function recordOf(req: Req): RequestRecord {
     let record = adapter.recordOf(req)
@@ -114,7 +139,7 @@ export function buildRequestLimit<Req, Res>(
     return record
   }
 
-  function count(req: Req): HttpOutcome | Promise<HttpOutcome> {
+  function count(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
     const record = recordOf(req)
     if ((owner !== undefined && !record.claim(owner)) || !record.claim(limiter)) return PASS
     const key = keyOf(req)
@@ -123,14 +148,27 @@ export function buildRequestLimit<Req, Res>(
       if (httpChannel.hasSubscribers) publish(req, '', undefined, 'reject')
       return { action: 'reject', status: 400, body: missingKeyBody(key.missing), contentType: PROBLEM_JSON }
     }
-    const decision = limiter.consumeNow(key.key, { cost: costOf(req), context: req })
-    if (decision instanceof Promise) return decision.then((d) => outcomeOf(req, record, key.key, d))
-    return outcomeOf(req, record, key.key, decision)
+    const cost = costOf(req)
+    const decision = limiter.consumeNow(key.key, { cost, context: req })
+    if (decision instanceof Promise) {
+      return decision.then((d) => outcomeOf(req, res, record, key.key, cost, d))
+    }
+    return outcomeOf(req, res, record, key.key, cost, decision)
   }
 
-  function outcomeOf(req: Req, record: RequestRecord, key: string, decision: Decision): HttpOutcome {
-    const headers = record.counted({ decision, headers: headerOptions })
+  function outcomeOf(
+    req: Req,
+    res: Res,
+    record: RequestRecord,
+    key: string,
+    cost: number | undefined,
+    decision: Decision,
+  ): HttpOutcome {
+    // A concurrency lease is held while the request runs: it ends with the response, or when the client leaves.
+    if (decision.lease !== undefined) limitOnEnd(req, res, () => release(req, key, decision))
     if (shadow) {
+      if (countWhen !== undefined && decision.allowed) whenEnded(req, res, key, cost, decision)
+      record.counted({ decision, headers: headerOptions })
       // Counted as usual; never denied or held.
       if (httpChannel.hasSubscribers) {
         publish(req, key, decision, decision.allowed && decision.waitMs === 0 ? 'allow' : 'shadow')
@@ -138,12 +176,91 @@ export function buildRequestLimit<Req, Res>(
       return PASS
     }
     if (decision.allowed) {
+      if (decision.waitMs > 0) {
+        if (!held.take(key, view.ip(req), req)) {
+          // One client holds too many places in this key's queue: this one is refused now, its slot given back.
+          giveBack(req, key, cost, decision)
+          return deny(req, record, key, queueFull(decision), status)
+        }
+      }
+      if (countWhen !== undefined) whenEnded(req, res, key, cost, decision)
+      const headers = record.counted({ decision, headers: headerOptions })
       if (httpChannel.hasSubscribers) publish(req, key, decision, decision.waitMs > 0 ? 'queue' : 'allow')
-      return { action: 'allow', decision, headers }
+      return { action: 'allow', decision, headers, key, cost }
     }
+    const blocked = decision.reason === 'blocked' || (blocks && decision.reason === 'rules')
+    return deny(req, record, key, decision, blocked ? blockedStatus : status)
+  }
+
+  function deny(req: Req, record: RequestRecord, key: string, decision: Decision, code: number): HttpOutcome {
+    const headers = record.counted({ decision, headers: headerOptions })
     if (httpChannel.hasSubscribers) publish(req, key, decision, 'deny')
-    const { body, contentType } = bodyOf(req, decision)
-    return { action: 'deny', decision, status, headers, body, contentType }
+    const { body, contentType } = bodyOf(req, decision, code)
+    return { action: 'deny', decision, status: code, headers, body, contentType }
+  }
+
+  /** Asks `countWhen` when the response has been sent, and refunds when it says false. */
+  function whenEnded(req: Req, res: Res, key: string, cost: number | undefined, decision: Decision): void {
+    if (!counts(decision)) return
+    limitOnEnd(req, res, (finished) => {
+      if (finished && !asked(req, res)) refund(key, cost, req)
+    })
+  }
+
+  function limitOnEnd(req: Req, res: Res, callback: EndCallback): void {
+    const record = recordOf(req)
+    if (record.onEnd(callback)) whenResponseEnds(adapter.responseOf(res), (finished) => record.end(finished))
+  }
+
+  /** `countWhen`'s answer: only `false` refunds; a throw or a promise counts the request, with a warning. */
+  function asked(req: Req, res: Res): boolean {
+    let answer: unknown
+    try {
+      answer = countWhen!(req, res)
+    } catch (error) {
+      warnOnce('throw', `countWhen threw (the request stays counted): ${String(error)}`)
+      return true
+    }
+    if (isPromise(answer)) {
+      // Nobody waits for it: it may still reject, and that must not be an unhandled rejection.
+      Promise.resolve(answer).catch(() => {})
+      warnOnce(
+        'promise',
+        'countWhen returned a promise; it must answer synchronously (the request stays counted)',
+      )
+      return true
+    }
+    return answer !== false
+  }
+
+  function refund(key: string, cost: number | undefined, req: Req): void {
+    limiter.refund(key, { cost, context: req }).catch((error: unknown) => {
+      warnOnce('refund', `a refund (countWhen) failed, so the request stays counted: ${String(error)}`)
+    })
+  }
+
+  function release(req: Req, key: string, decision: Decision): void {
+    limiter.release(key, decision, { context: req }).catch((error: unknown) => {
+      warnOnce(
+        'release',
+        `releasing a concurrency lease failed (it ends by itself after leaseMs): ${String(error)}`,
+      )
+    })
+  }
+
+  function giveBack(req: Req, key: string, cost: number | undefined, decision: Decision): void {
+    limiter.unqueue(key, decision, { cost, context: req }).catch((error: unknown) => {
+      warnOnce('unqueue', `giving a queued slot back failed: ${String(error)}`)
+    })
+  }
+
+  function warnOnce(what: string, message: string): void {
+    if (warned.has(what)) return
+    warned.add(what)
+    process.emitWarning(
+      `sluice (${prefix}): ${message}. Further such failures of this limit are not reported.`,
+      'SluiceWarning',
+    )
   }
 
   function publish(req: Req, key: string, decision: Decision | undefined, action: string): void {
@@ -153,23 +270,40 @@ export function buildRequestLimit<Req, Res>(
 
   return {
     limiter,
-    limitRequest(req) {
+    limitRequest(req, res) {
       try {
-        if (skip === undefined) return count(req)
+        if (skip === undefined) return count(req, res)
         const skipped = skip(req)
-        if (!isPromise(skipped)) return skipped ? PASS : count(req)
+        if (!isPromise(skipped)) return skipped ? PASS : count(req, res)
         // A native promise, whatever thenable `skip` answered with.
-        return Promise.resolve(skipped).then((s) => (s ? PASS : count(req)))
+        return Promise.resolve(skipped).then((s) => (s ? PASS : count(req, res)))
       } catch (error) {
         return Promise.reject(error)
       }
     },
-    onResponseEnd(req, res, callback) {
-      const record = recordOf(req)
-      if (record.onEnd(callback))
-        whenResponseEnds(adapter.responseOf(res), (finished) => record.end(finished))
+    onResponseEnd: limitOnEnd,
+    hold(req, res, outcome) {
+      const { decision, key, cost } = outcome
+      return holdResponse(adapter.responseOf(res), decision.waitMs).then((waited) => {
+        held.release(req)
+        if (!waited) giveBack(req, key, cost, decision)
+        return waited
+      })
     },
   }
+}
+
+/** How many of one client's requests one key's queue holds at once, unless `queuePerClient` says. */
+export const DEFAULT_QUEUE_PER_CLIENT = 16
+
+/** Whether an admitted decision counted units a refund can give back (not a store-error or unlimited pass). */
+function counts(decision: Decision): boolean {
+  return decision.reason === 'rules' || decision.reason === 'prefetch'
+}
+
+/** The answer to a queued request refused because its client holds too many places: come back when this one's slot comes. */
+function queueFull(decision: Decision): Decision {
+  return { ...decision, allowed: false, retryAfterMs: decision.waitMs, waitMs: 0 }
 }
 
 /** The body of a 429 when the user gave no `message`: problem details naming the rule and the wait. */
@@ -184,10 +318,12 @@ export function limitedBody(decision: Decision, status = 429, detail?: string): 
   }
 }
 
-/** One sentence on a denial: the rule and the wait (or the store, when it failed). */
+/** One sentence on a denial: the rule and the wait (or the store, when it failed; or the block). */
 export function limitedDetail(decision: Decision): string {
   const seconds = retryAfterSeconds(decision)
   if (decision.reason === 'store-error') return `The rate-limit store is unavailable; retry in ${seconds} s.`
+  if (decision.reason === 'blocked')
+    return `Blocked after exceeding rate limit ${decision.rule}; retry in ${seconds} s.`
   return `Rate limit ${decision.rule} exceeded; retry in ${seconds} s.`
 }
 
@@ -200,7 +336,7 @@ function missingKeyBody(missing: string): ResponseBody {
   }
 }
 
-function limiterFrom<R>(parsed: ParsedHttpOptions<R>): Limiter<R> {
+function limiterFrom<R, S>(parsed: ParsedHttpOptions<R, S>): Limiter<R> {
   if (parsed.rules === undefined) {
     throw new InvalidOptionError(`${parsed.where}.rules`, undefined, 'rules, or a limiter')
   }
@@ -209,6 +345,7 @@ function limiterFrom<R>(parsed: ParsedHttpOptions<R>): Limiter<R> {
     store: parsed.store,
     prefix: parsed.prefix,
     onStoreError: parsed.onStoreError,
+    block: parsed.block,
   })
 }
 
@@ -228,19 +365,18 @@ interface DeniedBody {
 /** Builds the denied body: sluice's problem details (around the user's text, if any), or the user's own object. */
 function bodyResolver<R>(
   message: ParsedHttpOptions<R>['message'],
-  status: number,
-): (request: R, decision: Decision) => DeniedBody {
-  const problem = (decision: Decision, detail?: string): DeniedBody => ({
+): (request: R, decision: Decision, status: number) => DeniedBody {
+  const problem = (decision: Decision, status: number, detail?: string): DeniedBody => ({
     body: limitedBody(decision, status, detail),
     contentType: PROBLEM_JSON,
   })
   const own = (body: ResponseBody): DeniedBody => ({ body, contentType: JSON_TYPE })
-  if (message === undefined) return (_request, decision) => problem(decision)
-  if (typeof message === 'string') return (_request, decision) => problem(decision, message)
+  if (message === undefined) return (_request, decision, status) => problem(decision, status)
+  if (typeof message === 'string') return (_request, decision, status) => problem(decision, status, message)
   if (typeof message === 'function') {
-    return (request, decision) => {
+    return (request, decision, status) => {
       const built = message(request, decision)
-      return typeof built === 'string' ? problem(decision, built) : own(built)
+      return typeof built === 'string' ? problem(decision, status, built) : own(built)
     }
   }
   return () => own(message)

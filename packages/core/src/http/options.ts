@@ -4,6 +4,7 @@
  * built, no prefix claimed. Building is `buildRequestLimit`'s (limit.ts). A Fastify route's options are
  * its own parsed options merged over the plugin's, so inheritance is a merge of plain objects.
  */
+import { type BlockOptions, blockOption } from '../block.ts'
 import { InvalidOptionError } from '../errors.ts'
 import { type HeaderOptions, type ResolvedHeaderOptions, resolveHeaderOptions } from '../headers.ts'
 import { subnetOption } from '../keys/ip.ts'
@@ -29,8 +30,11 @@ import type { Decision, Store } from '../types.ts'
 /** A problem-details body (RFC 9457) or any JSON object a user prefers. */
 export type ResponseBody = Record<string, unknown>
 
-/** The options both adapters share. `R` is the framework's request type. */
-export interface HttpLimitOptions<R> {
+/**
+ * The options both adapters share. `R` is the framework's request type; `S` what its hook answers with
+ * (Express's `res`, Fastify's `reply`), as `countWhen` sees it.
+ */
+export interface HttpLimitOptions<R, S = unknown> {
   /**
    * The rules, or a function `(key, request) => rules | null` for a table of limits per key
    * (`null`, or a rule with `limit: -1`, means not limited). Required unless `limiter` is given.
@@ -42,7 +46,13 @@ export interface HttpLimitOptions<R> {
   prefix?: string
   /** When the store fails: `'allow'` (default), `'deny'`, `'throw'` (the error goes to the framework), or a limiter. */
   onStoreError?: StoreErrorPolicy<R>
-  /** A limiter built with `createLimiter`, instead of `rules`/`store`/`prefix`/`onStoreError`. */
+  /**
+   * Block a key the rules deny, for `ms`, then `factor` times longer for each block begun within
+   * `forgetMs`, at most `maxMs` (as `createLimiter`'s `block`). Blocked requests are answered
+   * `blockedStatusCode`. Default: no blocks.
+   */
+  block?: BlockOptions
+  /** A limiter built with `createLimiter`, instead of `rules`/`store`/`prefix`/`onStoreError`/`block`. */
   limiter?: Limiter<R>
   /**
    * What a request is counted against: `'ip'`, `'route'`, `{ header: [...] }`, a function of the request,
@@ -67,6 +77,26 @@ export interface HttpLimitOptions<R> {
   /** HTTP status of a denied request. Default 429. */
   statusCode?: number
   /**
+   * HTTP status of a blocked request and of the one whose denial began the block (a limiter with
+   * `block`). Default 429; 403 for a ban.
+   */
+  blockedStatusCode?: number
+  /**
+   * Asked once when the response has been sent: `false` gives the request's units back (a refund), so
+   * only the requests it answers `true` for stay counted. `(req, res) => res.statusCode >= 400` counts
+   * failures only (express-rate-limit's `skipSuccessfulRequests`). A request whose client left before the
+   * response was sent stays counted, unasked. It must answer synchronously: a promise, or a throw, counts
+   * the request and emits one `SluiceWarning` per limit (the response is gone, there is no one to tell).
+   * Only `false` refunds. Default: every admitted request counts.
+   */
+  countWhen?: (request: R, response: S) => boolean
+  /**
+   * Most requests of one client (by its address, as `'ip'` reads it) held at once in one key's queue
+   * (a leakyBucket with `maxQueueMs`), in this process. Past it a request is answered at once with
+   * `statusCode` and its slot is given back (when nobody queued behind it). An integer >= 1. Default 16.
+   */
+  queuePerClient?: number
+  /**
    * Decide and count as usual, but never deny or hold: a request the rules deny (or would queue) goes
    * through, published on `sluice:http` with `action: 'shadow'`, and the limit sends no rate-limit headers
    * (it does not advertise a policy it does not enforce). For rolling a limit out safely. Default false.
@@ -75,7 +105,7 @@ export interface HttpLimitOptions<R> {
 }
 
 /** The options that build a limiter; `limiter` takes their place. */
-export const LIMITER_OPTION_NAMES = ['rules', 'store', 'prefix', 'onStoreError'] as const
+export const LIMITER_OPTION_NAMES = ['rules', 'store', 'prefix', 'onStoreError', 'block'] as const
 
 /** The options that say how a request is counted and answered. */
 export const REQUEST_OPTION_NAMES = [
@@ -87,6 +117,9 @@ export const REQUEST_OPTION_NAMES = [
   'headers',
   'message',
   'statusCode',
+  'blockedStatusCode',
+  'countWhen',
+  'queuePerClient',
   'shadow',
 ] as const
 
@@ -101,13 +134,15 @@ export type OptionCheck = (option: string, value: unknown) => unknown
  * it, and `undefined` for what was not given (so a merge can still fill it). `own` holds the adapter's
  * own options, checked by the adapter's checks.
  */
-export interface ParsedHttpOptions<R> {
+export interface ParsedHttpOptions<R, S = unknown> {
   /** Where these options were given, for errors raised when they are built: `rateLimit`, `sluice`. */
   readonly where: string
   readonly rules: RulesOption<R> | undefined
   readonly store: Store | undefined
   readonly prefix: string | undefined
   readonly onStoreError: StoreErrorPolicy<R> | undefined
+  /** As the user wrote it (checked): `createLimiter` resolves it. */
+  readonly block: BlockOptions | undefined
   readonly limiter: Limiter<R> | undefined
   readonly key: KeySpec<R> | undefined
   readonly onMissingKey: MissingKeyPolicy | undefined
@@ -117,6 +152,9 @@ export interface ParsedHttpOptions<R> {
   readonly headers: ResolvedHeaderOptions | undefined
   readonly message: HttpLimitOptions<R>['message'] | undefined
   readonly statusCode: number | undefined
+  readonly blockedStatusCode: number | undefined
+  readonly countWhen: ((request: R, response: S) => boolean) | undefined
+  readonly queuePerClient: number | undefined
   readonly shadow: boolean | undefined
   readonly own: Readonly<Record<string, unknown>>
 }
@@ -138,11 +176,11 @@ const MIGRATION_HINTS: Readonly<Record<string, string>> = {
  * `own` lists the adapter's own options with their checks. Throws `InvalidOptionError` for an unknown
  * name (whatever its value), a bad value, or `limiter` given beside the options it replaces.
  */
-export function parseHttpOptions<R>(
+export function parseHttpOptions<R, S = unknown>(
   where: string,
   options: unknown,
   own: Readonly<Record<string, OptionCheck>> = {},
-): ParsedHttpOptions<R> {
+): ParsedHttpOptions<R, S> {
   if (options !== null && typeof options === 'object' && !Array.isArray(options)) {
     for (const name of Object.keys(options)) {
       const hint = MIGRATION_HINTS[name]
@@ -151,9 +189,9 @@ export function parseHttpOptions<R>(
       }
     }
   }
-  const o = readOptions<HttpLimitOptions<R> & Record<string, unknown>>(
+  const o = readOptions<HttpLimitOptions<R, S> & Record<string, unknown>>(
     where,
-    options as HttpLimitOptions<R> & Record<string, unknown>,
+    options as HttpLimitOptions<R, S> & Record<string, unknown>,
     [...HTTP_OPTION_NAMES, ...Object.keys(own)],
     true,
   )
@@ -181,6 +219,10 @@ export function parseHttpOptions<R>(
   if (o.skip !== undefined) functionOption(name('skip'), o.skip)
   if (o.message !== undefined) messageOption(name('message'), o.message)
   if (o.statusCode !== undefined) statusOption(name('statusCode'), o.statusCode)
+  if (o.block !== undefined) blockOption(name('block'), o.block)
+  if (o.blockedStatusCode !== undefined) statusOption(name('blockedStatusCode'), o.blockedStatusCode)
+  if (o.countWhen !== undefined) functionOption(name('countWhen'), o.countWhen)
+  if (o.queuePerClient !== undefined) integerOption(name('queuePerClient'), o.queuePerClient, 1)
   if (o.shadow !== undefined) booleanOption(name('shadow'), o.shadow)
   const ownValues: Record<string, unknown> = {}
   for (const option of Object.keys(own)) {
@@ -192,6 +234,7 @@ export function parseHttpOptions<R>(
     store: o.store,
     prefix: o.prefix,
     onStoreError: o.onStoreError,
+    block: o.block,
     limiter: o.limiter,
     key: o.key,
     onMissingKey: o.onMissingKey,
@@ -201,6 +244,9 @@ export function parseHttpOptions<R>(
     headers: o.headers === undefined ? undefined : resolveHeaderOptions(o.headers, name('headers')),
     message: o.message,
     statusCode: o.statusCode,
+    blockedStatusCode: o.blockedStatusCode,
+    countWhen: o.countWhen,
+    queuePerClient: o.queuePerClient,
     shadow: o.shadow,
     own: ownValues,
   }
@@ -211,17 +257,17 @@ export function parseHttpOptions<R>(
  * limiter-building options, and giving any of those drops `base`'s `limiter`, so the result never holds
  * both. The result keeps `over`'s `where`, so an error at build names the options the user wrote last.
  */
-export function mergeHttpOptions<R>(
-  base: ParsedHttpOptions<R>,
-  over: ParsedHttpOptions<R>,
-): ParsedHttpOptions<R> {
+export function mergeHttpOptions<R, S = unknown>(
+  base: ParsedHttpOptions<R, S>,
+  over: ParsedHttpOptions<R, S>,
+): ParsedHttpOptions<R, S> {
   const merged: Record<string, unknown> = { ...base, where: over.where, own: { ...base.own, ...over.own } }
-  for (const option of Object.keys(over) as (keyof ParsedHttpOptions<R>)[]) {
+  for (const option of Object.keys(over) as (keyof ParsedHttpOptions<R, S>)[]) {
     if (option !== 'where' && option !== 'own' && over[option] !== undefined) merged[option] = over[option]
   }
   if (over.limiter !== undefined) for (const option of LIMITER_OPTION_NAMES) merged[option] = undefined
   else if (LIMITER_OPTION_NAMES.some((option) => over[option] !== undefined)) merged.limiter = undefined
-  return merged as unknown as ParsedHttpOptions<R>
+  return merged as unknown as ParsedHttpOptions<R, S>
 }
 
 function messageOption(option: string, value: unknown): void {

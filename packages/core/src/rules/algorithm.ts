@@ -18,10 +18,24 @@ export interface Algorithm<R extends Rule, S> {
    * a call another rule denied, so that rule reports what it has left, not what the call would leave.
    */
   decide(state: S, rule: R, now: number, cost: number): RuleDecision
-  /** Records an admitted call. Called only after `decide` admitted the same call at the same `now`. */
-  admit(state: S, rule: R, now: number, cost: number): void
+  /**
+   * Records an admitted call. Called only after `decide` admitted the same call at the same `now`.
+   * `lease` (concurrency rules) is the id the call's units are held under.
+   */
+  admit(state: S, rule: R, now: number, cost: number, lease?: string): void
   /** From this time on the state answers exactly as a fresh one would, so it may be forgotten. */
   expiresAt(state: S, rule: R): number
+  /**
+   * Gives back up to `cost` units at `now`, never below empty, in bounded work: the units most recently
+   * counted go first, so what stays counted is exactly what the calls that stay counted took, and the rule
+   * never lets more through than exact counting of those calls would.
+   */
+  refund(state: S, rule: R, now: number, cost: number): void
+  /**
+   * Counts `cost` units at `now` whatever the rule says. The state may go past the limit, by at most
+   * `cost` (a token bucket below zero by at most `cost`): penalties do not pile up without bound.
+   */
+  penalize(state: S, rule: R, now: number, cost: number): void
 }
 
 /** Builds a RuleDecision; every ms figure it receives is already a rounded-up integer. */
@@ -33,6 +47,19 @@ export function ruleDecision(
   retryAfterMs: number,
   waitMs: number,
 ): RuleDecision {
+  if (rule.kind === 'concurrency') {
+    return {
+      rule: rule.name,
+      allowed,
+      limit: rule.limit,
+      remaining,
+      resetMs,
+      retryAfterMs,
+      waitMs,
+      windowSeconds: rule.policyWindowSeconds,
+      unit: 'concurrent-requests',
+    }
+  }
   return {
     rule: rule.name,
     allowed,
@@ -43,4 +70,9 @@ export function ruleDecision(
     waitMs,
     windowSeconds: rule.policyWindowSeconds,
   }
+}
+
+/** `n`, or 0 when it is negative: a penalized rule can count past its limit, but never has less than nothing left. */
+export function atLeastZero(n: number): number {
+  return Math.max(n, 0)
 }

@@ -5,7 +5,7 @@
  */
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { FixedWindowRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
@@ -50,9 +50,8 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
     const after = allowed ? count + cost : count
     // Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
     const resetMs = after === 0 ? 0 : start + rule.windowMs - now
-    // A count past the limit (the limit was lowered: state identity keeps counts) leaves nothing, not less.
-    const remaining = after < rule.limit ? rule.limit - after : 0
-    return ruleDecision(rule, allowed, remaining, resetMs, allowed ? 0 : resetMs, 0)
+    // A count past the limit (lowered, or penalized) leaves nothing, not less.
+    return ruleDecision(rule, allowed, atLeastZero(rule.limit - after), resetMs, allowed ? 0 : resetMs, 0)
   },
 
   admit(state, rule, now, cost) {
@@ -65,4 +64,18 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
   },
 
   expiresAt: (state, rule) => state.start + rule.windowMs,
+
+  refund(state, rule, now, cost) {
+    // Only the current window's count: units of a window that is over no longer count anyway.
+    if (state.start === now - (now % rule.windowMs)) state.count = Math.max(state.count - cost, 0)
+  },
+
+  penalize(state, rule, now, cost) {
+    const start = now - (now % rule.windowMs)
+    if (state.start !== start) {
+      state.start = start
+      state.count = 0
+    }
+    state.count = Math.max(state.count, Math.min(state.count + cost, rule.limit + cost))
+  },
 }

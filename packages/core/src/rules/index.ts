@@ -4,6 +4,7 @@
  */
 import type { Rule, RuleKind } from '../types.ts'
 import type { Algorithm } from './algorithm.ts'
+import { concurrencyAlgorithm } from './concurrency.ts'
 import { fixedWindowAlgorithm } from './fixed-window.ts'
 import { leakyBucketAlgorithm } from './leaky-bucket.ts'
 import { slidingLogAlgorithm } from './sliding-log.ts'
@@ -11,6 +12,7 @@ import { slidingWindowAlgorithm } from './sliding-window.ts'
 import { RULE_KINDS, type RuleSpec, ruleFromSpec } from './spec.ts'
 import { tokenBucketAlgorithm } from './token-bucket.ts'
 import { type RuleInput, UNLIMITED } from './unlimited.ts'
+import { warmUpAlgorithm } from './warm-up.ts'
 
 export const algorithms: { readonly [K in RuleKind]: Algorithm<Extract<Rule, { kind: K }>, unknown> } = {
   fixedWindow: fixedWindowAlgorithm as Algorithm<Extract<Rule, { kind: 'fixedWindow' }>, unknown>,
@@ -18,6 +20,8 @@ export const algorithms: { readonly [K in RuleKind]: Algorithm<Extract<Rule, { k
   slidingWindow: slidingWindowAlgorithm as Algorithm<Extract<Rule, { kind: 'slidingWindow' }>, unknown>,
   tokenBucket: tokenBucketAlgorithm as Algorithm<Extract<Rule, { kind: 'tokenBucket' }>, unknown>,
   leakyBucket: leakyBucketAlgorithm as Algorithm<Extract<Rule, { kind: 'leakyBucket' }>, unknown>,
+  concurrency: concurrencyAlgorithm as Algorithm<Extract<Rule, { kind: 'concurrency' }>, unknown>,
+  warmUp: warmUpAlgorithm as Algorithm<Extract<Rule, { kind: 'warmUp' }>, unknown>,
 }
 
 /** The algorithm that runs `rule`. */

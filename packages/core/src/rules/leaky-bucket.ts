@@ -102,7 +102,7 @@ function spanOf(rule: LeakyBucketRule, units: number): number {
 }
 
 /** The most units whose intervals fit in `ms`: the largest n >= 0 with `n * 1000 / rate <= ms`. */
-function unitsWithin(ratePerSecond: number, ms: number): number {
+export function unitsWithin(ratePerSecond: number, ms: number): number {
   let n = Math.max(0, Math.floor((ms * ratePerSecond) / 1000))
   // The estimate can be a rounding off; settle it with the comparison decide makes. Within 2^50 units it
   // is off by at most one; the loops are capped all the same (a state left by a faster rule can hold more).
@@ -177,4 +177,61 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
   },
 
   expiresAt: (state) => state.until,
+
+  refund(state, rule, now, cost) {
+    // Past `until` the bucket reads as drained: nothing to give back.
+    if (now >= state.until) return
+    // `last` goes back by `cost` intervals, but not before now: a slot in the past would let a burst through.
+    const elapsed = now - state.start
+    if (state.units >= cost && spanOf(rule, state.units - cost) >= elapsed) state.units -= cost
+    else if (spanOf(rule, state.units) > elapsed) {
+      state.start = now
+      state.units = 0
+    } else return
+    state.until = state.start + Math.ceil(spanOf(rule, state.units + rule.limit))
+  },
+
+  penalize(state, rule, now, cost) {
+    // `last` goes forward by `cost` intervals (from now, when it has passed), but at most `cost` intervals
+    // past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
+    const fresh = now >= state.until
+    const start0 = fresh ? Number.NEGATIVE_INFINITY : state.start
+    const units0 = fresh ? 0 : state.units
+    let start = start0
+    let units = units0
+    if (spanOf(rule, units) >= now - start) units += cost
+    else {
+      start = now
+      units = cost
+    }
+    const capStart = now + rule.maxQueueMs
+    if (start + spanOf(rule, units) > capStart + spanOf(rule, cost)) {
+      if (start0 + spanOf(rule, units0) >= capStart + spanOf(rule, cost)) return
+      start = capStart
+      units = cost
+    }
+    state.start = start
+    state.units = units
+    state.until = start + Math.ceil(spanOf(rule, units + rule.limit))
+  },
+}
+
+/** Where a queued call left the queue (`RuleDecision.queue`): the state it wrote, as text both stores write alike. */
+export function queueMark(state: LeakyBucketState): string {
+  return `${state.start}:${state.units}`
+}
+
+/**
+ * Gives a queued call's slot back, only when `mark` (its `RuleDecision.queue`) is still exactly where
+ * the queue stands: nobody has queued behind it, so moving `last` back by its `cost` intervals (not before
+ * now) hands no one else's slot away. Later callers hold later slots; then nothing changes.
+ */
+export function unqueue(
+  state: LeakyBucketState,
+  rule: LeakyBucketRule,
+  now: number,
+  cost: number,
+  mark: string,
+): void {
+  if (queueMark(state) === mark) leakyBucketAlgorithm.refund(state, rule, now, cost)
 }

@@ -7,7 +7,7 @@
 import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingLogRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
 import { MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
@@ -121,8 +121,8 @@ export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
     return ruleDecision(
       rule,
       false,
-      // Past the limit when it was lowered (state identity keeps counts): nothing is left, not less.
-      total < rule.limit ? rule.limit - total : 0,
+      // Past the limit when it was lowered or penalized: nothing is left, not less.
+      atLeastZero(rule.limit - total),
       newest + rule.windowMs - now,
       times[lo]! + rule.windowMs - now,
       0,
@@ -136,6 +136,34 @@ export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
       state.times.push(now)
       state.ends.push((last < 0 ? 0 : state.ends[last]!) + cost)
     }
+  },
+
+  refund(state, rule, now, cost) {
+    expire(state, rule, now)
+    const total = totalOf(state)
+    if (total === 0) return
+    const { times, ends, head } = state
+    // The units that stay end at `keep` in the running sums; the newest entry whose sum passes it is cut
+    // down to it and every newer one dropped, found by binary search (no walk over the entries).
+    const keep = ends[ends.length - 1]! - Math.min(cost, total)
+    let lo = head
+    let hi = ends.length - 1
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (ends[mid]! > keep) hi = mid
+      else lo = mid + 1
+    }
+    const length = keep > endBefore(state, lo) ? lo + 1 : lo
+    if (length > lo) ends[lo] = keep
+    times.length = length
+    ends.length = length
+  },
+
+  penalize(state, rule, now, cost) {
+    expire(state, rule, now)
+    const total = totalOf(state)
+    const add = Math.min(cost, rule.limit + cost - total)
+    if (add > 0) slidingLogAlgorithm.admit(state, rule, now, add)
   },
 
   expiresAt: (state, rule) =>

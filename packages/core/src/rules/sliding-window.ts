@@ -8,7 +8,7 @@
 import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingWindowRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
@@ -102,8 +102,8 @@ export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowS
     return ruleDecision(
       rule,
       false,
-      // Past the limit when it was lowered (state identity keeps counts): nothing is left, not less.
-      total < rule.limit ? rule.limit - total : 0,
+      // Past the limit when it was lowered or penalized: nothing is left, not less.
+      atLeastZero(rule.limit - total),
       newest + rule.windowMs - now,
       s + rule.windowMs - now,
       0,
@@ -118,6 +118,35 @@ export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowS
       state.counts[i] = 0
     }
     state.counts[i]! += cost
+  },
+
+  refund(state, rule, now, cost) {
+    // Newest live bucket first: at most `buckets` steps, however large the refund.
+    const { starts, counts } = state
+    const current = now - (now % rule.bucketMs)
+    const oldest = current - rule.windowMs + rule.bucketMs
+    let left = cost
+    for (let s = current; s >= oldest && left > 0; s -= rule.bucketMs) {
+      const i = slotOf(rule, s)
+      if (starts[i] === s && counts[i]! > 0) {
+        const take = Math.min(counts[i]!, left)
+        counts[i]! -= take
+        left -= take
+      }
+    }
+  },
+
+  penalize(state, rule, now, cost) {
+    const { starts, counts } = state
+    const current = now - (now % rule.bucketMs)
+    const oldest = current - rule.windowMs + rule.bucketMs
+    let total = 0
+    for (let i = 0; i < rule.buckets; i++) {
+      const s = starts[i]!
+      if (s >= oldest && s <= current && counts[i]! > 0) total += counts[i]!
+    }
+    const add = Math.min(cost, rule.limit + cost - total)
+    if (add > 0) slidingWindowAlgorithm.admit(state, rule, now, add)
   },
 
   expiresAt(state, rule) {

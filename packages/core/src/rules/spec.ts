@@ -5,12 +5,14 @@
  */
 import { InvalidOptionError, InvalidSpecError } from '../errors.ts'
 import type { RuleKind } from '../types.ts'
+import { type ConcurrencyOptions, concurrency } from './concurrency.ts'
 import { type FixedWindowOptions, fixedWindow } from './fixed-window.ts'
 import { type LeakyBucketOptions, leakyBucket } from './leaky-bucket.ts'
 import { type SlidingLogOptions, slidingLog } from './sliding-log.ts'
 import { type SlidingWindowOptions, slidingWindow } from './sliding-window.ts'
 import { type TokenBucketOptions, tokenBucket } from './token-bucket.ts'
 import { type RuleInput, UNLIMITED } from './unlimited.ts'
+import { type WarmUpOptions, warmUp } from './warm-up.ts'
 
 /**
  * A rule as data: its kind and the options its factory takes, as `JSON.stringify(rule)` writes it and
@@ -23,6 +25,8 @@ export type RuleSpec =
   | ({ readonly kind: 'slidingWindow' } & Readonly<SlidingWindowOptions>)
   | ({ readonly kind: 'tokenBucket' } & Readonly<TokenBucketOptions>)
   | ({ readonly kind: 'leakyBucket' } & Readonly<LeakyBucketOptions>)
+  | ({ readonly kind: 'concurrency' } & Readonly<ConcurrencyOptions>)
+  | ({ readonly kind: 'warmUp' } & Readonly<WarmUpOptions>)
   | { readonly kind: 'unlimited' }
 
 /** What the registry knows of a kind: its factory and the option names a spec of it may hold. */
@@ -38,6 +42,8 @@ export const RULE_KINDS: { readonly [K in RuleKind]: RuleKindEntry } = {
   slidingWindow: { factory: slidingWindow, options: ['limit', 'windowMs', 'buckets', 'name'] },
   tokenBucket: { factory: tokenBucket, options: ['capacity', 'refillPerSecond', 'name'] },
   leakyBucket: { factory: leakyBucket, options: ['ratePerSecond', 'maxQueueMs', 'name'] },
+  concurrency: { factory: concurrency, options: ['limit', 'leaseMs', 'name'] },
+  warmUp: { factory: warmUp, options: ['ratePerSecond', 'warmUpMs', 'coldFactor', 'maxQueueMs', 'name'] },
 }
 
 const KINDS = Object.keys(RULE_KINDS) as RuleKind[]

@@ -7,7 +7,7 @@
 import { InvalidOptionError } from '../errors.ts'
 import { integerOption, labelOption, positiveOption, ruleOptions } from '../options.ts'
 import type { TokenBucketRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
@@ -110,7 +110,7 @@ export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> 
     }
     const resetMs = msUntil(rule, state.milli, state.last, full, now)
     const retryAfterMs = msUntil(rule, state.milli, state.last, cost * 1000, now)
-    return ruleDecision(rule, false, Math.floor(milli / 1000), resetMs, retryAfterMs, 0)
+    return ruleDecision(rule, false, atLeastZero(Math.floor(milli / 1000)), resetMs, retryAfterMs, 0)
   },
 
   admit(state, rule, now, cost) {
@@ -124,4 +124,24 @@ export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> 
   },
 
   expiresAt: (state) => state.until,
+
+  refund(state, rule, now, cost) {
+    // Past `until` the bucket reads as full: nothing to give back.
+    if (now >= state.until) return
+    state.milli = Math.min(milliAt(rule, state.milli, state.last, now) + cost * 1000, rule.capacity * 1000)
+    if (now > state.last) state.last = now
+    state.until = state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last)
+  },
+
+  penalize(state, rule, now, cost) {
+    if (now >= state.until) {
+      state.milli = rule.capacity * 1000
+      state.last = now
+    }
+    const milli = milliAt(rule, state.milli, state.last, now)
+    // Below zero by at most the penalty; a bucket already lower than that stays where it is.
+    state.milli = Math.min(milli, Math.max(milli - cost * 1000, -cost * 1000))
+    if (now > state.last) state.last = now
+    state.until = state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last)
+  },
 }

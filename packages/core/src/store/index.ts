@@ -10,6 +10,12 @@
  */
 
 export {
+  type BlockPolicy,
+  blockedAnswer,
+  blockLength,
+  MAX_BLOCK_HISTORY,
+} from '../block.ts'
+export {
   booleanOption,
   durationLabel,
   functionOption,
@@ -25,6 +31,7 @@ export {
   storeOption,
 } from '../options.ts'
 export { type Algorithm, ruleDecision } from '../rules/algorithm.ts'
+export { newLease } from '../rules/concurrency.ts'
 export { algorithmOf } from '../rules/index.ts'
 export { RULE_KINDS, type RuleKindEntry } from '../rules/spec.ts'
 export {
@@ -36,4 +43,4 @@ export {
   TableState,
   tooManyEntries,
 } from '../table.ts'
-export type { Store, StoreAnswer, StoreMode } from '../types.ts'
+export type { Adjustment, Store, StoreAnswer, StoreMode } from '../types.ts'

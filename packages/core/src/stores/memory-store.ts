@@ -8,10 +8,29 @@
  * dropped are always the least recently used. Idle keys also expire lazily on access and in one
  * unref'd sweep.
  */
+import {
+  type BlockPolicy,
+  type BlockState,
+  beginBlock,
+  blockExpiresAt,
+  blockedAnswer,
+  blockLeft,
+  withBlock,
+} from '../block.ts'
 import { functionOption, given, integerOption, MAX_TIMER_MS, readOptions } from '../options.ts'
 import type { Algorithm } from '../rules/algorithm.ts'
+import { type ConcurrencyState, newLease, release } from '../rules/concurrency.ts'
 import { algorithmOf } from '../rules/index.ts'
-import type { Rule, RuleDecision, Store, StoreMode } from '../types.ts'
+import { type LeakyBucketState, queueMark, unqueue } from '../rules/leaky-bucket.ts'
+import type {
+  Adjustment,
+  DecisionReason,
+  Rule,
+  RuleDecision,
+  Store,
+  StoreAnswer,
+  StoreMode,
+} from '../types.ts'
 
 export interface MemoryStoreOptions {
   /** The store's clock in ms. Default `Date.now`. Tests pass a manual clock. */
@@ -32,7 +51,9 @@ interface Entry {
   state: unknown
   ids: string[] | undefined
   states: unknown[] | undefined
-  /** From this time on every state answers as a fresh one would. */
+  /** The key's block and the starts escalation counts, once the key has been blocked. */
+  block: BlockState | undefined
+  /** From this time on every state (and the block) answers as a fresh one would. */
   expiresAt: number
 }
 
@@ -42,6 +63,7 @@ function emptyEntry(): Entry {
     state: undefined,
     ids: undefined,
     states: undefined,
+    block: undefined,
     expiresAt: Number.NEGATIVE_INFINITY,
   }
 }
@@ -85,40 +107,80 @@ export class MemoryStore implements Store {
     return size
   }
 
-  apply(prefix: string, key: string, rules: readonly Rule[], cost: number, mode: StoreMode): RuleDecision[] {
+  apply(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number,
+    mode: StoreMode,
+    block?: BlockPolicy,
+  ): RuleDecision[] & { readonly reason?: DecisionReason } {
     const now = this.#now()
     const consume = mode === 'consume'
     const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
-    if (rules.length === 1) return [applyOne(entry, rules[0]!, now, cost, consume)]
-    const n = rules.length
-    const algorithms = new Array<Algorithm<Rule, unknown>>(n)
-    const states = new Array<unknown>(n)
-    const decisions = new Array<RuleDecision>(n)
-    let allowed = true
-    for (let i = 0; i < n; i++) {
-      const rule = rules[i]!
-      const algorithm = algorithmOf(rule)
-      const state = stateOf(entry, rule, now, consume, algorithm)
-      const d = algorithm.decide(state, rule, now, cost)
-      algorithms[i] = algorithm
-      states[i] = state
-      decisions[i] = d
-      if (!d.allowed) allowed = false
+    if (block !== undefined) {
+      const left = blockLeft(entry.block, now)
+      if (left > 0) return blockedAnswer(rules, left)
+      const decisions = decideAll(entry, rules, now, cost, consume)
+      if (consume && !decisions.allowed) return this.#block(entry, decisions.out, block, now)
+      return decisions.out
     }
-    if (!allowed) {
-      // Nothing is counted: the rules that would have admitted the call report what they have left.
-      for (let i = 0; i < n; i++) {
-        if (decisions[i]!.allowed) decisions[i] = algorithms[i]!.decide(states[i], rules[i]!, now, 0)
-      }
-    } else if (consume) {
+    if (rules.length === 1) return [applyOne(entry, rules[0]!, now, cost, consume)]
+    return decideAll(entry, rules, now, cost, consume).out
+  }
+
+  adjust(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number,
+    adjustment: Adjustment,
+    block?: BlockPolicy,
+    marks?: readonly (string | undefined)[],
+  ): StoreAnswer | undefined {
+    const now = this.#now()
+    if (adjustment === 'penalize') {
+      const entry = this.#entry(prefix, key, now)
       let expiresAt = entry.expiresAt
-      for (let i = 0; i < n; i++) {
-        const until = admit(algorithms[i]!, states[i], rules[i]!, now, cost)
+      for (const rule of rules) {
+        const algorithm = algorithmOf(rule)
+        const state = stateOf(entry, rule, now, true, algorithm)
+        algorithm.penalize(state, rule, now, cost)
+        const until = algorithm.expiresAt(state, rule)
         if (until > expiresAt) expiresAt = until
       }
       entry.expiresAt = expiresAt
+      return this.apply(prefix, key, rules, 1, 'peek', block)
     }
-    return decisions
+    // A refund never creates state: a key or rule with none has nothing to give back.
+    const entry = this.#peekEntry(prefix, key, now)
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!
+      const state = existingState(entry, rule)
+      if (state === undefined) continue
+      const mark = marks?.[i]
+      if (adjustment === 'refund') algorithmOf(rule).refund(state, rule, now, cost)
+      else if (mark === undefined) continue
+      else if (adjustment === 'unqueue' && rule.kind === 'leakyBucket') {
+        unqueue(state as LeakyBucketState, rule, now, cost, mark)
+      } else if (adjustment === 'release' && rule.kind === 'concurrency') {
+        release(state as ConcurrencyState, now, mark)
+      }
+      // A state written under other numbers (an edited limit) may now live longer than the entry did, as
+      // the Redis key's TTL follows what the script writes: the entry must not be forgotten before it.
+      const until = algorithmOf(rule).expiresAt(state, rule)
+      if (until > entry.expiresAt) entry.expiresAt = until
+    }
+    return undefined
+  }
+
+  /** Begins a block on `entry`: the consume the rules just denied says to come back when it ends. */
+  #block(entry: Entry, decisions: RuleDecision[], block: BlockPolicy, now: number): RuleDecision[] {
+    entry.block ??= { until: Number.NEGATIVE_INFINITY, starts: [] }
+    const length = beginBlock(entry.block, block, now)
+    const until = blockExpiresAt(entry.block, block)
+    if (until > entry.expiresAt) entry.expiresAt = until
+    return withBlock(decisions, length)
   }
 
   reset(prefix: string, key: string): void {
@@ -168,11 +230,12 @@ export class MemoryStore implements Store {
       else ns.previous.delete(key)
       this.#admitKey(ns, key, entry)
     }
-    if (entry.expiresAt <= now && entry.id !== undefined) {
+    if (entry.expiresAt <= now && (entry.id !== undefined || entry.block !== undefined)) {
       entry.id = undefined
       entry.state = undefined
       entry.ids = undefined
       entry.states = undefined
+      entry.block = undefined
       entry.expiresAt = Number.NEGATIVE_INFINITY
     }
     return entry
@@ -203,16 +266,79 @@ export class MemoryStore implements Store {
   }
 }
 
+/**
+ * Every rule of a call, all or nothing: when any rule denies, nothing is counted and the rules that would
+ * have admitted the call report what they have left. A queued leakyBucket call learns where it left the queue.
+ */
+function decideAll(
+  entry: Entry,
+  rules: readonly Rule[],
+  now: number,
+  cost: number,
+  consume: boolean,
+): { out: RuleDecision[]; allowed: boolean } {
+  const n = rules.length
+  const algorithms = new Array<Algorithm<Rule, unknown>>(n)
+  const states = new Array<unknown>(n)
+  const decisions = new Array<RuleDecision>(n)
+  let allowed = true
+  for (let i = 0; i < n; i++) {
+    const rule = rules[i]!
+    const algorithm = algorithmOf(rule)
+    const state = stateOf(entry, rule, now, consume, algorithm)
+    const d = algorithm.decide(state, rule, now, cost)
+    algorithms[i] = algorithm
+    states[i] = state
+    decisions[i] = d
+    if (!d.allowed) allowed = false
+  }
+  if (!allowed) {
+    // Nothing is counted: the rules that would have admitted the call report what they have left.
+    for (let i = 0; i < n; i++) {
+      if (decisions[i]!.allowed) decisions[i] = algorithms[i]!.decide(states[i], rules[i]!, now, 0)
+    }
+  } else if (consume) {
+    let expiresAt = entry.expiresAt
+    // One lease for the call, shared by its concurrency rules.
+    let lease: string | undefined
+    for (let i = 0; i < n; i++) {
+      const rule = rules[i]!
+      if (rule.kind === 'concurrency') lease ??= newLease(cost)
+      const until = admit(algorithms[i]!, states[i], rule, now, cost, lease)
+      if (until > expiresAt) expiresAt = until
+      if (decisions[i]!.waitMs > 0 && rule.kind === 'leakyBucket') {
+        decisions[i] = { ...decisions[i]!, queue: queueMark(states[i] as LeakyBucketState) }
+      } else if (rule.kind === 'concurrency') decisions[i] = { ...decisions[i]!, lease }
+    }
+    entry.expiresAt = expiresAt
+  }
+  return { out: decisions, allowed }
+}
+
 /** The one rule of a call: the common case, without the arrays of the all-or-nothing loop. */
 function applyOne(entry: Entry, rule: Rule, now: number, cost: number, consume: boolean): RuleDecision {
   const algorithm = algorithmOf(rule)
   const state = stateOf(entry, rule, now, consume, algorithm)
   const d = algorithm.decide(state, rule, now, cost)
   if (consume && d.allowed) {
-    const until = admit(algorithm, state, rule, now, cost)
+    const lease = rule.kind === 'concurrency' ? newLease(cost) : undefined
+    const until = admit(algorithm, state, rule, now, cost, lease)
     if (until > entry.expiresAt) entry.expiresAt = until
+    if (d.waitMs > 0 && rule.kind === 'leakyBucket') {
+      return { ...d, queue: queueMark(state as LeakyBucketState) }
+    }
+    if (lease !== undefined) return { ...d, lease }
   }
   return d
+}
+
+/** The state `entry` keeps for `rule`, or undefined when it keeps none. */
+function existingState(entry: Entry, rule: Rule): unknown {
+  const id = rule.id
+  if (entry.id === id) return entry.state
+  const { ids } = entry
+  if (ids !== undefined) for (let i = 0; i < ids.length; i++) if (ids[i] === id) return entry.states![i]
+  return undefined
 }
 
 /** Records an admitted call; returns when the state will answer as a fresh one would. */
@@ -222,8 +348,9 @@ function admit(
   rule: Rule,
   now: number,
   cost: number,
+  lease?: string,
 ): number {
-  algorithm.admit(state, rule, now, cost)
+  algorithm.admit(state, rule, now, cost, lease)
   return algorithm.expiresAt(state, rule)
 }
 

@@ -1,4 +1,4 @@
--- leakyBucket (params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units }: `start`
+-- leakyBucket (params: ratePerSecond, maxQueueMs, limit). A hash { s = start, u = units, x = until }: `start`
 -- is the whole ms at which a call last found the bucket drained, `units` the cost queued behind that call,
 -- so the last admitted unit passes at `start + units * 1000 / rate`, computed afresh and never summed up
 -- as a float. A missing key has never let anything through. Slots are reserved inside this script, so
@@ -80,6 +80,13 @@ local function leakyBucketDecide(key, now, cost, rate, maxQueueMs, limit)
     units
 end
 
+-- Writes the queue, when it has drained for a full queue (`x`) and the TTL until then.
+local function leakyBucketWrite(key, now, rate, limit, start, units)
+  local expiresAt = start + ceil(spanOf(rate, units + limit))
+  redis.call('HSET', key, 's', num(start), 'u', num(units), 'x', num(expiresAt))
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
 local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start, units)
   if ceil(spanOf(rate, units + cost)) > now - start then
     units = units + cost
@@ -87,7 +94,58 @@ local function leakyBucketAdmit(key, now, cost, rate, _maxQueueMs, limit, start,
     start = now
     units = 0
   end
-  local expiresAt = start + ceil(spanOf(rate, units + limit))
-  redis.call('HSET', key, 's', num(start), 'u', num(units), 'x', num(expiresAt))
-  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+  leakyBucketWrite(key, now, rate, limit, start, units)
+  -- Where this call left the queue, for giving its slot back (leakyBucketUnqueue).
+  return num(start) .. ':' .. num(units)
+end
+
+-- `last` goes back by `cost` intervals, but not before now: a slot in the past would let a burst through.
+local function leakyBucketRefund(key, now, cost, rate, _maxQueueMs, limit)
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
+  -- A missing key, or one past `x`, has nothing queued: nothing to give back.
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
+  local start, units = tonumber(h[1]), tonumber(h[2])
+  local elapsed = now - start
+  if units >= cost and spanOf(rate, units - cost) >= elapsed then
+    units = units - cost
+  elseif spanOf(rate, units) > elapsed then
+    start = now
+    units = 0
+  else
+    return
+  end
+  leakyBucketWrite(key, now, rate, limit, start, units)
+end
+
+-- `last` goes forward by `cost` intervals (from now, when it has passed), but at most `cost` intervals
+-- past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
+local function leakyBucketPenalize(key, now, cost, rate, maxQueueMs, limit)
+  local h = redis.call('HMGET', key, 's', 'u', 'x')
+  local start0, units0 = -math.huge, 0
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
+    start0 = tonumber(h[1])
+    units0 = tonumber(h[2])
+  end
+  local start, units = start0, units0
+  if spanOf(rate, units) >= now - start then
+    units = units + cost
+  else
+    start = now
+    units = cost
+  end
+  local capStart = now + maxQueueMs
+  if start + spanOf(rate, units) > capStart + spanOf(rate, cost) then
+    if start0 + spanOf(rate, units0) >= capStart + spanOf(rate, cost) then return end
+    start = capStart
+    units = cost
+  end
+  leakyBucketWrite(key, now, rate, limit, start, units)
+end
+
+-- Gives a queued call's slot back, only when the queue still stands exactly where that call left it
+-- (`mark`): nobody queued behind it, so no one else's slot moves.
+local function leakyBucketUnqueue(key, now, cost, rate, maxQueueMs, limit, mark)
+  local h = redis.call('HMGET', key, 's', 'u')
+  if not h[1] or h[1] .. ':' .. h[2] ~= mark then return end
+  leakyBucketRefund(key, now, cost, rate, maxQueueMs, limit)
 end

@@ -1,10 +1,11 @@
 -- sluice: the head of a composed script. The chunks that follow define, for each rule kind the call uses,
--- `<kind>Decide` and `<kind>Admit`; the foot, generated per sequence of rule kinds (src/compose.ts),
--- calls them for each rule in turn, all or nothing, and replies.
+-- `<kind>Decide`, `<kind>Admit`, `<kind>Refund` and `<kind>Penalize`; the foot, generated per sequence of
+-- rule kinds and per act (src/compose.ts), calls them for each rule in turn, all or nothing, and replies.
 --
--- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek), cost, deadline, then each rule's
--- params. The deadline is in the server's ms: a script that starts after it counts nothing, because the
--- caller has already answered the call some other way (its timeout passed and `onStoreError` decided).
+-- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek, 'p' penalize, 'r' refund,
+-- 'u' unqueue), cost, deadline, block (see below), then each rule's params (and, to unqueue, each rule's
+-- queue mark). The deadline is in the server's ms: a script that starts after it counts nothing, because
+-- the caller has already answered the call some other way (its timeout passed and `onStoreError` decided).
 -- The reply ends with the server's ms, from which the caller keeps its estimate of the server's clock.
 --
 -- Lua numbers are doubles, as in JavaScript. Every rule does the same float operations in the same order
@@ -49,3 +50,61 @@ local now = serverNow
 if ARGV[1] ~= '' then now = tonumber(ARGV[1]) end
 local consume = ARGV[2] == '1'
 local cost = tonumber(ARGV[3])
+
+-- Blocks. ARGV[5] is '' when the limiter does not block, else 'ms:factor:maxMs:forgetMs:keep'; the key's
+-- block hash { u = end, h = the starts of its last `keep` blocks, oldest first } is then the last of KEYS,
+-- in the same hash slot as the rule keys. The same operations in the same order as @sluice/core's block.ts.
+local block
+if ARGV[5] ~= '' then
+  local ms, factor, maxMs, forgetMs, keep = string.match(ARGV[5], '^([^:]+):([^:]+):([^:]+):([^:]+):([^:]+)$')
+  block = {
+    key = KEYS[#KEYS],
+    ms = tonumber(ms),
+    factor = tonumber(factor),
+    maxMs = tonumber(maxMs),
+    forgetMs = tonumber(forgetMs),
+    keep = tonumber(keep),
+  }
+end
+
+-- Whole ms the key's block has left at `now`; 0 when it is not blocked (or the limiter does not block).
+local function blockLeft()
+  if not block then return 0 end
+  local u = tonumber(redis.call('HGET', block.key, 'u'))
+  if u and u > now then return u - now end
+  return 0
+end
+
+-- Begins a block at `now` (the rules have just denied a consume) and returns its length: `ms × factor^(n−1)`,
+-- multiplied out step by step, rounded up, at most `maxMs`, where `n` counts the blocks begun less than
+-- `forgetMs` ago, this one included. Work is bounded by `keep` (at most 63).
+local function beginBlock()
+  local starts = {}
+  local h = redis.call('HGET', block.key, 'h')
+  if h then
+    for s in string.gmatch(h, '[^,]+') do
+      local t = tonumber(s)
+      if t > now - block.forgetMs then starts[#starts + 1] = t end
+    end
+  end
+  local n = #starts + 1
+  local d = block.ms
+  local i = 1
+  while i < n and d < block.maxMs do
+    d = d * block.factor
+    i = i + 1
+  end
+  d = ceil(d)
+  if d > block.maxMs then d = block.maxMs end
+  starts[#starts + 1] = now
+  local kept = {}
+  local first = #starts - block.keep + 1
+  if first < 1 then first = 1 end
+  for j = first, #starts do kept[#kept + 1] = num(starts[j]) end
+  local ends = now + d
+  redis.call('HSET', block.key, 'u', num(ends), 'h', table.concat(kept, ','))
+  local expires = ends
+  if block.keep > 0 and now + block.forgetMs > expires then expires = now + block.forgetMs end
+  redis.call('PEXPIRE', block.key, pttl(expires - now))
+  return d
+end

@@ -28,7 +28,10 @@ local function unitsSince(before, finish)
   return d
 end
 
-local function slidingLogDecide(key, now, cost, limit, windowMs)
+-- Reads the live part of the log at `now`, removing up to `logMaxDrop` expired members: the live units, the
+-- newest entry's running sum and time, the member count, the rank of the oldest live member, and the sum
+-- before it.
+local function slidingLogLive(key, now, windowMs)
   local expired = redis.call('ZCOUNT', key, '-inf', num(now - windowMs))
   if expired > 0 then
     local drop = expired
@@ -54,6 +57,11 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
       total = unitsSince(before, newestEnd)
     end
   end
+  return total, newestEnd, newestAt, n, expired, before
+end
+
+local function slidingLogDecide(key, now, cost, limit, windowMs)
+  local total, newestEnd, newestAt, n, expired, before = slidingLogLive(key, now, windowMs)
   if total + cost <= limit then
     -- The newest entry is this call's, or with cost 0 the newest already logged.
     local resetMs = windowMs
@@ -78,9 +86,8 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
     end
   end
   local _, oldestAt = logEntry(key, lo)
-  -- A log past a lowered limit (state identity keeps counts) leaves nothing, not less.
-  local remaining = 0
-  if total < limit then remaining = limit - total end
+  local remaining = limit - total
+  if remaining < 0 then remaining = 0 end
   return false, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0
 end
 
@@ -91,4 +98,45 @@ local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)
   if n > 0 then seq = redis.call('ZCOUNT', key, now, now) end
   redis.call('ZADD', key, now, string.format('%016d:%s:%s', seq, num(finish), num(cost)))
   redis.call('PEXPIRE', key, pttl(windowMs))
+end
+
+-- Drops the newest `cost` live units: the newest entry whose running sum passes the units that stay is cut
+-- down to them (rewritten with its new sum and cost), every newer one removed, found by binary search.
+local function slidingLogRefund(key, now, cost, _limit, windowMs)
+  local total, _, _, n, expired, before = slidingLogLive(key, now, windowMs)
+  if total == 0 then return end
+  local keep = total - cost
+  if keep < 0 then keep = 0 end
+  local lo, hi = expired, n - 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    local midEnd = logEntry(key, mid)
+    if midEnd == nil or unitsSince(before, midEnd) > keep then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  if lo < n - 1 then redis.call('ZREMRANGEBYRANK', key, lo + 1, n - 1) end
+  local e = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
+  local seq, finish, units = string.match(e[1], '^(%d+):(%d+):(%d+)$')
+  if seq == nil then
+    redis.call('DEL', key)
+    return
+  end
+  local over = unitsSince(before, tonumber(finish)) - keep
+  redis.call('ZREM', key, e[1])
+  local left = tonumber(units) - over
+  if left > 0 then
+    local newEnd = tonumber(finish) - over
+    if newEnd < 0 then newEnd = newEnd + logModulus end
+    redis.call('ZADD', key, e[2], seq .. ':' .. num(newEnd) .. ':' .. num(left))
+  end
+end
+
+local function slidingLogPenalize(key, now, cost, limit, windowMs)
+  local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
+  local add = cost
+  if limit + cost - total < add then add = limit + cost - total end
+  if add > 0 then slidingLogAdmit(key, now, add, limit, windowMs, newestEnd, n) end
 end

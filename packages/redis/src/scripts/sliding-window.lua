@@ -40,9 +40,8 @@ local function slidingWindowDecide(key, now, cost, limit, windowMs, bucketMs)
     if expired >= mustExpire then break end
     s = s + bucketMs
   end
-  -- Counts past a lowered limit (state identity keeps counts) leave nothing, not less.
-  local remaining = 0
-  if total < limit then remaining = limit - total end
+  local remaining = limit - total
+  if remaining < 0 then remaining = 0 end
   return false, remaining, newest + windowMs - now, s + windowMs - now, 0, current, stale
 end
 
@@ -50,4 +49,52 @@ local function slidingWindowAdmit(key, now, cost, _limit, windowMs, _bucketMs, c
   if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
   redis.call('HINCRBY', key, num(current), cost)
   redis.call('PEXPIRE', key, pttl(current + windowMs - now))
+end
+
+-- Newest live bucket first: at most `buckets` steps, however large the refund.
+local function slidingWindowRefund(key, now, cost, _limit, windowMs, bucketMs)
+  local current = now - fmod(now, bucketMs)
+  local oldest = current - windowMs + bucketMs
+  local h = redis.call('HGETALL', key)
+  local live, fields = {}, {}
+  for i = 1, #h, 2 do
+    local s = tonumber(h[i])
+    local c = tonumber(h[i + 1])
+    if s >= oldest and s <= current and c > 0 then
+      live[s] = c
+      fields[s] = h[i]
+    end
+  end
+  local left = cost
+  local s = current
+  while s >= oldest and left > 0 do
+    local c = live[s]
+    if c then
+      local take = c
+      if take > left then take = left end
+      redis.call('HSET', key, fields[s], num(c - take))
+      left = left - take
+    end
+    s = s - bucketMs
+  end
+end
+
+local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
+  local current = now - fmod(now, bucketMs)
+  local oldest = current - windowMs + bucketMs
+  local h = redis.call('HGETALL', key)
+  local stale = {}
+  local total = 0
+  for i = 1, #h, 2 do
+    local s = tonumber(h[i])
+    local c = tonumber(h[i + 1])
+    if s >= oldest and s <= current and c > 0 then
+      total = total + c
+    elseif s < oldest then
+      stale[#stale + 1] = h[i]
+    end
+  end
+  local add = cost
+  if limit + cost - total < add then add = limit + cost - total end
+  if add > 0 then slidingWindowAdmit(key, now, add, limit, windowMs, bucketMs, current, stale) end
 end

@@ -52,7 +52,10 @@ local function tokenBucketDecide(key, now, cost, capacity, refill)
   end
   local resetMs = msUntil(capacity, refill, milli0, last, full, now)
   local retryAfterMs = msUntil(capacity, refill, milli0, last, cost * 1000, now)
-  return false, floor(milli / 1000), resetMs, retryAfterMs, 0, milli0, last
+  -- A penalized bucket can be below zero; nothing left is 0.
+  local remaining = floor(milli / 1000)
+  if remaining < 0 then remaining = 0 end
+  return false, remaining, resetMs, retryAfterMs, 0, milli0, last
 end
 
 local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
@@ -61,4 +64,37 @@ local function tokenBucketAdmit(key, now, cost, capacity, refill, milli0, last)
   local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
   redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
   redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
+-- Writes the level `milli` brought up to `now`, when the bucket is full again (`x`) and the TTL until then.
+local function tokenBucketWrite(key, now, capacity, refill, milli, last)
+  if now > last then last = now end
+  local expiresAt = last + msUntil(capacity, refill, milli, last, capacity * 1000, last)
+  redis.call('HSET', key, 'm', num(milli), 'l', num(last), 'x', num(expiresAt))
+  redis.call('PEXPIRE', key, pttl(expiresAt - now))
+end
+
+local function tokenBucketRefund(key, now, cost, capacity, refill)
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
+  -- A missing key, or one past `x`, is a full bucket: nothing to give back.
+  if not h[1] or (h[3] and now >= tonumber(h[3])) then return end
+  local last = tonumber(h[2])
+  local milli = milliAt(capacity, refill, tonumber(h[1]), last, now) + cost * 1000
+  if milli > capacity * 1000 then milli = capacity * 1000 end
+  tokenBucketWrite(key, now, capacity, refill, milli, last)
+end
+
+local function tokenBucketPenalize(key, now, cost, capacity, refill)
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
+  local milli0, last = capacity * 1000, now
+  if h[1] and not (h[3] and now >= tonumber(h[3])) then
+    milli0 = tonumber(h[1])
+    last = tonumber(h[2])
+  end
+  local milli = milliAt(capacity, refill, milli0, last, now)
+  -- Below zero by at most the penalty; a bucket already lower than that stays where it is.
+  local low = milli - cost * 1000
+  if low < -cost * 1000 then low = -cost * 1000 end
+  if low < milli then milli = low end
+  tokenBucketWrite(key, now, capacity, refill, milli, last)
 end

@@ -1,0 +1,60 @@
+-- concurrency (params: limit, leaseMs). A sorted set of lease ids scored by when each ends. An id is
+-- "<uuid>:<cost>" (made by the store in TypeScript, random, so ids never collide across processes), so
+-- the units a lease holds are read from its id. A lease admitted at `t` is held while `now < t + leaseMs`.
+-- Each call removes at most `concurrencyMaxDrop` ended leases (the rest go on later calls, or with the
+-- key) and reads the leases held, at most `limit` of them (the factory bounds it). The key lives until
+-- its newest lease ends.
+
+local concurrencyMaxDrop = 64
+
+local function leaseUnits(member)
+  return tonumber(string.match(member, ':(%d+)$'))
+end
+
+local function concurrencyDecide(key, now, cost, limit, leaseMs)
+  local ended = redis.call('ZCOUNT', key, '-inf', num(now))
+  if ended > 0 then
+    local drop = ended
+    if drop > concurrencyMaxDrop then drop = concurrencyMaxDrop end
+    redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
+  end
+  local live = redis.call('ZRANGEBYSCORE', key, '(' .. num(now), '+inf', 'WITHSCORES')
+  local held = 0
+  for i = 1, #live, 2 do held = held + leaseUnits(live[i]) end
+  if held + cost <= limit then
+    -- The newest lease is this call's, or with cost 0 the newest held.
+    local resetMs = leaseMs
+    if cost == 0 then
+      resetMs = 0
+      if #live > 0 then resetMs = tonumber(live[#live]) - now end
+    end
+    return true, limit - held - cost, resetMs, 0, 0
+  end
+  -- Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).
+  local freed, retryAt = 0, now
+  for i = 1, #live, 2 do
+    freed = freed + leaseUnits(live[i])
+    retryAt = tonumber(live[i + 1])
+    if held - freed + cost <= limit then break end
+  end
+  local remaining = limit - held
+  if remaining < 0 then remaining = 0 end
+  return false, remaining, tonumber(live[#live]) - now, retryAt - now, 0
+end
+
+local function concurrencyAdmit(key, now, _cost, _limit, leaseMs, _a, _b, lease)
+  redis.call('ZADD', key, now + leaseMs, lease)
+  redis.call('PEXPIRE', key, pttl(leaseMs))
+end
+
+-- A refund does not apply: held units come back by release, not by refund.
+local function concurrencyRefund() end
+
+-- A penalty holds nothing: there is no work to release.
+local function concurrencyPenalize() end
+
+-- Ends `lease` before its time. Idempotent: an unknown or ended lease changes nothing.
+local function concurrencyRelease(key, now, lease)
+  local score = redis.call('ZSCORE', key, lease)
+  if score and tonumber(score) > now then redis.call('ZREM', key, lease) end
+end
