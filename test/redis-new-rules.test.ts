@@ -109,9 +109,10 @@ describe.each(CLIENT_KINDS)('concurrency across processes (%s)', (client) => {
       ),
     )
     const intervals = results.flatMap((r) => r.held)
-    // Every call was answered; a good share was admitted, and many denied.
+    // Every call was answered. Leases were given back and taken again: well over the limit were admitted
+    // over the run (how many depends on how fast the machine turns calls around, so only the reuse is asserted).
     expect(intervals.length + results.reduce((n, r) => n + r.denied, 0)).toBe(4 * 1500)
-    expect(intervals.length).toBeGreaterThan(100)
+    expect(intervals.length).toBeGreaterThan(2 * LIMIT)
     // The most intervals open at one instant (each lies within its lease: after admission, before release).
     const events = intervals.flatMap(([from, to]) => [
       [from, 1],
