@@ -188,17 +188,14 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     const started = observed && !synchronous ? performance.now() : 0
     let answer: StoreAnswer | Promise<StoreAnswer>
     try {
-      answer =
-        block === undefined
-          ? store.apply(prefix, storageKey, rules, cost, mode)
-          : store.apply(prefix, storageKey, rules, cost, mode, block)
+      answer = store.apply(prefix, storageKey, rules, cost, mode, block)
     } catch (error) {
       return fallback(error, key, cost, context, mode, started)
     }
     synchronous = !isPromise(answer)
-    if (isPromise(answer)) {
+    if (!synchronous) {
       // A native promise even when the store answers with another thenable.
-      return Promise.resolve(answer).then(
+      return Promise.resolve(answer as PromiseLike<StoreAnswer>).then(
         (rulesSaid) => {
           const decision = compose(rulesSaid)
           if (decisionChannel.hasSubscribers) {
@@ -216,7 +213,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
         (error) => fallback(error, key, cost, context, mode, started),
       )
     }
-    const decision = compose(answer)
+    const decision = compose(answer as StoreAnswer)
     if (observed) publishDecision(prefix, key, cost, mode, decision, 0)
     return decision
   }
@@ -505,21 +502,7 @@ function compose(rules: StoreAnswer): Decision {
   const reason = rules.reason ?? 'rules'
   if (rules.length === 1) {
     const d = rules[0]!
-    if (d.lease !== undefined) {
-      return {
-        allowed: d.allowed,
-        limit: d.limit,
-        remaining: d.remaining,
-        resetMs: d.resetMs,
-        retryAfterMs: d.retryAfterMs,
-        waitMs: d.waitMs,
-        rule: d.rule,
-        rules,
-        reason,
-        lease: d.lease,
-      }
-    }
-    return {
+    const decision: Decision = {
       allowed: d.allowed,
       limit: d.limit,
       remaining: d.remaining,
@@ -530,6 +513,7 @@ function compose(rules: StoreAnswer): Decision {
       rules,
       reason,
     }
+    return d.lease === undefined ? decision : { ...decision, lease: d.lease }
   }
   let deciding = rules[0]!
   let allowed = true
