@@ -140,7 +140,7 @@ describe.each(ALL_CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
     await sleep(20)
     const started = performance.now()
     const calls = Array.from({ length: 30 }, () =>
-      store.apply(prefix, 'k', [rule], 1, 'consume').then(
+      Promise.resolve(store.apply(prefix, 'k', [rule], 1, 'consume')).then(
         () => ({ ms: performance.now() - started, code: 'ok' }),
         (error: SluiceError) => ({ ms: performance.now() - started, code: error.code }),
       ),

@@ -61,8 +61,17 @@ function paramsOf(kind: Kind, first: number): string {
   return Array.from({ length: PARAMS[kind] }, (_, j) => `tonumber(ARGV[${first + j}])`).join(', ')
 }
 
-/** What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`). */
-export type Act = 'apply' | 'penalize' | 'refund' | 'unqueue' | 'release'
+/**
+ * What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`); or, for a
+ * store that prefetches, consume a batch of units (`fetch`) and give unspent ones back (`giveBack`).
+ */
+export type Act = 'apply' | 'penalize' | 'refund' | 'unqueue' | 'release' | 'fetch' | 'giveBack'
+
+/**
+ * A fetch takes no more than this share of what any of its rules has left: 1/16 of it, rounded down, so
+ * from 31 units left a batch is the call's own cost and every call is decided in Redis.
+ */
+export const FETCH_SHARE = 16
 
 /** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
 export const REPLY_FIELDS = 6
@@ -72,7 +81,10 @@ export const REPLY_FIELDS = 6
  * denied (with a `block`), reply `REPLY_FIELDS` values per rule, then the block begun (its ms, or 0), then
  * the server's ms; a blocked key replies `{ 'blocked', ms left, server ms }` before any rule is read.
  * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `unqueue`:
- * change the state, reply `{ 'ok', server ms }`.
+ * change the state, reply `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
+ * batch (ARGV after the params: the units wanted, at most `1 / FETCH_SHARE` of every rule's remaining,
+ * at least the call's cost), replying the batch taken before the server's ms. `giveBack`: each rule's
+ * `<kind>GiveBack` of units counted at the ms after the params.
  */
 export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
   const params: string[] = []
@@ -84,6 +96,13 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
   if (act === 'refund') {
     return [
       ...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${params[i]})`),
+      "return { 'ok', serverNow }",
+    ].join('\n')
+  }
+  if (act === 'giveBack') {
+    return [
+      `local at = tonumber(ARGV[${argv}])`,
+      ...kinds.map((kind, i) => `${kind}GiveBack(KEYS[${i + 1}], now, cost, ${params[i]}, at)`),
       "return { 'ok', serverNow }",
     ].join('\n')
   }
@@ -117,6 +136,20 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
     "  if left > 0 then return { 'blocked', left, serverNow } end",
     'end',
   )
+  if (act === 'fetch') {
+    // The batch: what was wanted, cut to a share of what each rule has left, never below the call's cost.
+    head.push(`local want = tonumber(ARGV[${argv}])`, 'do', '  local _, r')
+    kinds.forEach((kind, i) => {
+      head.push(
+        `  _, r = ${kind}Decide(KEYS[${i + 1}], now, 0, ${params[i]})`,
+        `  r = floor(r / ${FETCH_SHARE})`,
+        '  if r < want then want = r end',
+      )
+    })
+    head.push('  if want > cost then cost = want end', 'end')
+  }
+  // A fetch replies the units it took before the server's ms.
+  const tail = act === 'fetch' ? 'cost, serverNow' : 'serverNow'
   // A call with a concurrency rule brings its lease id (made by the store) after the params.
   if (kinds.includes('concurrency')) head.push(`local lease = ARGV[${argv}]`)
   const admitOf = (kind: Kind, i: number, indent: string, mark: string, waitMs: string) => {
@@ -136,20 +169,20 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
       '  if consume then',
       ...admitOf(kind, 0, '    ', 'mark', 'waitMs'),
       '  end',
-      '  return { 1, remaining, resetMs, retryAfterMs, waitMs, mark, blocked, serverNow }',
+      `  return { 1, remaining, resetMs, retryAfterMs, waitMs, mark, blocked, ${tail} }`,
       'end',
       'if consume and block then',
       '  blocked = beginBlock()',
       '  if retryAfterMs < blocked then retryAfterMs = blocked end',
       'end',
-      "return { 0, remaining, resetMs, retryAfterMs, waitMs, '', blocked, serverNow }",
+      `return { 0, remaining, resetMs, retryAfterMs, waitMs, '', blocked, ${tail} }`,
     ].join('\n')
   }
   // Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i].
   const F = REPLY_FIELDS
   const slots = kinds.flatMap(() => ['0', '0', '0', '0', '0', "''"]).join(', ')
   // The reply table is built at its full size, so its slots are an array from the start.
-  const lines = [...head, `local out, st = { ${slots}, 0, serverNow }, {}`, 'local admitted, ok = true, true']
+  const lines = [...head, `local out, st = { ${slots}, 0, ${tail} }, {}`, 'local admitted, ok = true, true']
   kinds.forEach((kind, index) => {
     const i = index + 1
     const o = index * F

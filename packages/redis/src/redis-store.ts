@@ -36,6 +36,7 @@ import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compos
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
+import { type Fetch, type Held, Prefetch } from './prefetch.ts'
 import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
 import { RESET_LUA } from './scripts.generated.ts'
 
@@ -90,6 +91,16 @@ export interface RedisStoreOptions {
    * without bound while Redis is away. An integer >= 1. Default 10,000.
    */
   maxInFlight?: number
+  /**
+   * Prefetch: for consumes whose rules are all fixedWindow, slidingWindow, slidingLog or tokenBucket, one
+   * script call counts a batch of up to `units` units on the key (default 64), which this process then
+   * spends locally, answering `reason: 'prefetch'` with no round trip, for at most `ms` (default 100);
+   * units left then are given back. The batch starts at 1, grows with the key's local demand and is
+   * never more than 1/16 of what any rule has left, so near the limit every call is decided in Redis. The
+   * count is never exceeded; a sliding window can pass, in any span of `windowMs`, at most the units
+   * prefetched in the `ms` before it beyond its limit. `true` for the defaults. Default off.
+   */
+  prefetch?: boolean | { units?: number; ms?: number }
 }
 
 /** What the store sends for one combination of rules, computed once and kept. */
@@ -101,16 +112,22 @@ interface Plan {
   readonly id: string
   /** Per rule: `<rule.id>`, its state identity (no limits), appended to the key base. */
   readonly ids: readonly string[]
+  readonly kinds: readonly Rule['kind'][]
   /** Every rule's numbers, in order, as the script reads them. */
   readonly args: readonly string[]
   /** The script for this sequence of rule kinds (src/compose.ts). */
   readonly script: Script
   readonly limits: readonly number[]
-  /** The scripts that adjust these rules, made when first needed. */
-  adjust?: { [A in Exclude<Act, 'apply'>]?: Script }
+  /** The scripts of the other acts for these rules, made when first needed. */
+  acts?: { [A in Exclude<Act, 'apply'>]?: Script }
   /** Whether a rule holds leases (concurrency): a consume then brings a lease id. */
   readonly leases: boolean
+  /** Whether every rule is of a kind the store can prefetch units for. */
+  readonly batchable: boolean
 }
+
+/** The rule kinds whose units a store can fetch ahead and give back. */
+const BATCHABLE = new Set<Rule['kind']>(['fixedWindow', 'slidingWindow', 'slidingLog', 'tokenBucket'])
 
 /** Where a key's block lives: beside its rule keys, in the same hash slot. */
 const BLOCK_SUFFIX = '!block'
@@ -138,6 +155,7 @@ const KNOWN_OPTIONS: (keyof RedisStoreOptions)[] = [
   'clock',
   'deniedCache',
   'maxInFlight',
+  'prefetch',
 ]
 
 export class RedisStore implements Store {
@@ -148,6 +166,7 @@ export class RedisStore implements Store {
   readonly #cache: DeniedCache | undefined
   readonly #maxInFlight: number
   readonly #deadlines: Deadlines
+  readonly #prefetch: Prefetch<Plan> | undefined
   readonly #plans = new WeakMap<readonly Rule[], Plan>()
   readonly #plansById = new Map<string, Plan>()
   #inFlight = 0
@@ -171,7 +190,12 @@ export class RedisStore implements Store {
     this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
     this.#cache = deniedCache(o.deniedCache)
     this.#deadlines = new Deadlines(this.#timeoutMs, () => performance.now(), this.#timeoutError)
+    this.#prefetch = prefetchOf(o.prefetch, this.#localNow, this.#giveBack)
   }
+
+  /** Local ms: the given clock, or the process's monotonic one. */
+  readonly #localNow = (): number =>
+    this.#clock === undefined ? performance.now() : Math.floor(this.#clock())
 
   apply(
     prefix: string,
@@ -180,21 +204,37 @@ export class RedisStore implements Store {
     cost: number,
     mode: StoreMode,
     block?: BlockPolicy,
-  ): Promise<StoreAnswer> {
+  ): Promise<StoreAnswer> | StoreAnswer {
     const plan = this.#plan(rules)
     const consume = mode === 'consume'
     const cache = consume ? this.#cache : undefined
+    const prefetch = consume && plan.batchable ? this.#prefetch : undefined
     // Whole ms, as TIME gives them inside the script: PEXPIRE takes integers only.
     const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
-    const localNow = cache === undefined ? 0 : (now ?? performance.now())
-    const cacheKey = cache === undefined ? '' : `${prefix}\u0000${key}`
+    const localNow = cache === undefined && prefetch === undefined ? 0 : (now ?? performance.now())
+    const cacheKey = cache === undefined && prefetch === undefined ? '' : `${prefix}\u0000${key}`
     if (cache !== undefined && cache.size > 0) {
-      if (block !== undefined) {
-        const left = cache.blockedLeft(cacheKey, localNow)
-        if (left > 0) return Promise.resolve(blockedAnswer(rules, left))
-      }
       const hit = cache.get(cacheKey, plan.id, cost, localNow)
       if (hit !== undefined) return Promise.resolve(hit)
+      if (block !== undefined) {
+        const left = cache.blockedLeft(cacheKey, localNow)
+        if (left > 0) {
+          // A block ends the key's local spending at once.
+          prefetch?.drop(cacheKey)
+          return Promise.resolve(blockedAnswer(rules, left))
+        }
+      }
+    }
+    let fetch: [Held<Plan>, Fetch] | undefined
+    if (prefetch !== undefined) {
+      const held = prefetch.get(cacheKey)
+      if (held !== undefined && (held.plan === plan || held.plan.id === plan.id)) {
+        const local = prefetch.spend(held, cost, localNow)
+        if (local !== undefined) return local
+        const joined = prefetch.join(held, cost, () => this.apply(prefix, key, rules, cost, mode, block))
+        if (joined !== undefined) return joined
+      }
+      fetch = prefetch.lead(cacheKey, prefix, key, plan, rules, cost, localNow)
     }
     // A reset while this call is on its way may have removed what denies it: then its denial is not cached.
     const resets = this.#resets
@@ -205,10 +245,12 @@ export class RedisStore implements Store {
     const args = this.#args(plan, now, consume ? '1' : '0', cost, block)
     // A lease id made here, random: unique across processes without a round trip to agree on one.
     if (plan.leases) args.push(consume ? newLease(cost) : '')
+    if (fetch !== undefined) args.push(String(fetch[1].want))
 
     const call = this.#deadlines.start<StoreAnswer>()
-    this.#attempt(call, plan.script, keys, args, true, (reply) => {
-      const [answer, blocked] = answerOf(plan, rules, reply)
+    const s = fetch === undefined ? plan.script : this.#script(plan, 'fetch')
+    this.#attempt(call, s, keys, args, true, (reply) => {
+      const [answer, blocked] = answerOf(plan, rules, reply, fetch !== undefined)
       if (cache !== undefined) {
         if (resets !== this.#resets) {
           if (cache.size > 0) cache.delete(cacheKey)
@@ -224,9 +266,43 @@ export class RedisStore implements Store {
           else if (cache.size > 0) cache.delete(cacheKey)
         }
       }
-      return answer
+      if (fetch === undefined) return answer
+      // A fetch replies the units it took, then Redis's ms, the time they were counted at without a clock.
+      const taken = Number(reply[reply.length - 2])
+      const countedAt = now ?? Number(reply[reply.length - 1])
+      return prefetch!.fetched(fetch[0], answer, taken, cost, localNow, countedAt)
     })
+    if (fetch !== undefined) {
+      const [held, batch] = fetch
+      call.promise.then(
+        () => prefetch!.arrived(held, batch),
+        (error: unknown) => prefetch!.failed(held, batch, error),
+      )
+    }
     return call.promise
+  }
+
+  /** Gives a key's unspent prefetched units back to Redis; a failure leaves them counted. */
+  readonly #giveBack = (held: Held<Plan>, units: number): void => {
+    if (this.#refuse() !== undefined) return
+    const keys = this.#keys(held.prefix, held.key, held.plan, false)
+    const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
+    const args = this.#args(held.plan, now, 'g', units, undefined)
+    args.push(String(held.countedAt))
+    const call = this.#deadlines.start<void>()
+    this.#attempt(call, this.#script(held.plan, 'giveBack'), keys, args, true, () => undefined)
+    call.promise.then(undefined, () => {})
+  }
+
+  /** The script of `act` for the plan's rules, made when first needed. */
+  #script(plan: Plan, act: Exclude<Act, 'apply'>): Script {
+    plan.acts ??= {}
+    let s = plan.acts[act]
+    if (s === undefined) {
+      s = scriptFor(plan.kinds, act)
+      plan.acts[act] = s
+    }
+    return s
   }
 
   adjust(
@@ -252,18 +328,10 @@ export class RedisStore implements Store {
     if (adjustment === 'unqueue' || adjustment === 'release') {
       for (let i = 0; i < rules.length; i++) args.push(marks?.[i] ?? '')
     }
-    plan.adjust ??= {}
-    let s = plan.adjust[adjustment]
-    if (s === undefined) {
-      s = scriptFor(
-        rules.map((r) => r.kind),
-        adjustment,
-      )
-      plan.adjust[adjustment] = s
-    }
+    const s = this.#script(plan, adjustment)
     const call = this.#deadlines.start<StoreAnswer | undefined>()
     this.#attempt(call, s, keys, args, true, (reply) =>
-      penalize ? answerOf(plan, rules, reply)[0] : undefined,
+      penalize ? answerOf(plan, rules, reply, false)[0] : undefined,
     )
     return call.promise
   }
@@ -361,6 +429,7 @@ export class RedisStore implements Store {
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {
     this.#resets++
     this.#cache?.delete(`${prefix}\u0000${key}`)
+    this.#prefetch?.forget(`${prefix}\u0000${key}`)
     const refused = this.#refuse()
     if (refused !== undefined) return Promise.reject(refused)
     const base = keyBase(this.#prefix, prefix, key)
@@ -381,8 +450,12 @@ export class RedisStore implements Store {
     return call.promise
   }
 
-  /** Stops answering and forgets the denied-key cache. The client stays open: it is the caller's. */
+  /**
+   * Gives prefetched units back, then stops answering and forgets the denied-key cache. The client stays
+   * open: it is the caller's.
+   */
   close(): void {
+    this.#prefetch?.close()
     this.#closed = true
     this.#cache?.clear()
   }
@@ -450,13 +523,16 @@ function specOf(rule: Rule): string {
 }
 
 function planOf(id: string, rules: readonly Rule[]): Plan {
+  const kinds = rules.map((r) => r.kind)
   return {
     id,
     ids: rules.map((r) => r.id),
+    kinds,
     args: rules.flatMap(ruleArgs),
-    script: scriptFor(rules.map((r) => r.kind)),
+    script: scriptFor(kinds),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
-    leases: rules.some((r) => r.kind === 'concurrency'),
+    leases: kinds.includes('concurrency'),
+    batchable: kinds.every((kind) => BATCHABLE.has(kind)),
   }
 }
 
@@ -481,10 +557,15 @@ function unexpectedReply(): StoreError {
  * `{ 'blocked', left, serverNow }` for a blocked key; else six values per rule (allowed, remaining, resetMs,
  * retryAfterMs, waitMs, queue mark), the block begun, Redis's ms.
  */
-function answerOf(plan: Plan, rules: readonly Rule[], reply: unknown[]): [StoreAnswer, number] {
+function answerOf(
+  plan: Plan,
+  rules: readonly Rule[],
+  reply: unknown[],
+  fetch: boolean,
+): [StoreAnswer, number] {
   const n = rules.length
   if (reply.length === 3 && String(reply[0]) === 'blocked') return [blockedAnswer(rules, Number(reply[1])), 0]
-  if (reply.length !== n * REPLY_FIELDS + 2) throw unexpectedReply()
+  if (reply.length !== n * REPLY_FIELDS + (fetch ? 3 : 2)) throw unexpectedReply()
   const out = new Array<RuleDecision>(n)
   for (let i = 0; i < n; i++) {
     const o = i * REPLY_FIELDS
@@ -513,6 +594,30 @@ function storeError(error: unknown): StoreError {
   if (error instanceof StoreError) return error
   const message = error instanceof Error ? error.message : String(error)
   return new StoreError(ErrorCode.STORE_ERROR, `Redis failed: ${message}`, { cause: error })
+}
+
+const DEFAULT_PREFETCH_UNITS = 64
+const DEFAULT_PREFETCH_MS = 100
+
+function prefetchOf(
+  option: unknown,
+  clock: () => number,
+  giveBack: (held: Held<Plan>, units: number) => void,
+): Prefetch<Plan> | undefined {
+  if (option === undefined || option === false) return undefined
+  if (option === true) return new Prefetch(DEFAULT_PREFETCH_UNITS, DEFAULT_PREFETCH_MS, clock, giveBack)
+  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
+    const o = readOptions<{ units?: number; ms?: number }>('RedisStore.prefetch', option, ['units', 'ms'])
+    const units = integerOption(
+      'RedisStore.prefetch.units',
+      given(o.units, DEFAULT_PREFETCH_UNITS),
+      1,
+      1_000_000,
+    )
+    const ms = integerOption('RedisStore.prefetch.ms', given(o.ms, DEFAULT_PREFETCH_MS), 1, 60_000)
+    return new Prefetch(units, ms, clock, giveBack)
+  }
+  throw new InvalidOptionError('RedisStore.prefetch', option, 'true, false or { units, ms }')
 }
 
 function deniedCache(option: unknown): DeniedCache | undefined {

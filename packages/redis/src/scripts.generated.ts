@@ -123,7 +123,8 @@ export const RULE_LUA = {
   fixedWindow: `-- fixedWindow (params: limit, windowMs). A hash { s = window start, c = count }.
 -- The key lives until the end of its window.
 --
--- Each rule chunk defines four functions with the same shape:
+-- Each rule chunk defines four functions with the same shape (and the kinds a RedisStore can prefetch for,
+-- a fifth: \`<kind>GiveBack(key, now, cost, params..., at)\` returns prefetched units counted at \`at\`):
 --   <kind>Decide(key, now, cost, params...) -> allowed, remaining, resetMs, retryAfterMs, waitMs, a, b
 --   <kind>Admit(key, now, cost, params..., a, b)
 --   <kind>Refund(key, now, cost, params...)      gives back up to \`cost\` units, never below empty
@@ -167,6 +168,12 @@ local function fixedWindowRefund(key, now, cost, _limit, windowMs)
   local count = tonumber(h[2]) - cost
   if count < 0 then count = 0 end
   redis.call('HSET', key, 'c', num(count))
+end
+
+-- Prefetched units not spent (see src/prefetch.ts), counted at \`at\`: given back while their window lasts.
+local function fixedWindowGiveBack(key, now, cost, limit, windowMs, at)
+  if at - fmod(at, windowMs) ~= now - fmod(now, windowMs) then return end
+  fixedWindowRefund(key, now, cost, limit, windowMs)
 end
 
 local function fixedWindowPenalize(key, now, cost, limit, windowMs)
@@ -319,6 +326,25 @@ local function slidingLogRefund(key, now, cost, _limit, windowMs)
   end
 end
 
+-- Prefetched units not spent (see src/prefetch.ts), counted at \`at\`: taken from the newest entry when it was
+-- logged at \`at\`. An entry logged after them (another call's) would have to move back in time to make
+-- room; then nothing is given back and the units count until they leave the window.
+local function slidingLogGiveBack(key, now, cost, _limit, windowMs, at)
+  if at + windowMs <= now then return end
+  local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if #e == 0 or tonumber(e[2]) ~= at then return end
+  local seq, finish, units = string.match(e[1], '^(%d+):(%d+):(%d+)$')
+  if seq == nil then return end
+  local take = tonumber(units)
+  if take > cost then take = cost end
+  redis.call('ZREM', key, e[1])
+  if take < tonumber(units) then
+    local newEnd = tonumber(finish) - take
+    if newEnd < 0 then newEnd = newEnd + logModulus end
+    redis.call('ZADD', key, e[2], seq .. ':' .. num(newEnd) .. ':' .. num(tonumber(units) - take))
+  end
+end
+
 local function slidingLogPenalize(key, now, cost, limit, windowMs)
   local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
   local add = cost
@@ -406,6 +432,19 @@ local function slidingWindowRefund(key, now, cost, _limit, windowMs, bucketMs)
     end
     s = s - bucketMs
   end
+end
+
+-- Prefetched units not spent (see src/prefetch.ts), counted at \`at\`: taken from the bucket they were counted
+-- in, while it counts, and from no other (units of a later bucket leave the window later).
+local function slidingWindowGiveBack(key, now, cost, _limit, windowMs, bucketMs, at)
+  local s = at - fmod(at, bucketMs)
+  if s + windowMs <= now then return end
+  local field = num(s)
+  local c = tonumber(redis.call('HGET', key, field))
+  if not c then return end
+  c = c - cost
+  if c < 0 then c = 0 end
+  redis.call('HSET', key, field, num(c))
 end
 
 local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
@@ -513,6 +552,11 @@ local function tokenBucketRefund(key, now, cost, capacity, refill)
   local milli = milliAt(capacity, refill, tonumber(h[1]), last, now) + cost * 1000
   if milli > capacity * 1000 then milli = capacity * 1000 end
   tokenBucketWrite(key, now, capacity, refill, milli, last)
+end
+
+-- Prefetched tokens not spent (see src/prefetch.ts) go back into the bucket, as a refund.
+local function tokenBucketGiveBack(key, now, cost, capacity, refill, _at)
+  tokenBucketRefund(key, now, cost, capacity, refill)
 end
 
 local function tokenBucketPenalize(key, now, cost, capacity, refill)

@@ -1,7 +1,8 @@
 -- fixedWindow (params: limit, windowMs). A hash { s = window start, c = count }.
 -- The key lives until the end of its window.
 --
--- Each rule chunk defines four functions with the same shape:
+-- Each rule chunk defines four functions with the same shape (and the kinds a RedisStore can prefetch for,
+-- a fifth: `<kind>GiveBack(key, now, cost, params..., at)` returns prefetched units counted at `at`):
 --   <kind>Decide(key, now, cost, params...) -> allowed, remaining, resetMs, retryAfterMs, waitMs, a, b
 --   <kind>Admit(key, now, cost, params..., a, b)
 --   <kind>Refund(key, now, cost, params...)      gives back up to `cost` units, never below empty
@@ -45,6 +46,12 @@ local function fixedWindowRefund(key, now, cost, _limit, windowMs)
   local count = tonumber(h[2]) - cost
   if count < 0 then count = 0 end
   redis.call('HSET', key, 'c', num(count))
+end
+
+-- Prefetched units not spent (see src/prefetch.ts), counted at `at`: given back while their window lasts.
+local function fixedWindowGiveBack(key, now, cost, limit, windowMs, at)
+  if at - fmod(at, windowMs) ~= now - fmod(now, windowMs) then return end
+  fixedWindowRefund(key, now, cost, limit, windowMs)
 end
 
 local function fixedWindowPenalize(key, now, cost, limit, windowMs)

@@ -134,6 +134,25 @@ local function slidingLogRefund(key, now, cost, _limit, windowMs)
   end
 end
 
+-- Prefetched units not spent (see src/prefetch.ts), counted at `at`: taken from the newest entry when it was
+-- logged at `at`. An entry logged after them (another call's) would have to move back in time to make
+-- room; then nothing is given back and the units count until they leave the window.
+local function slidingLogGiveBack(key, now, cost, _limit, windowMs, at)
+  if at + windowMs <= now then return end
+  local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if #e == 0 or tonumber(e[2]) ~= at then return end
+  local seq, finish, units = string.match(e[1], '^(%d+):(%d+):(%d+)$')
+  if seq == nil then return end
+  local take = tonumber(units)
+  if take > cost then take = cost end
+  redis.call('ZREM', key, e[1])
+  if take < tonumber(units) then
+    local newEnd = tonumber(finish) - take
+    if newEnd < 0 then newEnd = newEnd + logModulus end
+    redis.call('ZADD', key, e[2], seq .. ':' .. num(newEnd) .. ':' .. num(tonumber(units) - take))
+  end
+end
+
 local function slidingLogPenalize(key, now, cost, limit, windowMs)
   local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
   local add = cost

@@ -79,6 +79,19 @@ local function slidingWindowRefund(key, now, cost, _limit, windowMs, bucketMs)
   end
 end
 
+-- Prefetched units not spent (see src/prefetch.ts), counted at `at`: taken from the bucket they were counted
+-- in, while it counts, and from no other (units of a later bucket leave the window later).
+local function slidingWindowGiveBack(key, now, cost, _limit, windowMs, bucketMs, at)
+  local s = at - fmod(at, bucketMs)
+  if s + windowMs <= now then return end
+  local field = num(s)
+  local c = tonumber(redis.call('HGET', key, field))
+  if not c then return end
+  c = c - cost
+  if c < 0 then c = 0 end
+  redis.call('HSET', key, field, num(c))
+end
+
 local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
   local current = now - fmod(now, bucketMs)
   local oldest = current - windowMs + bucketMs

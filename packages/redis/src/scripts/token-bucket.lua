@@ -84,6 +84,11 @@ local function tokenBucketRefund(key, now, cost, capacity, refill)
   tokenBucketWrite(key, now, capacity, refill, milli, last)
 end
 
+-- Prefetched tokens not spent (see src/prefetch.ts) go back into the bucket, as a refund.
+local function tokenBucketGiveBack(key, now, cost, capacity, refill, _at)
+  tokenBucketRefund(key, now, cost, capacity, refill)
+end
+
 local function tokenBucketPenalize(key, now, cost, capacity, refill)
   local h = redis.call('HMGET', key, 'm', 'l', 'x')
   local milli0, last = capacity * 1000, now
