@@ -93,6 +93,12 @@ export class Prefetch<P extends Batchable> {
     return this.#held.get(id)
   }
 
+  /** Whether this process holds units for the key. */
+  holds(id: string): boolean {
+    const held = this.#held.get(id)
+    return held !== undefined && held.left > 0
+  }
+
   /** Spends `cost` of the key's units at local time `now`: the answer, or undefined when there are too few. */
   spend(held: Held<P>, cost: number, now: number): StoreAnswer | undefined {
     if (held.left < cost || now >= held.until) return undefined

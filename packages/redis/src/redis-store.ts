@@ -262,8 +262,10 @@ export class RedisStore implements Store {
         } else {
           let denied = false
           for (const d of answer) if (!d.allowed) denied = true
-          if (denied) cache.set(cacheKey, plan.id, cost, localNow, answer)
-          else if (cache.size > 0) cache.delete(cacheKey)
+          // A denial is not kept while this process holds units for the key: they would be stranded.
+          if (denied) {
+            if (prefetch?.holds(cacheKey) !== true) cache.set(cacheKey, plan.id, cost, localNow, answer)
+          } else if (cache.size > 0) cache.delete(cacheKey)
         }
       }
       if (fetch === undefined) return answer
