@@ -86,7 +86,7 @@ function recorder(key: (prefix: string) => string, read: (raw: string[]) => [str
   const counted = new Map<string, [number, number]>()
   const watch = async (prefix: string, done: () => boolean) => {
     const snapshot = async () => {
-      for (const [id, at, units] of read(await admin.zrange(key(prefix), 0, -1, 'WITHSCORES')))
+      for (const [id, at, units] of read(await admin.zrange(key(prefix), '0', '-1', 'WITHSCORES')))
         counted.set(id, [at, units])
     }
     while (!done()) {
