@@ -84,6 +84,34 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => {
     }
   })
 
+  it('prefetches on every shard: batches counted on each key master, units given back there', async () => {
+    const client = await clusterClientOf(kind, cluster)
+    let now = 1_800_000_000_000
+    const clock = () => now
+    const store = new RedisStore({ client, clock, timeoutMs: 2000, prefetch: { units: 8, ms: 100 } })
+    const plain = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
+    const prefix = `prefetch${run++}`
+    const rules = [asRule(fixedWindow({ limit: 1000, windowMs: 60_000 }))]
+    for (const key of KEYS) {
+      const reasons: string[] = []
+      for (let i = 0; i < 5; i++) {
+        const answer = await store.apply(prefix, key, rules, 1, 'consume')
+        reasons.push(answer.reason ?? 'rules')
+      }
+      // Batches of 1, 2 and 4: three round trips for 5 calls, 2 units still held.
+      expect(reasons).toEqual(['rules', 'rules', 'prefetch', 'rules', 'prefetch'])
+      const [held] = await plain.apply(prefix, key, rules, 1, 'peek')
+      expect(held!.remaining).toBe(1000 - 7 - 1)
+    }
+    now += 100
+    store.close()
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    for (const key of KEYS) {
+      const [back] = await plain.apply(prefix, key, rules, 1, 'peek')
+      expect(back!.remaining, key).toBe(1000 - 5 - 1)
+    }
+  })
+
   it('reloads its scripts after SCRIPT FLUSH on every master', async () => {
     const client = await clusterClientOf(kind, cluster)
     const store = new RedisStore({ client, deniedCache: false })

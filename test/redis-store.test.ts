@@ -52,6 +52,13 @@ describe('RedisStore options', () => {
       [{ client, deniedCache: 'yes' }, 'RedisStore.deniedCache'],
       [{ client, deniedCache: { maxKeys: 0 } }, 'RedisStore.deniedCache.maxKeys'],
       [{ client, deniedCache: { size: 5 } }, 'RedisStore.deniedCache.size'],
+      [{ client, prefetch: 'yes' }, 'RedisStore.prefetch'],
+      [{ client, prefetch: [] }, 'RedisStore.prefetch'],
+      [{ client, prefetch: { units: 0 } }, 'RedisStore.prefetch.units'],
+      [{ client, prefetch: { units: 2.5 } }, 'RedisStore.prefetch.units'],
+      [{ client, prefetch: { ms: 0 } }, 'RedisStore.prefetch.ms'],
+      [{ client, prefetch: { ms: 60_001 } }, 'RedisStore.prefetch.ms'],
+      [{ client, prefetch: { size: 5 } }, 'RedisStore.prefetch.size'],
       [{ client, timeoutMS: 50 }, 'RedisStore.timeoutMS'],
       // Regressions from an outside trial: each of these was accepted.
       [{ client, deniedCache: [] }, 'RedisStore.deniedCache'],
