@@ -132,6 +132,31 @@ describe.each(CLIENT_KINDS)('prefetch (%s)', (kind) => {
     expect((await plain.peek('k')).allowed).toBe(false)
   })
 
+  it('with several rules, every rule counts the batch and the tightest one cuts it', async () => {
+    const rules = [
+      fixedWindow({ limit: 1000, windowMs: 60_000 }),
+      tokenBucket({ capacity: 40, refillPerSecond: 0.001 }),
+    ]
+    const { limiter } = await setup(kind, rules)
+    const seen: (readonly [boolean, string, number])[] = []
+    for (let i = 0; i < 11; i++) seen.push(brief(await limiter.consume('k')))
+    // 40 tokens: no batch above 2 until 31 are left, then 1.
+    const reasons = [
+      'rules',
+      'rules',
+      'prefetch',
+      'rules',
+      'prefetch',
+      'rules',
+      'prefetch',
+      'rules',
+      'prefetch',
+      'rules',
+      'rules',
+    ]
+    expect(seen).toEqual(reasons.map((reason, i) => [true, reason, 39 - i]))
+  })
+
   it('a known block ends local spending at once and gives the units back', async () => {
     const { limiter, plain } = await setup(kind, [fixedWindow({ limit: 100, windowMs: 60_000 })], {
       block: true,
