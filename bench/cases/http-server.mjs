@@ -2,6 +2,8 @@
  * @module One HTTP server for the HTTP section, in a process of its own, on a free loopback port.
  * params: { framework: 'express' | 'fastify', variant, redisPort }
  * Variants: `bare`, `sluice-memory`, `sluice-redis` (ioredis), `sluice-redis-node` (node-redis),
+ * `sluice-redis-prefetch` (ioredis, RedisStore `prefetch: true`: batches of up to 64 units spent locally
+ * for up to 100 ms),
  * `peer-memory`, `peer-redis` (express-rate-limit, with rate-limit-redis for Redis; @fastify/rate-limit,
  * with its own Redis support, which takes ioredis). Every limit is so high that nothing is denied;
  * every limiter keys by client IP and sends its default headers.
@@ -68,11 +70,20 @@ async function nodeRedisClient() {
   return client
 }
 
-/** sluice's RedisStore on ioredis (`sluice-redis`) or on node-redis (`sluice-redis-node`). */
+/**
+ * sluice's RedisStore on ioredis (`sluice-redis`), on node-redis (`sluice-redis-node`), or on ioredis with
+ * prefetch at its defaults (`sluice-redis-prefetch`).
+ */
 async function sluiceStore() {
   const { RedisStore } = await sluice('redis')
   const client = p.variant === 'sluice-redis-node' ? await nodeRedisClient() : await redisClient()
-  return new RedisStore({ client })
+  const store = new RedisStore({
+    client,
+    ...(p.variant === 'sluice-redis-prefetch' ? { prefetch: true } : {}),
+  })
+  // Unspent units go back before the client disconnects (closers run in order).
+  closers.unshift(() => store.close())
+  return store
 }
 
 const SLUICE_VARIANTS = new Set([
@@ -80,6 +91,7 @@ const SLUICE_VARIANTS = new Set([
   'sluice-memory-observed',
   'sluice-redis',
   'sluice-redis-node',
+  'sluice-redis-prefetch',
 ])
 const MEMORY_VARIANTS = new Set(['sluice-memory', 'sluice-memory-observed'])
 

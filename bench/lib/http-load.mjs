@@ -66,9 +66,9 @@ function cpuUs(pid) {
 }
 
 /**
- * Requests per second `connections` keep-alive connections get from `server` in `seconds`, and the
- * server's CPU time per request (what the server spends, whatever else runs on the machine); throws on
- * any non-2xx.
+ * Requests per second `connections` keep-alive connections get from `server` in `seconds` (and how many
+ * requests that was), and the server's CPU time per request (what the server spends, whatever else runs
+ * on the machine); throws on any non-2xx.
  */
 export async function load(server, seconds, connections) {
   const cpu0 = cpuUs(server.pid)
@@ -80,6 +80,7 @@ export async function load(server, seconds, connections) {
     )
   }
   return {
+    requests: result.requests.total,
     perSecond: result.requests.total / result.duration,
     serverCpuUsPerRequest: cpu0 === undefined ? Number.NaN : (cpu1 - cpu0) / result.requests.total,
     p50Ms: result.latency.p50,
