@@ -50,6 +50,7 @@ const PLAN = quick
           'sluice:table',
           'rlf',
           'erl',
+          'fastify-local',
           'map',
           'map+clock',
         ],

@@ -70,6 +70,24 @@ export function goals(r) {
     ])
     reach(out, '  ceiling: Map of fixed windows + Date.now()', '≥ 6 M/s', ceiling(100_000), 6e6)
     reach(out, '  ceiling: bare Map counter, no clock', '≥ 6 M/s', bareMap(100_000), 6e6)
+    // Against the peers' in-memory stores, 100 k keys, 256 in flight: by CPU second, then by wall clock.
+    for (const [peer, floor] of [
+      ['fastify-local', 1.0],
+      ['erl', 0.75],
+    ]) {
+      const cell = (s, field) => med(mem[`${s}|100000|batch`]?.[field])
+      const cpu = cell('sluice:fixedWindow', 'perCpuSecond') / cell(peer, 'perCpuSecond')
+      const wall = cell('sluice:fixedWindow', 'perSecond') / cell(peer, 'perSecond')
+      if (Number.isNaN(cpu) && Number.isNaN(wall)) continue
+      out.push([
+        `in-memory fixedWindow vs ${MEMORY_NAMES[peer]}, 100 k keys, 256 in flight (per CPU second)`,
+        `≥ ${floor.toFixed(2)}×`,
+        cpu,
+        cpu >= floor,
+        'ratio',
+      ])
+      out.push(['  the same, wall clock', `≥ ${floor.toFixed(2)}×`, wall, wall >= floor, 'ratio'])
+    }
   }
   const red = r.sections.redis
   if (red !== undefined) {
