@@ -36,7 +36,10 @@ const PREFETCH = { units: 64, ms: 100 }
 /** The overshoot case: processes sharing one key, each with calls in flight, at a limit they keep reaching. */
 const OVERSHOOT = { processes: 4, inFlight: 256, limit: 2000, windowMs: 1000 }
 
-/** How long and how often: `--quick` is a smoke check in under a minute, the full run stays under 15. */
+/**
+ * How long and how often: `--quick` is a smoke check in under a minute, the full run takes about 15 (the
+ * prefetch section about 2 of them).
+ */
 const PLAN = quick
   ? {
       runs: 1,
