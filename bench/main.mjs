@@ -368,11 +368,18 @@ try {
             return load(servers[c.variant], PLAN.prefetch.measureS, HTTP_CONNECTIONS)
           }
           // Only this server talks to Redis during its run; its last give-backs come up to `ms` after it.
+          await servers[c.variant].stats()
           await admin.config('RESETSTAT')
           const run = await load(servers[c.variant], PLAN.prefetch.measureS, HTTP_CONNECTIONS)
           await new Promise((resolve) => setTimeout(resolve, GIVE_BACK_WAIT_MS))
           const scripts = await scriptCalls(admin)
-          return { ...run, scripts, roundTripsPerAdmitted: scripts / run.requests }
+          const { inCall, promised } = await servers[c.variant].stats()
+          return {
+            ...run,
+            scripts,
+            roundTripsPerAdmitted: scripts / run.requests,
+            inCallShare: inCall / (inCall + promised),
+          }
         }),
       )
     } finally {

@@ -14,7 +14,9 @@
  * a limiter's are: the least an IP-keyed limiter sending its headers adds.
  * `sluice-memory-observed` is `sluice-memory` with `@sluice/metrics` subscribed: OpenTelemetry metrics on a
  * real SDK meter provider, and live statistics, as an operator would run them.
- * Prints `READY <port>`, serves until SIGTERM.
+ * Prints `READY <port>`, serves until SIGTERM. `sluice-redis-prefetch` counts the calls its store answered in
+ * the call (units spent locally) and those it answered with a promise (a round trip, or waiting for one
+ * to bring units); on SIGUSR2 it prints `STATS {"inCall","promised"}` and starts counting afresh.
  */
 import { createRequire } from 'node:module'
 import { params } from '../lib/child.mjs'
@@ -81,9 +83,28 @@ async function sluiceStore() {
     client,
     ...(p.variant === 'sluice-redis-prefetch' ? { prefetch: true } : {}),
   })
+  if (p.variant === 'sluice-redis-prefetch') countAnswers(store)
   // Unspent units go back before the client disconnects (closers run in order).
   closers.unshift(() => store.close())
   return store
+}
+
+/** Counts the store's answers given in the call and by promise, printed and reset on SIGUSR2. */
+function countAnswers(store) {
+  let inCall = 0
+  let promised = 0
+  const apply = store.apply.bind(store)
+  store.apply = (...args) => {
+    const answer = apply(...args)
+    if (typeof answer?.then === 'function') promised++
+    else inCall++
+    return answer
+  }
+  process.on('SIGUSR2', () => {
+    process.stdout.write(`STATS ${JSON.stringify({ inCall, promised })}\n`)
+    inCall = 0
+    promised = 0
+  })
 }
 
 const SLUICE_VARIANTS = new Set([

@@ -437,6 +437,7 @@ function prefetchSection(r, pre) {
       spread(s.serverCpuUsPerRequest, (x) => x.toFixed(1)),
       times(pairedRatio(memory?.serverCpuUsPerRequest, s.serverCpuUsPerRequest)),
       s.roundTripsPerAdmitted === undefined ? '' : spread(s.roundTripsPerAdmitted, perDenied),
+      s.inCallShare === undefined ? '' : spread(s.inCallShare, (x) => `${(x * 100).toFixed(0)} %`),
     ])
   }
   const o = (algorithm) => pre[`overshoot|${algorithm}`]
@@ -482,8 +483,11 @@ at a limit nothing reaches), ${plan.rounds} round${plan.rounds === 1 ? '' : 's'}
 sluice memory's server CPU per request over this server's. Round trips per request: the script calls
 Redis ran during the prefetch server's run (\`CONFIG RESETSTAT\` before, \`INFO commandstats\` EVALSHA + EVAL
 read ${spendMs + 50} ms after the run, so its last give-backs count) over the requests it answered.
+"Decided in the call": the share of the store's answers given synchronously, from units already in
+the process (the hook then goes on in the same tick, as on a memory store); the rest were promised: a
+round trip, or a wait for the fetch in flight to bring units.
 
-${table(['server', 'req/s', 'vs bare', 'vs sluice memory', 'server CPU µs/request', 'memory / this (CPU)', 'Redis round trips per request'], httpRows)}
+${table(['server', 'req/s', 'vs bare', 'vs sluice memory', 'server CPU µs/request', 'memory / this (CPU)', 'Redis round trips per request', 'decided in the call'], httpRows)}
 
 At the limit: the overshoot, measured (bench/cases/prefetch-overshoot.mjs), ${ov.runs} run${ov.runs === 1 ? '' : 's'} each. ${ov.processes} processes,
 each with ${ov.inFlight} calls in flight, on one key with prefetch, limit ${n(ov.limit)} per ${n(ov.windowMs)} ms, for ${ov.seconds} s; a denied call
