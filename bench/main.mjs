@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * @module sluice against its peers, side by side, in one run. Run it with `pnpm bench` (builds first) or
- * `node bench/main.mjs [--quick] [--only memory,redis,http,heap,flood]` against the current builds;
+ * `node bench/main.mjs [--quick] [--only memory,redis,http,heap,flood,prefetch]` against the current builds;
  * `--report` writes RESULTS.md again from the last run (after editing analysis.md).
  *
  * Every measurement runs in a fresh node process (lib/child.mjs), runs of different subjects alternate so
@@ -31,7 +31,15 @@ const only =
   onlyArg === undefined ? undefined : (onlyArg.split('=')[1] ?? args[args.indexOf(onlyArg) + 1]).split(',')
 const wanted = (section) => only === undefined || only.includes(section)
 
-/** How long and how often: `--quick` is a smoke check in under a minute, the full run stays under 15. */
+/** The prefetch the `sluice-redis-prefetch` server runs (`prefetch: true`: the defaults), for the overshoot case too. */
+const PREFETCH = { units: 64, ms: 100 }
+/** The overshoot case: processes sharing one key, each with calls in flight, at a limit they keep reaching. */
+const OVERSHOOT = { processes: 4, inFlight: 256, limit: 2000, windowMs: 1000 }
+
+/**
+ * How long and how often: `--quick` is a smoke check in under a minute, the full run takes about 15 (the
+ * prefetch section about 2 of them).
+ */
 const PLAN = quick
   ? {
       runs: 1,
@@ -45,6 +53,7 @@ const PLAN = quick
           'sluice:table',
           'rlf',
           'erl',
+          'fastify-local',
           'map',
           'map+clock',
         ],
@@ -67,6 +76,13 @@ const PLAN = quick
       http: { warmupS: 1, measureS: 1, rounds: 1 },
       heap: { keys: 100_000, runs: 1, subjects: ['sluice:fixedWindow', 'rlf', 'erl', 'map'] },
       flood: { calls: 5000, runs: 1 },
+      prefetch: {
+        warmupS: 1,
+        measureS: 1,
+        rounds: 1,
+        prefetch: PREFETCH,
+        overshoot: { ...OVERSHOOT, seconds: 2, runs: 1 },
+      },
     }
   : {
       runs: 5,
@@ -119,6 +135,13 @@ const PLAN = quick
         ],
       },
       flood: { calls: 20_000, runs: 2 },
+      prefetch: {
+        warmupS: 2,
+        measureS: 2,
+        rounds: 7,
+        prefetch: PREFETCH,
+        overshoot: { ...OVERSHOOT, seconds: 4, runs: 2 },
+      },
     }
 
 const KEY_COUNTS = [1, 100_000]
@@ -140,6 +163,10 @@ const VARIANTS = [
 /** The servers of each framework; sluice on node-redis too where a Redis goal is set (Fastify). */
 const VARIANTS_OF = { express: VARIANTS, fastify: [...VARIANTS, 'sluice-redis-node'] }
 const FLOOD_SUBJECTS = ['sluice', 'sluice-nocache', 'rlf', 'rlf-block', 'rlr']
+/** The prefetch section's Fastify servers: sluice on Redis with prefetch, beside what it should come near. */
+const PREFETCH_VARIANTS = ['bare', 'sluice-memory', 'sluice-redis', 'sluice-redis-prefetch', 'peer-redis']
+/** After a prefetch server's run, how long until its script calls are read: its last give-backs come up to `ms` after the run. */
+const GIVE_BACK_WAIT_MS = PREFETCH.ms + 50
 
 const started = Date.now()
 const log = (...a) => console.log(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s]`, ...a)
@@ -192,12 +219,25 @@ function machine() {
   }
 }
 
-async function flushRedis(port) {
+async function redisAdmin(port) {
   const { Redis } = createRequire(import.meta.url)('ioredis')
   const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true })
   await client.connect()
+  return client
+}
+
+async function flushRedis(port) {
+  const client = await redisAdmin(port)
   await client.flushall()
   client.disconnect()
+}
+
+/** Script calls (EVALSHA and EVAL) Redis has run since its last CONFIG RESETSTAT. */
+async function scriptCalls(client) {
+  const info = await client.info('commandstats')
+  let n = 0
+  for (const m of info.matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g)) n += Number(m[2])
+  return n
 }
 
 const dir = fileURLToPath(new URL('./', import.meta.url))
@@ -236,7 +276,7 @@ if (wanted('memory')) {
   )
 }
 
-const needsRedis = wanted('redis') || wanted('http') || wanted('flood')
+const needsRedis = wanted('redis') || wanted('http') || wanted('flood') || wanted('prefetch')
 const redis = needsRedis ? await startRedis() : undefined
 try {
   if (wanted('redis')) {
@@ -307,6 +347,65 @@ try {
         limit: 10,
       })
     })
+  }
+
+  if (wanted('prefetch')) {
+    log('6. prefetch from Redis: Fastify req/s and round trips per request, far from the limit')
+    results.sections.prefetch = {}
+    await flushRedis(redis.port)
+    const admin = await redisAdmin(redis.port)
+    const servers = {}
+    try {
+      for (const variant of PREFETCH_VARIANTS) {
+        servers[variant] = await startServer({ framework: 'fastify', variant, redisPort: redis.port })
+        await load(servers[variant], PLAN.prefetch.warmupS, HTTP_CONNECTIONS)
+      }
+      const configs = PREFETCH_VARIANTS.map((variant) => ({ key: `fastify|${variant}`, variant }))
+      Object.assign(
+        results.sections.prefetch,
+        await alternate(configs, PLAN.prefetch.rounds, async (c) => {
+          if (c.variant !== 'sluice-redis-prefetch') {
+            return load(servers[c.variant], PLAN.prefetch.measureS, HTTP_CONNECTIONS)
+          }
+          // Only this server talks to Redis during its run; its last give-backs come up to `ms` after it.
+          await servers[c.variant].stats()
+          await admin.config('RESETSTAT')
+          const run = await load(servers[c.variant], PLAN.prefetch.measureS, HTTP_CONNECTIONS)
+          await new Promise((resolve) => setTimeout(resolve, GIVE_BACK_WAIT_MS))
+          const scripts = await scriptCalls(admin)
+          const { inCall, promised } = await servers[c.variant].stats()
+          return {
+            ...run,
+            scripts,
+            roundTripsPerAdmitted: scripts / run.requests,
+            inCallShare: inCall / (inCall + promised),
+          }
+        }),
+      )
+    } finally {
+      for (const server of Object.values(servers)) await server.stop()
+      admin.disconnect()
+    }
+    const { runs, ...overshoot } = PLAN.prefetch.overshoot
+    log(
+      `   overshoot: ${overshoot.processes} processes × ${overshoot.inFlight} in flight on one key, limit ${overshoot.limit} per ${overshoot.windowMs} ms`,
+    )
+    const configs = ['slidingLog', 'fixedWindow'].map((algorithm) => ({
+      key: `overshoot|${algorithm}`,
+      algorithm,
+    }))
+    Object.assign(
+      results.sections.prefetch,
+      await alternate(configs, runs, async (c) => {
+        await flushRedis(redis.port)
+        return runCase('prefetch-overshoot', {
+          port: redis.port,
+          algorithm: c.algorithm,
+          ...overshoot,
+          ...PLAN.prefetch.prefetch,
+        })
+      }),
+    )
   }
 } finally {
   await redis?.stop()

@@ -2,6 +2,8 @@
  * @module One HTTP server for the HTTP section, in a process of its own, on a free loopback port.
  * params: { framework: 'express' | 'fastify', variant, redisPort }
  * Variants: `bare`, `sluice-memory`, `sluice-redis` (ioredis), `sluice-redis-node` (node-redis),
+ * `sluice-redis-prefetch` (ioredis, RedisStore `prefetch: true`: batches of up to 64 units spent locally
+ * for up to 100 ms),
  * `peer-memory`, `peer-redis` (express-rate-limit, with rate-limit-redis for Redis; @fastify/rate-limit,
  * with its own Redis support, which takes ioredis). Every limit is so high that nothing is denied;
  * every limiter keys by client IP and sends its default headers.
@@ -12,7 +14,9 @@
  * a limiter's are: the least an IP-keyed limiter sending its headers adds.
  * `sluice-memory-observed` is `sluice-memory` with `@sluice/metrics` subscribed: OpenTelemetry metrics on a
  * real SDK meter provider, and live statistics, as an operator would run them.
- * Prints `READY <port>`, serves until SIGTERM.
+ * Prints `READY <port>`, serves until SIGTERM. `sluice-redis-prefetch` counts the calls its store answered in
+ * the call (units spent locally) and those it answered with a promise (a round trip, or waiting for one
+ * to bring units); on SIGUSR2 it prints `STATS {"inCall","promised"}` and starts counting afresh.
  */
 import { createRequire } from 'node:module'
 import { params } from '../lib/child.mjs'
@@ -68,11 +72,39 @@ async function nodeRedisClient() {
   return client
 }
 
-/** sluice's RedisStore on ioredis (`sluice-redis`) or on node-redis (`sluice-redis-node`). */
+/**
+ * sluice's RedisStore on ioredis (`sluice-redis`), on node-redis (`sluice-redis-node`), or on ioredis with
+ * prefetch at its defaults (`sluice-redis-prefetch`).
+ */
 async function sluiceStore() {
   const { RedisStore } = await sluice('redis')
   const client = p.variant === 'sluice-redis-node' ? await nodeRedisClient() : await redisClient()
-  return new RedisStore({ client })
+  const store = new RedisStore({
+    client,
+    ...(p.variant === 'sluice-redis-prefetch' ? { prefetch: true } : {}),
+  })
+  if (p.variant === 'sluice-redis-prefetch') countAnswers(store)
+  // Unspent units go back before the client disconnects (closers run in order).
+  closers.unshift(() => store.close())
+  return store
+}
+
+/** Counts the store's answers given in the call and by promise, printed and reset on SIGUSR2. */
+function countAnswers(store) {
+  let inCall = 0
+  let promised = 0
+  const apply = store.apply.bind(store)
+  store.apply = (...args) => {
+    const answer = apply(...args)
+    if (typeof answer?.then === 'function') promised++
+    else inCall++
+    return answer
+  }
+  process.on('SIGUSR2', () => {
+    process.stdout.write(`STATS ${JSON.stringify({ inCall, promised })}\n`)
+    inCall = 0
+    promised = 0
+  })
 }
 
 const SLUICE_VARIANTS = new Set([
@@ -80,6 +112,7 @@ const SLUICE_VARIANTS = new Set([
   'sluice-memory-observed',
   'sluice-redis',
   'sluice-redis-node',
+  'sluice-redis-prefetch',
 ])
 const MEMORY_VARIANTS = new Set(['sluice-memory', 'sluice-memory-observed'])
 

@@ -18,7 +18,7 @@ process.once('exit', () => {
 })
 
 /**
- * Starts a server; resolves with `{ port, pid, stop() }` once it listens. `wrapper` is a command the
+ * Starts a server; resolves with `{ port, pid, stats(), stop() }` once it listens. `wrapper` is a command the
  * server's node runs under (valgrind, for bench/instructions.mjs); `env` the server's environment.
  */
 export function startServer(params, { wrapper = [], env = process.env } = {}) {
@@ -34,12 +34,22 @@ export function startServer(params, { wrapper = [], env = process.env } = {}) {
     child.once('exit', (code) =>
       reject(new Error(`server ${JSON.stringify(params)} exited (${code}):\n${err}`)),
     )
+    let waiting
     child.stdout.on('data', (c) => {
+      const stats = /STATS (.*)/.exec(String(c))
+      if (stats !== null) waiting?.(JSON.parse(stats[1]))
       const m = /READY (\d+)/.exec(String(c))
       if (m === null) return
       resolve({
         port: Number(m[1]),
         pid: child.pid,
+        /** What a server that counts something prints on SIGUSR2 (`STATS <json>`), counting afresh after. */
+        stats() {
+          return new Promise((done) => {
+            waiting = done
+            child.kill('SIGUSR2')
+          })
+        },
         stop() {
           running.delete(child)
           child.removeAllListeners('exit')
@@ -66,9 +76,9 @@ function cpuUs(pid) {
 }
 
 /**
- * Requests per second `connections` keep-alive connections get from `server` in `seconds`, and the
- * server's CPU time per request (what the server spends, whatever else runs on the machine); throws on
- * any non-2xx.
+ * Requests per second `connections` keep-alive connections get from `server` in `seconds` (and how many
+ * requests that was), and the server's CPU time per request (what the server spends, whatever else runs
+ * on the machine); throws on any non-2xx.
  */
 export async function load(server, seconds, connections) {
   const cpu0 = cpuUs(server.pid)
@@ -80,6 +90,7 @@ export async function load(server, seconds, connections) {
     )
   }
   return {
+    requests: result.requests.total,
     perSecond: result.requests.total / result.duration,
     serverCpuUsPerRequest: cpu0 === undefined ? Number.NaN : (cpu1 - cpu0) / result.requests.total,
     p50Ms: result.latency.p50,

@@ -70,6 +70,24 @@ export function goals(r) {
     ])
     reach(out, '  ceiling: Map of fixed windows + Date.now()', '≥ 6 M/s', ceiling(100_000), 6e6)
     reach(out, '  ceiling: bare Map counter, no clock', '≥ 6 M/s', bareMap(100_000), 6e6)
+    // Against the peers' in-memory stores, 100 k keys, 256 in flight: by CPU second, then by wall clock.
+    for (const [peer, floor] of [
+      ['fastify-local', 1.0],
+      ['erl', 0.75],
+    ]) {
+      const cell = (s, field) => med(mem[`${s}|100000|batch`]?.[field])
+      const cpu = cell('sluice:fixedWindow', 'perCpuSecond') / cell(peer, 'perCpuSecond')
+      const wall = cell('sluice:fixedWindow', 'perSecond') / cell(peer, 'perSecond')
+      if (Number.isNaN(cpu) && Number.isNaN(wall)) continue
+      out.push([
+        `in-memory fixedWindow vs ${MEMORY_NAMES[peer]}, 100 k keys, 256 in flight (per CPU second)`,
+        `≥ ${floor.toFixed(2)}×`,
+        cpu,
+        cpu >= floor,
+        'ratio',
+      ])
+      out.push(['  the same, wall clock', `≥ ${floor.toFixed(2)}×`, wall, wall >= floor, 'ratio'])
+    }
   }
   const red = r.sections.redis
   if (red !== undefined) {
@@ -132,6 +150,31 @@ export function goals(r) {
       }
     }
   }
+  const pre = r.sections.prefetch
+  if (pre !== undefined) {
+    const s = pre['fastify|sluice-redis-prefetch']
+    const memory = pre['fastify|sluice-memory']
+    if (s !== undefined && memory !== undefined) {
+      const rate = pairedRatio(s.perSecond, memory.perSecond)
+      const cpu = pairedRatio(memory.serverCpuUsPerRequest, s.serverCpuUsPerRequest)
+      out.push([
+        'fastify + sluice Redis with prefetch vs sluice memory',
+        '≥ 0.95×',
+        rate,
+        rate >= 0.95,
+        'ratio',
+      ])
+      out.push(['  the same, by server CPU per request', '≥ 0.95×', cpu, cpu >= 0.95, 'ratio'])
+      const trips = med(s.roundTripsPerAdmitted)
+      out.push([
+        'Redis round trips per admitted request, prefetch, far from the limit',
+        '≤ 0.05',
+        trips,
+        trips <= 0.05,
+        'fraction',
+      ])
+    }
+  }
   return out
 }
 
@@ -149,6 +192,7 @@ function goalValue(value, unit) {
   if (value === undefined || Number.isNaN(value)) return 'n/a'
   if (unit === 'ratio') return `${value.toFixed(2)}×`
   if (unit === 'ms') return ms(value)
+  if (unit === 'fraction') return value.toFixed(3)
   return `${value >= 1e6 ? `${(value / 1e6).toFixed(2)} M` : `${(value / 1e3).toFixed(0)} k`}/s`
 }
 
@@ -362,6 +406,104 @@ trips) per denied call.
 ${table(['store', 'Redis commands per denied call', 'round trips per denied call'], rows)}`)
   }
 
+  const pre = r.sections.prefetch
+  if (pre !== undefined) parts.push(prefetchSection(r, pre))
+
   if (analysis) parts.push(analysis.trim())
   return `${parts.join('\n\n')}\n`
+}
+
+const PREFETCH_NAMES = {
+  bare: 'fastify, bare',
+  'sluice-memory': 'fastify + sluice, memory',
+  'sluice-redis': 'fastify + sluice, Redis',
+  'sluice-redis-prefetch': 'fastify + sluice, Redis with prefetch',
+  'peer-redis': 'fastify + @fastify/rate-limit, Redis',
+}
+
+function prefetchSection(r, pre) {
+  const plan = r.plan.prefetch
+  const bare = pre['fastify|bare']
+  const memory = pre['fastify|sluice-memory']
+  const httpRows = []
+  for (const [variant, name] of Object.entries(PREFETCH_NAMES)) {
+    const s = pre[`fastify|${variant}`]
+    if (s === undefined) continue
+    httpRows.push([
+      name,
+      spread(s.perSecond),
+      times(pairedRatio(s.perSecond, bare?.perSecond)),
+      times(pairedRatio(s.perSecond, memory?.perSecond)),
+      spread(s.serverCpuUsPerRequest, (x) => x.toFixed(1)),
+      times(pairedRatio(memory?.serverCpuUsPerRequest, s.serverCpuUsPerRequest)),
+      s.roundTripsPerAdmitted === undefined ? '' : spread(s.roundTripsPerAdmitted, perDenied),
+      s.inCallShare === undefined ? '' : spread(s.inCallShare, (x) => `${(x * 100).toFixed(0)} %`),
+    ])
+  }
+  const o = (algorithm) => pre[`overshoot|${algorithm}`]
+  const int = (x) => Math.round(x).toLocaleString('en')
+  const pct = (x) => `${(x * 100).toFixed(0)} %`
+  const overRows = ['slidingLog', 'fixedWindow']
+    .filter((a) => o(a) !== undefined)
+    .map((a) => {
+      const v = o(a)
+      return [
+        a,
+        spread(v.overshoot, int),
+        spread(v.bound, int),
+        spread(v.worstOverBound, int),
+        v.spansOverBound === undefined
+          ? spread(v.windowsOverLimit, int)
+          : `${spread(v.spansOverBound, int)} of ${int(med(v.spans))}`,
+        spread(v.admitted, int),
+        v.countedInRedis === undefined ? 'n/a' : spread(v.countedInRedis, int),
+        spread(v.allowed, int),
+        spread(v.localShare, pct),
+        spread(v.scriptsPerAdmitted, perDenied),
+        spread(v.clockUncertaintyMs, (x) => `${x.toFixed(2)} ms`),
+      ]
+    })
+  const log = o('slidingLog')
+  // Each admitted fetch logs one entry: fewer seen than Redis decided means some went unseen.
+  const check =
+    log === undefined || log.entriesSeen.values.every((x, i) => x === log.decided.values[i])
+      ? ''
+      : `\n\nslidingLog: log entries seen ${spread(log.entriesSeen, int)} against admissions Redis decided ${spread(log.decided, int)}: some admissions were not timed.`
+  const { units, ms: spendMs } = plan.prefetch
+  const ov = plan.overshoot
+  const n = (x) => x.toLocaleString('en')
+  return `## 6. Prefetch from Redis
+
+A RedisStore with \`prefetch: { units: ${units}, ms: ${spendMs} }\` (\`true\`: the defaults; batches of up to ${units} units,
+spent locally for up to ${spendMs} ms), far from its limit and at it.
+
+Far from the limit: Fastify servers as in section 3 (autocannon, 64 connections, one client IP: one key
+at a limit nothing reaches), ${plan.rounds} round${plan.rounds === 1 ? '' : 's'} of ${plan.measureS} s each, runs alternating.
+"vs memory" sets each server's run against sluice memory's of the same round; "memory / this (CPU)" is
+sluice memory's server CPU per request over this server's. Round trips per request: the script calls
+Redis ran during the prefetch server's run (\`CONFIG RESETSTAT\` before, \`INFO commandstats\` EVALSHA + EVAL
+read ${spendMs + 50} ms after the run, so its last give-backs count) over the requests it answered.
+"Decided in the call": the share of the store's answers given synchronously, from units already in
+the process (the hook then goes on in the same tick, as on a memory store); the rest were promised: a
+round trip, or a wait for the fetch in flight to bring units.
+
+${table(['server', 'req/s', 'vs bare', 'vs sluice memory', 'server CPU µs/request', 'memory / this (CPU)', 'Redis round trips per request', 'decided in the call'], httpRows)}
+
+At the limit: the overshoot, measured (bench/cases/prefetch-overshoot.mjs), ${ov.runs} run${ov.runs === 1 ? '' : 's'} each. ${ov.processes} processes,
+each with ${ov.inFlight} calls in flight, on one key with prefetch, limit ${n(ov.limit)} per ${n(ov.windowMs)} ms, for ${ov.seconds} s; a denied call
+sleeps its \`retryAfterMs\` and asks again. Every admission is timed in Redis time: a unit spent from
+prefetched units by its worker's clock, converted with the upper bound of the offset to Redis's (Redis
+\`TIME\` sampled every 50 ms with its round trip timed; never early; "clock" is the widest bracket of the
+offset); an admission Redis decided (a fetch's leader) by Redis itself, which a busy worker may learn of
+much later: slidingLog by its entry's score in the log, fixedWindow by its answer's \`resetMs\`.
+slidingLog: every span of ${n(ov.windowMs)} ms starting at an admission is swept; the overshoot is the most admitted in
+a span minus the limit, the bound the units Redis counted in the ${spendMs} ms before that span (read from the
+log's sorted set, snapshotted every ${n(ov.windowMs / 4)} ms; units given back are not counted), "over bound"
+the most any span's overshoot passed its own bound (at most 0: the promise held). fixedWindow: admitted
+per window of Redis time; the bound is 0. "allowed" is the most exact decisions admit over the run's span
+(the limit times the windows it touches); "counted in Redis", the units the log holds for the run, net of
+give-backs (units counted and neither spent nor given back make up the difference with "admitted").
+A measurement, not a test: the test suite asserts the bound.
+
+${table(['rule', 'overshoot (max)', 'bound at that span', 'over bound (max)', 'spans (windows) over their bound', 'admitted', 'counted in Redis', 'allowed', 'from prefetched units', 'round trips per admitted', 'clock'], overRows)}${check}`
 }
