@@ -98,8 +98,8 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => {
         const answer = await store.apply(prefix, key, rules, 1, 'consume')
         reasons.push(answer.reason ?? 'rules')
       }
-      // Batches of 1, 2 and 4: three round trips for 5 calls, 2 units still held.
-      expect(reasons).toEqual(['rules', 'rules', 'prefetch', 'rules', 'prefetch'])
+      // Batches of 1 and 2 for the first two calls, then 4 fetched ahead: 7 counted for 5 calls, 2 held.
+      expect(reasons).toEqual(['rules', 'rules', 'prefetch', 'prefetch', 'prefetch'])
       const [held] = await plain.apply(prefix, key, rules, 1, 'peek')
       expect(held!.remaining).toBe(1000 - 7 - 1)
     }

@@ -83,7 +83,8 @@ export const REPLY_FIELDS = 6
  * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `unqueue`:
  * change the state, reply `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
  * batch (ARGV after the params: the units wanted, at most `1 / FETCH_SHARE` of every rule's remaining,
- * at least the call's cost), replying the batch taken before the server's ms. `giveBack`: each rule's
+ * at least the call's cost; a fetch ahead has cost 0 and takes 2 units or more, or none, counting
+ * nothing), replying the batch taken before the server's ms. `giveBack`: each rule's
  * `<kind>GiveBack` of units counted at the ms after the params.
  */
 export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
@@ -146,7 +147,12 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
         '  if r < want then want = r end',
       )
     })
-    head.push('  if want > cost then cost = want end', 'end')
+    // A fetch ahead (cost 0) takes 2 units or none: from 31 left, every unit is counted for its own call.
+    head.push(
+      '  if want > cost and (cost > 0 or want > 1) then cost = want end',
+      'end',
+      'if cost == 0 then consume = false end',
+    )
   }
   // A fetch replies the units it took before the server's ms.
   const tail = act === 'fetch' ? 'cost, serverNow' : 'serverNow'

@@ -6,14 +6,16 @@
  * every rule, atomically, as that many admitted calls would (src/compose.ts, act `fetch`). Calls that come
  * while it is in flight join it as long as the batch it asked for covers them; the rest lead fetches of
  * their own. The units a reply brings are spent locally, by the leader, its joiners, then any call on the
- * key, for at most `ms` from when the fetch was sent; units left then are given back to Redis.
+ * key, for at most `ms` from when the fetch was sent; units left then are given back to Redis. Once a batch is
+ * half spent, the next one is fetched ahead, so the calls of a busy key seldom find none.
  *
  * A batch's size follows the key's demand: it starts at 1, doubles (up to `units`) each time the units ran
  * out before their time was up, and falls to what was spent when they did not. Redis cuts it further:
  * never more than `1 / FETCH_SHARE` of what any rule has left, so near the limit every call is a round trip
  * and decisions are exact there.
  */
-import type { Rule, RuleDecision, StoreAnswer } from '@sluice/core'
+import type { BlockPolicy, Rule, RuleDecision, StoreAnswer } from '@sluice/core'
+import { FETCH_SHARE } from './compose.ts'
 
 /** What the store hands a fetch: its rules under one identity (`id`: their specs joined). */
 export interface Batchable {
@@ -43,6 +45,8 @@ export interface Held<P extends Batchable> {
   readonly key: string
   readonly plan: P
   readonly rules: readonly Rule[]
+  /** The limiter's block policy, which a fetch ahead sends as the calls do. */
+  block: BlockPolicy | undefined
   /** Units counted in Redis and not spent yet, spendable until `until` (local ms). */
   left: number
   until: number
@@ -50,8 +54,9 @@ export interface Held<P extends Batchable> {
   at: number
   countedAt: number
   taken: number
-  /** The newest batch's reply: every rule's figures with the whole batch counted. */
+  /** The newest batch's reply: every rule's figures with the whole batch counted; the least remaining. */
   figures: readonly RuleDecision[]
+  room: number
   /** Units the next fetch asks for (before Redis cuts it). */
   size: number
   /** Fetches in flight, and the latest of them (the one new calls may join). */
@@ -70,6 +75,7 @@ export class Prefetch<P extends Batchable> {
   readonly units: number
   readonly ms: number
   readonly #clock: () => number
+  readonly #fetchAhead: (held: Held<P>, batch: Fetch) => void
   readonly #giveBack: (held: Held<P>, units: number) => void
   readonly #held = new Map<string, Held<P>>()
   /** Keys in the order they fall due (nearly: a batch cut short by its fixed window falls due earlier). */
@@ -81,11 +87,13 @@ export class Prefetch<P extends Batchable> {
     units: number,
     ms: number,
     clock: () => number,
+    fetchAhead: (held: Held<P>, batch: Fetch) => void,
     giveBack: (held: Held<P>, units: number) => void,
   ) {
     this.units = units
     this.ms = ms
     this.#clock = clock
+    this.#fetchAhead = fetchAhead
     this.#giveBack = giveBack
   }
 
@@ -103,7 +111,17 @@ export class Prefetch<P extends Batchable> {
   spend(held: Held<P>, cost: number, now: number): StoreAnswer | undefined {
     if (held.left < cost || now >= held.until) return undefined
     held.left -= cost
-    return answerAt(held, now, true)
+    const answer = answerAt(held, now, true)
+    // Half the newest batch spent, nothing on its way, and room for Redis to give 2 units or more: the next
+    // batch is fetched now, twice as big.
+    if (held.inFlight === 0 && held.left * 2 < held.taken && held.room >= 2 * FETCH_SHARE) {
+      if (held.size < this.units) held.size = Math.min(this.units, held.size * 2)
+      const batch: Fetch = { want: held.size, promised: 0, joiners: [] }
+      held.inFlight++
+      held.latest = batch
+      this.#fetchAhead(held, batch)
+    }
+    return answer
   }
 
   /** Has the call wait for the key's latest fetch when that covers it; undefined when it does not. */
@@ -132,6 +150,7 @@ export class Prefetch<P extends Batchable> {
     plan: P,
     rules: readonly Rule[],
     cost: number,
+    block: BlockPolicy | undefined,
     now: number,
   ): [Held<P>, Fetch] | undefined {
     let held = this.#held.get(id)
@@ -148,12 +167,14 @@ export class Prefetch<P extends Batchable> {
         key,
         plan,
         rules,
+        block,
         left: 0,
         until: 0,
         at: 0,
         countedAt: 0,
         taken: 0,
         figures: [],
+        room: 0,
         size: 1,
         inFlight: 0,
         latest: undefined,
@@ -166,6 +187,7 @@ export class Prefetch<P extends Batchable> {
       // The units ran out in time: demand outgrew the batch.
       if (held.size < this.units) held.size = Math.min(this.units, held.size * 2)
     } else this.#expire(held)
+    held.block = block
     const fetch: Fetch = { want: Math.max(cost, held.size), promised: cost, joiners: [] }
     held.inFlight++
     held.latest = fetch
@@ -201,6 +223,9 @@ export class Prefetch<P extends Batchable> {
     held.countedAt = countedAt
     held.taken = taken
     held.figures = answer
+    let room = Number.POSITIVE_INFINITY
+    for (const d of answer) if (d.remaining < room) room = d.remaining
+    held.room = room
     held.idle = false
     const leader = answerAt(held, at, false)
     // Units fetched for a key this process has since let go of (a block, other rules) go straight back.

@@ -95,8 +95,8 @@ export interface RedisStoreOptions {
    * Prefetch: for consumes whose rules are all fixedWindow, slidingWindow, slidingLog or tokenBucket, one
    * script call counts a batch of up to `units` units on the key (default 64), which this process then
    * spends locally, answering `reason: 'prefetch'` with no round trip, for at most `ms` (default 100);
-   * units left then are given back. The batch starts at 1, grows with the key's local demand and is
-   * never more than 1/16 of what any rule has left, so near the limit every call is decided in Redis. The
+   * units left then are given back. The next batch is fetched once half of one is spent. A batch starts
+   * at 1, grows with the key's local demand and is never more than 1/16 of what any rule has left, so near the limit every call is decided in Redis. The
    * count is never exceeded; a sliding window can pass, in any span of `windowMs`, at most the units
    * prefetched in the `ms` before it beyond its limit. `true` for the defaults. Default off.
    */
@@ -190,7 +190,7 @@ export class RedisStore implements Store {
     this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
     this.#cache = deniedCache(o.deniedCache)
     this.#deadlines = new Deadlines(this.#timeoutMs, () => performance.now(), this.#timeoutError)
-    this.#prefetch = prefetchOf(o.prefetch, this.#localNow, this.#giveBack)
+    this.#prefetch = prefetchOf(o.prefetch, this.#localNow, this.#fetchAhead, this.#giveBack)
   }
 
   /** Local ms: the given clock, or the process's monotonic one. */
@@ -225,7 +225,6 @@ export class RedisStore implements Store {
         }
       }
     }
-    let fetch: [Held<Plan>, Fetch] | undefined
     if (prefetch !== undefined) {
       const held = prefetch.get(cacheKey)
       if (held !== undefined && (held.plan === plan || held.plan.id === plan.id)) {
@@ -234,54 +233,101 @@ export class RedisStore implements Store {
         const joined = prefetch.join(held, cost, () => this.apply(prefix, key, rules, cost, mode, block))
         if (joined !== undefined) return joined
       }
-      fetch = prefetch.lead(cacheKey, prefix, key, plan, rules, cost, localNow)
     }
     // A reset while this call is on its way may have removed what denies it: then its denial is not cached.
     const resets = this.#resets
     const refused = this.#refuse()
     if (refused !== undefined) return Promise.reject(refused)
+    const fetch = prefetch?.lead(cacheKey, prefix, key, plan, rules, cost, block, localNow)
+    if (fetch !== undefined) return this.#fetch(fetch[0], fetch[1], cost, now, localNow, resets)
 
     const keys = this.#keys(prefix, key, plan, block !== undefined)
     const args = this.#args(plan, now, consume ? '1' : '0', cost, block)
     // A lease id made here, random: unique across processes without a round trip to agree on one.
     if (plan.leases) args.push(consume ? newLease(cost) : '')
-    if (fetch !== undefined) args.push(String(fetch[1].want))
 
     const call = this.#deadlines.start<StoreAnswer>()
-    const s = fetch === undefined ? plan.script : this.#script(plan, 'fetch')
-    this.#attempt(call, s, keys, args, true, (reply) => {
-      const [answer, blocked] = answerOf(plan, rules, reply, fetch !== undefined)
-      if (cache !== undefined) {
-        if (resets !== this.#resets) {
-          if (cache.size > 0) cache.delete(cacheKey)
-        } else if (answer.reason === 'blocked') {
-          cache.setBlocked(cacheKey, localNow, answer[0]!.retryAfterMs)
-        } else if (blocked > 0) {
-          // This denial began a block: until it ends, the key is blocked, whatever the call.
-          cache.setBlocked(cacheKey, localNow, blocked)
-        } else {
-          let denied = false
-          for (const d of answer) if (!d.allowed) denied = true
-          // A denial is not kept while this process holds units for the key: they would be stranded.
-          if (denied) {
-            if (prefetch?.holds(cacheKey) !== true) cache.set(cacheKey, plan.id, cost, localNow, answer)
-          } else if (cache.size > 0) cache.delete(cacheKey)
-        }
-      }
-      if (fetch === undefined) return answer
-      // A fetch replies the units it took, then Redis's ms, the time they were counted at without a clock.
+    this.#attempt(call, plan.script, keys, args, true, (reply) => {
+      const [answer, blocked] = answerOf(plan, rules, reply, false)
+      if (cache !== undefined) this.#remember(cacheKey, plan.id, cost, localNow, resets, answer, blocked)
+      return answer
+    })
+    return call.promise
+  }
+
+  /**
+   * Keeps what a consume's reply says about the key in the denied-key cache: a block, a denial (not while
+   * this process holds units for the key: they would be stranded behind it), or nothing after an admission
+   * or a reset made while the call was on its way.
+   */
+  #remember(
+    cacheKey: string,
+    planId: string,
+    cost: number,
+    sentAt: number,
+    resets: number,
+    answer: StoreAnswer,
+    blocked: number,
+  ): void {
+    const cache = this.#cache!
+    if (resets !== this.#resets) {
+      if (cache.size > 0) cache.delete(cacheKey)
+    } else if (answer.reason === 'blocked') {
+      cache.setBlocked(cacheKey, sentAt, answer[0]!.retryAfterMs)
+    } else if (blocked > 0) {
+      // This denial began a block: until it ends, the key is blocked, whatever the call.
+      cache.setBlocked(cacheKey, sentAt, blocked)
+    } else {
+      let denied = false
+      for (const d of answer) if (!d.allowed) denied = true
+      if (denied) {
+        if (this.#prefetch?.holds(cacheKey) !== true) cache.set(cacheKey, planId, cost, sentAt, answer)
+      } else if (cache.size > 0) cache.delete(cacheKey)
+    }
+  }
+
+  /**
+   * Sends a fetch: the call's `cost` and up to the batch's `want` more units, counted in Redis; the reply
+   * keeps the units the call does not spend. With cost 0 (a fetch ahead) no call waits on it but its joiners.
+   */
+  #fetch(
+    held: Held<Plan>,
+    batch: Fetch,
+    cost: number,
+    now: number | undefined,
+    localNow: number,
+    resets: number,
+  ): Promise<StoreAnswer> {
+    const prefetch = this.#prefetch!
+    const { plan, rules } = held
+    const keys = this.#keys(held.prefix, held.key, plan, held.block !== undefined)
+    const args = this.#args(plan, now, '1', cost, held.block)
+    args.push(String(batch.want))
+    const call = this.#deadlines.start<StoreAnswer>()
+    this.#attempt(call, this.#script(plan, 'fetch'), keys, args, true, (reply) => {
+      const [answer, blocked] = answerOf(plan, rules, reply, true)
+      if (this.#cache !== undefined) this.#remember(held.id, plan.id, cost, localNow, resets, answer, blocked)
+      // The reply ends with the units taken, then Redis's ms: when they were counted, without a clock.
       const taken = Number(reply[reply.length - 2])
       const countedAt = now ?? Number(reply[reply.length - 1])
-      return prefetch!.fetched(fetch[0], answer, taken, cost, localNow, countedAt)
+      return prefetch.fetched(held, answer, taken, cost, localNow, countedAt)
     })
-    if (fetch !== undefined) {
-      const [held, batch] = fetch
-      call.promise.then(
-        () => prefetch!.arrived(held, batch),
-        (error: unknown) => prefetch!.failed(held, batch, error),
-      )
-    }
+    call.promise.then(
+      () => prefetch.arrived(held, batch),
+      (error: unknown) => prefetch.failed(held, batch, error),
+    )
     return call.promise
+  }
+
+  /** Fetches a batch for a key whose units are running low, before calls find none (see Prefetch.spend). */
+  readonly #fetchAhead = (held: Held<Plan>, batch: Fetch): void => {
+    const refused = this.#refuse()
+    if (refused !== undefined) {
+      this.#prefetch!.failed(held, batch, refused)
+      return
+    }
+    const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
+    this.#fetch(held, batch, 0, now, now ?? performance.now(), this.#resets).then(undefined, () => {})
   }
 
   /** Gives a key's unspent prefetched units back to Redis; a failure leaves them counted. */
@@ -604,10 +650,12 @@ const DEFAULT_PREFETCH_MS = 100
 function prefetchOf(
   option: unknown,
   clock: () => number,
+  fetchAhead: (held: Held<Plan>, batch: Fetch) => void,
   giveBack: (held: Held<Plan>, units: number) => void,
 ): Prefetch<Plan> | undefined {
   if (option === undefined || option === false) return undefined
-  if (option === true) return new Prefetch(DEFAULT_PREFETCH_UNITS, DEFAULT_PREFETCH_MS, clock, giveBack)
+  const make = (units: number, ms: number) => new Prefetch(units, ms, clock, fetchAhead, giveBack)
+  if (option === true) return make(DEFAULT_PREFETCH_UNITS, DEFAULT_PREFETCH_MS)
   if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
     const o = readOptions<{ units?: number; ms?: number }>('RedisStore.prefetch', option, ['units', 'ms'])
     const units = integerOption(
@@ -617,7 +665,7 @@ function prefetchOf(
       1_000_000,
     )
     const ms = integerOption('RedisStore.prefetch.ms', given(o.ms, DEFAULT_PREFETCH_MS), 1, 60_000)
-    return new Prefetch(units, ms, clock, giveBack)
+    return make(units, ms)
   }
   throw new InvalidOptionError('RedisStore.prefetch', option, 'true, false or { units, ms }')
 }
