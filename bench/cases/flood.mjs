@@ -10,27 +10,15 @@
  */
 import { createRequire } from 'node:module'
 import { params, report } from '../lib/child.mjs'
+import { connectIoredis } from '../lib/redis-server.mjs'
 import { sluice } from '../lib/sluice.mjs'
 
 const require = createRequire(import.meta.url)
 const p = params()
 const { createLimiter, fixedWindow } = await sluice('core')
 const { RedisStore } = await sluice('redis')
-const { Redis } = require('ioredis')
 
-async function connect() {
-  const client = new Redis({
-    host: '127.0.0.1',
-    port: p.port,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-  })
-  await new Promise((resolve, reject) => {
-    client.once('ready', resolve)
-    client.once('error', reject)
-  })
-  return client
-}
+const connect = () => connectIoredis(p.port)
 
 const admin = await connect()
 const client = await connect()

@@ -30,31 +30,17 @@
  * script calls Redis ran per admission (INFO commandstats), and the share spent from prefetched units.
  */
 import { spawn } from 'node:child_process'
-import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { params, report } from '../lib/child.mjs'
+import { connectIoredis } from '../lib/redis-server.mjs'
 import { sluice } from '../lib/sluice.mjs'
 
-const require = createRequire(import.meta.url)
-const { Redis } = require('ioredis')
 const p = params()
 const PREFIX = 'overshoot'
 const KEY = 'hot'
 const SAMPLE_EVERY_MS = 50
 
-async function connect() {
-  const client = new Redis({
-    host: '127.0.0.1',
-    port: p.port,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-  })
-  await new Promise((resolve, reject) => {
-    client.once('ready', resolve)
-    client.once('error', reject)
-  })
-  return client
-}
+const connect = () => connectIoredis(p.port)
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const redisMs = ([sec, usec]) => Number(sec) * 1000 + Number(usec) / 1000

@@ -4,6 +4,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { createConnection, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -98,4 +99,15 @@ export async function startRedis() {
       rmSync(dir, { recursive: true, force: true })
     },
   }
+}
+
+/** An ioredis client of the bench's redis-server on `port`, ready (the cases' own connection, not a subject's). */
+export async function connectIoredis(port) {
+  const { Redis } = createRequire(import.meta.url)('ioredis')
+  const client = new Redis({ host: '127.0.0.1', port, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
+  await new Promise((resolve, reject) => {
+    client.once('ready', resolve)
+    client.once('error', reject)
+  })
+  return client
 }
