@@ -121,15 +121,25 @@ export class MemoryStore implements Store {
     const now = this.#now()
     const consume = mode === 'consume'
     const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
-    if (block !== undefined) {
-      const left = blockLeft(entry.block, now)
-      if (left > 0) return blockedAnswer(rules, left)
-      const decisions = decideAll(entry, rules, now, cost, consume)
-      if (consume && !decisions.allowed) return this.#block(entry, decisions.out, block, now)
-      return decisions.out
-    }
+    if (block !== undefined) return this.#applyBlocking(entry, rules, now, cost, consume, block)
     if (rules.length === 1) return [applyOne(entry, rules[0]!, now, cost, consume)]
     return decideAll(entry, rules, now, cost, consume).out
+  }
+
+  /** `apply` for a limiter with blocks: a blocked key is denied outright; a consume the rules deny begins a block. */
+  #applyBlocking(
+    entry: Entry,
+    rules: readonly Rule[],
+    now: number,
+    cost: number,
+    consume: boolean,
+    block: BlockPolicy,
+  ): RuleDecision[] & { readonly reason?: DecisionReason } {
+    const left = blockLeft(entry.block, now)
+    if (left > 0) return blockedAnswer(rules, left)
+    const decisions = decideAll(entry, rules, now, cost, consume)
+    if (consume && !decisions.allowed) return this.#block(entry, decisions.out, block, now)
+    return decisions.out
   }
 
   adjust(
