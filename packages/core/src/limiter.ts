@@ -179,7 +179,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     const cost = costOf(options?.cost)
     const context = options?.context as C
     const rules = resolveRules(key, context)
-    checkCost(cost, rules)
+    if (cost !== 1) checkCost(cost, rules)
     const observed = decisionChannel.hasSubscribers
     if (rules.length === 0) {
       if (observed) publishDecision(prefix, key, cost, mode, UNLIMITED_DECISION, 0)
@@ -193,35 +193,40 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
       return fallback(error, key, cost, context, mode, started)
     }
     synchronous = !isPromise(answer)
-    if (!synchronous) {
-      // A native promise even when the store answers with another thenable.
-      return Promise.resolve(answer as PromiseLike<StoreAnswer>).then(
-        (rulesSaid) => {
-          const decision = compose(rulesSaid)
-          if (decisionChannel.hasSubscribers) {
-            publishDecision(
-              prefix,
-              key,
-              cost,
-              mode,
-              decision,
-              started === 0 ? 0 : performance.now() - started,
-            )
-          }
-          return decision
-        },
-        (error) => fallback(error, key, cost, context, mode, started),
-      )
-    }
+    if (!synchronous) return later(answer as PromiseLike<StoreAnswer>, key, cost, context, mode, started)
     const decision = compose(answer as StoreAnswer)
     if (observed) publishDecision(prefix, key, cost, mode, decision, 0)
     return decision
   }
 
+  /** The decision of a store that answered with a promise: a native promise even for another thenable. */
+  function later(
+    answer: PromiseLike<StoreAnswer>,
+    key: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+    started: number,
+  ): Promise<Decision> {
+    return Promise.resolve(answer).then(
+      (rulesSaid) => {
+        const decision = compose(rulesSaid)
+        if (decisionChannel.hasSubscribers) {
+          const storeMs = started === 0 ? 0 : performance.now() - started
+          publishDecision(prefix, key, cost, mode, decision, storeMs)
+        }
+        return decision
+      },
+      (error) => fallback(error, key, cost, context, mode, started),
+    )
+  }
+
   function settle(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Promise<Decision> {
     try {
       const decision = decide(key, options, mode)
-      return decision instanceof Promise ? decision : Promise.resolve(decision)
+      // decide answers a Decision or a native promise of one. Asking the answer itself (not `instanceof`)
+      // lets V8 see the decision's shape, and so fulfil the promise without looking `then` up again.
+      return 'then' in decision ? decision : Promise.resolve(decision)
     } catch (error) {
       return Promise.reject(error)
     }
@@ -490,7 +495,6 @@ function adjustCostOf(cost: unknown): number {
 }
 
 function checkCost(cost: number, rules: readonly Rule[]): void {
-  if (cost === 1) return
   for (const rule of rules) {
     const limit = 'limit' in rule ? rule.limit : rule.capacity
     if (cost > limit) throw new InvalidCostError(cost, `rule ${rule.name} can never admit more than ${limit}`)
@@ -499,22 +503,24 @@ function checkCost(cost: number, rules: readonly Rule[]): void {
 
 /** One Decision from the store's per-rule answers. */
 function compose(rules: StoreAnswer): Decision {
-  const reason = rules.reason ?? 'rules'
-  if (rules.length === 1) {
-    const d = rules[0]!
-    const decision: Decision = {
-      allowed: d.allowed,
-      limit: d.limit,
-      remaining: d.remaining,
-      resetMs: d.resetMs,
-      retryAfterMs: d.retryAfterMs,
-      waitMs: d.waitMs,
-      rule: d.rule,
-      rules,
-      reason,
-    }
-    return d.lease === undefined ? decision : { ...decision, lease: d.lease }
+  if (rules.length > 1) return composeSeveral(rules)
+  const d = rules[0]!
+  const decision: Decision = {
+    allowed: d.allowed,
+    limit: d.limit,
+    remaining: d.remaining,
+    resetMs: d.resetMs,
+    retryAfterMs: d.retryAfterMs,
+    waitMs: d.waitMs,
+    rule: d.rule,
+    rules,
+    reason: rules.reason ?? 'rules',
   }
+  return d.lease === undefined ? decision : { ...decision, lease: d.lease }
+}
+
+/** The Decision of several rules: the denying one decides, else the one with least remaining. */
+function composeSeveral(rules: StoreAnswer): Decision {
   let deciding = rules[0]!
   let allowed = true
   let waitMs = 0
@@ -536,7 +542,7 @@ function compose(rules: StoreAnswer): Decision {
     waitMs: allowed ? waitMs : 0,
     rule: deciding.rule,
     rules,
-    reason,
+    reason: rules.reason ?? 'rules',
   }
   return lease === undefined ? decision : { ...decision, lease }
 }

@@ -5,7 +5,7 @@
  */
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { FixedWindowRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
+import { type Algorithm, alignedStart, atLeastZero, ruleDecision } from './algorithm.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
@@ -41,10 +41,10 @@ export interface FixedWindowState {
 }
 
 export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> = {
-  create: (rule, now) => ({ start: now - (now % rule.windowMs), count: 0 }),
+  create: (rule, now) => ({ start: alignedStart(now, rule.windowMs), count: 0 }),
 
   decide(state, rule, now, cost) {
-    const start = now - (now % rule.windowMs)
+    const start = alignedStart(now, rule.windowMs)
     const count = state.start === start ? state.count : 0
     const allowed = count + cost <= rule.limit
     const after = allowed ? count + cost : count
@@ -55,7 +55,7 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
   },
 
   admit(state, rule, now, cost) {
-    const start = now - (now % rule.windowMs)
+    const start = alignedStart(now, rule.windowMs)
     if (state.start !== start) {
       state.start = start
       state.count = 0
@@ -67,11 +67,11 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
 
   refund(state, rule, now, cost) {
     // Only the current window's count: units of a window that is over no longer count anyway.
-    if (state.start === now - (now % rule.windowMs)) state.count = Math.max(state.count - cost, 0)
+    if (state.start === alignedStart(now, rule.windowMs)) state.count = Math.max(state.count - cost, 0)
   },
 
   penalize(state, rule, now, cost) {
-    const start = now - (now % rule.windowMs)
+    const start = alignedStart(now, rule.windowMs)
     if (state.start !== start) {
       state.start = start
       state.count = 0
