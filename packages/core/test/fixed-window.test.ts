@@ -1,5 +1,6 @@
 import { fixedWindow, InvalidOptionError } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
+import { alignedStart } from '../src/rules/algorithm.ts'
 import { isUnlimited, UNLIMITED } from '../src/rules/unlimited.ts'
 import { admitted, catchError, denied, harness } from './support.ts'
 
@@ -103,5 +104,31 @@ describe('fixedWindow', () => {
     const error = catchError(() => fixedWindow(options as never))
     expect(error).toBeInstanceOf(InvalidOptionError)
     expect(error).toMatchObject({ code: 'ERR_SLUICE_INVALID_OPTION', option })
+  })
+})
+
+describe('alignedStart', () => {
+  const byRemainder = (now: number, size: number) => now - (now % size)
+
+  it('is now - now % size to the last bit, for whole and fractional clock readings and the ms before a boundary', () => {
+    const sizes = [1, 7, 1000, 60_000, 3_600_000, 86_400_000]
+    let seed = 1
+    const random = () => {
+      seed = (seed * 48_271) % 2_147_483_647
+      return seed / 2_147_483_647
+    }
+    for (const size of sizes) {
+      for (let i = 0; i < 2000; i++) {
+        const whole = Math.floor(random() * 2 ** 42)
+        expect(alignedStart(whole, size)).toBe(byRemainder(whole, size))
+        const fraction = whole + random()
+        expect(alignedStart(fraction, size)).toBe(byRemainder(fraction, size))
+        // Just below a boundary: the closest reading below a multiple of size, and a whole ms below.
+        const boundary = Math.ceil(whole / size) * size
+        for (const below of [boundary - 1, boundary - boundary * Number.EPSILON]) {
+          expect(alignedStart(below, size)).toBe(byRemainder(below, size))
+        }
+      }
+    }
   })
 })
