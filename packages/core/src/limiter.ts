@@ -166,8 +166,13 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   const onStoreError = storeErrorPolicyOption<C>('createLimiter.onStoreError', o.onStoreError)
   const block = o.block === undefined ? undefined : blockOption('createLimiter.block', o.block)
   claimPrefix(store, prefix)
-  /** Whether the store's last answer came synchronously (then an observed call is not timed: it took none). */
+  /**
+   * Whether the store has answered every call so far synchronously (then an observed call is not timed: it
+   * took no time). A store that has answered by promise once is timed on every call: a RedisStore that
+   * prefetches answers some calls in the tick and others after a round trip.
+   */
   let synchronous = false
+  let promised = false
 
   /** Decides a call: synchronously when the store answers synchronously. Throws on a bad key, cost or rules. */
   function decide(
@@ -192,8 +197,12 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     } catch (error) {
       return fallback(error, key, cost, context, mode, started)
     }
-    synchronous = !isPromise(answer)
-    if (!synchronous) return later(answer as PromiseLike<StoreAnswer>, key, cost, context, mode, started)
+    if (isPromise(answer)) {
+      promised = true
+      synchronous = false
+      return later(answer as PromiseLike<StoreAnswer>, key, cost, context, mode, started)
+    }
+    synchronous = !promised
     const decision = compose(answer as StoreAnswer)
     if (observed) publishDecision(prefix, key, cost, mode, decision, 0)
     return decision

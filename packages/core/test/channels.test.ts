@@ -85,6 +85,31 @@ describe('sluice:decision', () => {
   })
 })
 
+describe('sluice:decision store time', () => {
+  it('times every round trip of a store that answers some calls in the tick and others by promise', async () => {
+    const decisions = listen<DecisionMessage>('sluice:decision')
+    const { store } = clocked()
+    // As a RedisStore that prefetches: a round trip fetches units, the next call spends one here, and so on.
+    let call = 0
+    const mixed = {
+      apply: (...args: Parameters<MemoryStore['apply']>) =>
+        call++ % 2 === 1
+          ? store.apply(...args)
+          : new Promise<ReturnType<MemoryStore['apply']>>((resolve) =>
+              setTimeout(() => resolve(store.apply(...args)), 5),
+            ),
+      reset: () => undefined,
+    }
+    const limiter = createLimiter({
+      rules: [fixedWindow({ limit: 9, windowMs: 60_000 })],
+      store: mixed,
+      prefix: 'mixed',
+    })
+    for (let i = 0; i < 4; i++) await limiter.consume('k')
+    expect(decisions.map((d) => d.storeMs > 0)).toEqual([true, false, true, false])
+  })
+})
+
 describe('sluice:http', () => {
   interface Req {
     ip: string
