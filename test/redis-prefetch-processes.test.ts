@@ -166,8 +166,10 @@ describe.each(CLIENT_KINDS)('prefetch across 4 processes x 256 in flight (%s)', 
       { ms: 3000 },
       watch,
     )
-    // At the limit, units pass as old buckets leave the window: a few buckets a second hold any.
-    expect(buckets.size).toBeGreaterThan(5)
+    // At the limit, units pass as old buckets leave the window: a few buckets a second hold any, across
+    // the run's windows.
+    const starts = [...buckets.keys()]
+    expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(windowMs)
     // Units counted in a bucket may have been counted anywhere in it: a bucket counts toward a span's
     // bound when any part of it lies in the `ms` (and the clock's uncertainty) before the span.
     const counted = [...buckets.entries()]
