@@ -154,7 +154,7 @@ export class Prefetch<P extends Batchable> {
     now: number,
   ): [Held<P>, Fetch] | undefined {
     let held = this.#held.get(id)
-    if (held !== undefined && held.plan !== plan && held.plan.id !== plan.id) {
+    if (held !== undefined && !fetchedUnder(held, plan)) {
       if (held.inFlight > 0) return undefined
       this.drop(id)
       held = undefined
@@ -339,6 +339,11 @@ export class Prefetch<P extends Batchable> {
     }
     this.#arm()
   }
+}
+
+/** Whether the key's units were fetched under these rules (the same plan, or one with the same specs). */
+export function fetchedUnder<P extends Batchable>(held: Held<P>, plan: P): boolean {
+  return held.plan === plan || held.plan.id === plan.id
 }
 
 function admitted(answer: StoreAnswer): boolean {

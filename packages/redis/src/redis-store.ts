@@ -36,7 +36,7 @@ import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compos
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
-import { type Fetch, type Held, Prefetch } from './prefetch.ts'
+import { type Fetch, fetchedUnder, type Held, Prefetch } from './prefetch.ts'
 import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
 import { RESET_LUA } from './scripts.generated.ts'
 
@@ -96,9 +96,10 @@ export interface RedisStoreOptions {
    * script call counts a batch of up to `units` units on the key (default 64), which this process then
    * spends locally, answering `reason: 'prefetch'` with no round trip, for at most `ms` (default 100);
    * units left then are given back. The next batch is fetched once half of one is spent. A batch starts
-   * at 1, grows with the key's local demand and is never more than 1/16 of what any rule has left, so near the limit every call is decided in Redis. The
-   * count is never exceeded; a sliding window can pass, in any span of `windowMs`, at most the units
-   * prefetched in the `ms` before it beyond its limit. `true` for the defaults. Default off.
+   * at 1, grows with the key's local demand and is never more than 1/16 of what any rule has left, so
+   * near the limit every call is decided in Redis. The count is never exceeded; a sliding window can pass,
+   * in any span of `windowMs`, at most the units prefetched in the `ms` before it beyond its limit.
+   * `true` for the defaults. Default off.
    */
   prefetch?: boolean | { units?: number; ms?: number }
 }
@@ -193,9 +194,13 @@ export class RedisStore implements Store {
     this.#prefetch = prefetchOf(o.prefetch, this.#localNow, this.#fetchAhead, this.#giveBack)
   }
 
+  /** The ms a script is sent as its `now`: the given clock's, whole (PEXPIRE takes integers); else Redis's. */
+  #scriptNow(): number | undefined {
+    return this.#clock === undefined ? undefined : Math.floor(this.#clock())
+  }
+
   /** Local ms: the given clock, or the process's monotonic one. */
-  readonly #localNow = (): number =>
-    this.#clock === undefined ? performance.now() : Math.floor(this.#clock())
+  readonly #localNow = (): number => this.#scriptNow() ?? performance.now()
 
   apply(
     prefix: string,
@@ -209,8 +214,7 @@ export class RedisStore implements Store {
     const consume = mode === 'consume'
     const cache = consume ? this.#cache : undefined
     const prefetch = consume && plan.batchable ? this.#prefetch : undefined
-    // Whole ms, as TIME gives them inside the script: PEXPIRE takes integers only.
-    const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
+    const now = this.#scriptNow()
     const localNow = cache === undefined && prefetch === undefined ? 0 : (now ?? performance.now())
     const cacheKey = cache === undefined && prefetch === undefined ? '' : `${prefix}\u0000${key}`
     if (cache !== undefined && cache.size > 0) {
@@ -227,7 +231,7 @@ export class RedisStore implements Store {
     }
     if (prefetch !== undefined) {
       const held = prefetch.get(cacheKey)
-      if (held !== undefined && (held.plan === plan || held.plan.id === plan.id)) {
+      if (held !== undefined && fetchedUnder(held, plan)) {
         const local = prefetch.spend(held, cost, localNow)
         if (local !== undefined) return local
         const joined = prefetch.join(held, cost, () => this.apply(prefix, key, rules, cost, mode, block))
@@ -326,7 +330,7 @@ export class RedisStore implements Store {
       this.#prefetch!.failed(held, batch, refused)
       return
     }
-    const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
+    const now = this.#scriptNow()
     this.#fetch(held, batch, 0, now, now ?? performance.now(), this.#resets).then(undefined, () => {})
   }
 
@@ -334,7 +338,7 @@ export class RedisStore implements Store {
   readonly #giveBack = (held: Held<Plan>, units: number): void => {
     if (this.#refuse() !== undefined) return
     const keys = this.#keys(held.prefix, held.key, held.plan, false)
-    const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
+    const now = this.#scriptNow()
     const args = this.#args(held.plan, now, 'g', units, undefined)
     args.push(String(held.countedAt))
     const call = this.#deadlines.start<void>()
@@ -370,7 +374,7 @@ export class RedisStore implements Store {
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
     const withBlock = penalize && block !== undefined
     const keys = this.#keys(prefix, key, plan, withBlock)
-    const now = this.#clock === undefined ? undefined : Math.floor(this.#clock())
+    const now = this.#scriptNow()
     const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
     const args = this.#args(plan, now, mode, cost, withBlock ? block : undefined)
     if (adjustment === 'unqueue' || adjustment === 'release') {
