@@ -1,6 +1,6 @@
 /**
  * Prefetch across 4 processes x 256 calls in flight on one key, on a real Redis: fixedWindow and
- * tokenBucket never admit past their count and, calls going on past the limit, admit it exactly; the sliding
+ * tokenBucket never admit past their count, and Redis counts exactly what was admitted; the sliding
  * rules pass, in any span of `windowMs`, at most the units counted in Redis in the `ms` before it beyond
  * their limit (admission times recorded in Redis's clock; the units counted read from the key as it
  * goes). The workers run the built packages (`pnpm build` first).
@@ -101,23 +101,28 @@ function recorder(key: (prefix: string) => string, read: (raw: string[]) => [str
 describe.each(CLIENT_KINDS)('prefetch across 4 processes x 256 in flight (%s)', (client) => {
   const LIMIT = 3000
 
-  it('fixedWindow: the count is never exceeded, and is reached exactly', async () => {
+  // Never past the count, and nothing lost: once the stores have closed (giving back units still held),
+  // Redis holds exactly what was admitted. Units a process gives back after the others have cached their
+  // denial wait for the window (or the refill): the count can fall short of the limit, never pass it.
+  it('fixedWindow: the count is never exceeded, and Redis counts exactly what was admitted', async () => {
     const windowMs = 3_600_000
     await awayFromWindowEdge(windowMs, 30_000)
     const r = await together(client, [['fixedWindow', { limit: LIMIT, windowMs }]], { calls: 2000 })
-    expect(r.admitted).toHaveLength(LIMIT)
+    expect(r.admitted.length).toBeLessThanOrEqual(LIMIT)
     expect(r.reasons.prefetch).toBeGreaterThan(LIMIT / 4)
-    // Every unit counted was spent: nothing held is left over in Redis's count.
     const count = await admin.hget(`sluice:${r.prefix}:{shared}:fixedWindow:${windowMs}`, 'c')
-    expect(Number(count)).toBe(LIMIT)
+    expect(Number(count)).toBe(r.admitted.length)
   })
 
-  it('tokenBucket: the count is never exceeded, and is reached exactly', async () => {
+  it('tokenBucket: the count is never exceeded, and Redis holds exactly the tokens not admitted', async () => {
     const r = await together(client, [['tokenBucket', { capacity: LIMIT, refillPerSecond: 0.0001 }]], {
       calls: 2000,
     })
-    expect(r.admitted).toHaveLength(LIMIT)
+    expect(r.admitted.length).toBeLessThanOrEqual(LIMIT)
     expect(r.reasons.prefetch).toBeGreaterThan(LIMIT / 4)
+    // The level in thousandths of a token; the refill adds well under one token during the run.
+    const milli = await admin.hget(`sluice:${r.prefix}:{shared}:tokenBucket`, 'm')
+    expect(Math.floor(Number(milli) / 1000)).toBe(LIMIT - r.admitted.length)
   })
 
   it('slidingLog: in every span of windowMs, at most the units counted in the ms before it pass beyond the limit', async () => {

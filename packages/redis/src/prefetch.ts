@@ -290,9 +290,14 @@ export class Prefetch<P extends Batchable> {
     held.idle = true
   }
 
-  /** Gives the key's units back: at most the newest batch, the one counted at `countedAt`. */
+  /**
+   * Gives the key's units back. A sliding rule takes them back only where the newest batch was counted
+   * (at `countedAt`), so at most that batch goes back and older units stay counted; the other rules take
+   * every one back.
+   */
   #return(held: Held<P>): void {
-    const units = Math.min(held.left, held.taken)
+    const sliding = held.rules.some((r) => r.kind === 'slidingLog' || r.kind === 'slidingWindow')
+    const units = sliding ? Math.min(held.left, held.taken) : held.left
     held.left = 0
     this.#giveBack(held, units)
   }
