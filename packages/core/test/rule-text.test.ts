@@ -5,11 +5,15 @@
  */
 import {
   concurrency,
+  createLimiter,
+  createLimitTable,
   ErrorCode,
   fixedWindow,
   formatRuleSpec,
+  InvalidOptionError,
   InvalidSpecError,
   leakyBucket,
+  MemoryStore,
   parseRuleSpec,
   parseRuleSpecs,
   type RuleInput,
@@ -215,5 +219,73 @@ describe('formatRuleSpec', () => {
       }),
       { seed: 32, numRuns: 2000 },
     )
+  })
+})
+
+describe('rule text wherever rules are taken', () => {
+  const clocked = () => {
+    const clock = { now: 0 }
+    return { clock, store: new MemoryStore({ clock: () => clock.now, sweepIntervalMs: 0 }) }
+  }
+
+  it('createLimiter reads rules as text: the worked example, written as slidingLog:2/1s', async () => {
+    const { clock, store } = clocked()
+    const limiter = createLimiter({ rules: ['slidingLog:2/1s', 'fixedWindow:1000/1d'], store })
+    const at = async (t: number) => {
+      clock.now = t
+      const d = await limiter.consume('k')
+      return [d.allowed, d.retryAfterMs, d.rules.map((r) => r.rule)]
+    }
+    expect(await at(100)).toEqual([true, 0, ['2-per-1s', '1000-per-86400s']])
+    expect(await at(400)).toEqual([true, 0, ['2-per-1s', '1000-per-86400s']])
+    expect(await at(500)).toEqual([false, 600, ['2-per-1s', '1000-per-86400s']])
+    expect(await at(1100)).toEqual([true, 0, ['2-per-1s', '1000-per-86400s']])
+    expect((await at(1101))[0]).toBe(false)
+  })
+
+  it('mixes text and rules; -1 as text is not limited; two texts of one identity are refused', async () => {
+    const limiter = createLimiter({
+      rules: [fixedWindow({ limit: 1, windowMs: 1000 }), '-1', 'concurrency:1'],
+    })
+    const first = await limiter.consume('k')
+    expect(first.rules.map((r) => r.rule)).toEqual(['1-per-1s', '1-concurrent'])
+    expect(() => createLimiter({ rules: ['slidingLog:5/1s', 'slidingLog:9/1s'] })).toThrow(
+      expect.objectContaining({ code: ErrorCode.DUPLICATE_RULE }),
+    )
+  })
+
+  it('refuses text outside the grammar at construction, naming the option, its index and the text', () => {
+    let error: unknown
+    try {
+      createLimiter({ rules: ['slidingLog:5/1s', 'slidingWindow:100'] })
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(InvalidOptionError)
+    expect(error).toMatchObject({
+      code: ErrorCode.INVALID_OPTION,
+      option: 'createLimiter.rules[1]',
+      value: 'slidingWindow:100',
+    })
+    expect((error as Error).message).toContain('rule text such as slidingWindow:LIMIT/WINDOW[/BUCKETS]')
+    // A figure the factory refuses is named as the factory names it.
+    expect(() => createLimiter({ rules: ['fixedWindow:0/1s'] })).toThrow(
+      expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option: 'fixedWindow.limit' }),
+    )
+  })
+
+  it('limit tables take text in their entries, checked before anything is written', async () => {
+    const table = createLimitTable({ 'PAYMENT:ALIPAY': ['slidingLog:100/1s', 'fixedWindow:1000/1h'] })
+    expect(table.get('PAYMENT:ALIPAY')?.map(formatRuleSpec)).toEqual([
+      'slidingLog:100/1s',
+      'fixedWindow:1000/1h',
+    ])
+    await table.set('*', ['tokenBucket:50+10/s@default'])
+    expect(JSON.stringify(table.get('REFUND:ALIPAY'))).toBe(
+      '[{"kind":"tokenBucket","capacity":50,"refillPerSecond":10,"name":"default"}]',
+    )
+    await expect(table.set('*', ['tokenBucket:50/s'])).rejects.toMatchObject({ code: ErrorCode.INVALID_SPEC })
+    expect(table.version).toBe(1)
+    expect(table.get('REFUND:ALIPAY')?.map(formatRuleSpec)).toEqual(['tokenBucket:50+10/s@default'])
   })
 })
