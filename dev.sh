@@ -3,7 +3,8 @@
 #   bash dev.sh start   runs the example server on the in-memory store
 #   bash dev.sh test    runs every test suite (Redis suites start their own redis-server; the dashboard's
 #                       browser tests run Debian's Chromium, installed here when missing)
-# and `bash dev.sh setup`, which only installs (CI runs it before its checks).
+# and `bash dev.sh setup`, which only installs (CI runs it before its checks), and `bash dev.sh pack`, which
+# writes an installable tarball of every package to packs/ (or $SLUICE_PACK_DIR) for `npm install`.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -26,12 +27,14 @@ ensure_redis() {
   fi
 }
 
-# Builds the packages when a source is newer than its build, printing the build's output only if it fails.
+# Builds the packages when an input of a build (a source, the manifest, the compiler and bundler settings,
+# its own or the shared ones) is newer than that build, printing the build's output only if it fails.
 build_if_stale() {
   local stale=""
   for dir in packages/*/; do
-    [ -f "$dir/dist/index.js" ] || { stale=1; break; }
-    if [ -n "$(find "$dir/src" "$dir/package.json" -newer "$dir/dist/index.js" -print -quit 2>/dev/null)" ]; then
+    [ -f "${dir}dist/index.js" ] || { stale=1; break; }
+    if [ -n "$(find "${dir}src" "${dir}package.json" "${dir}tsconfig.json" "${dir}tsup.config.ts" \
+      tsup.base.ts tsconfig.base.json -newer "${dir}dist/index.js" -print -quit 2>/dev/null)" ]; then
       stale=1; break
     fi
   done
@@ -54,9 +57,25 @@ ensure_chromium() {
   fi
 }
 
+# One tarball per package, as npm would publish it: `pnpm pack` turns each `workspace:` range into the
+# version it points at, so the tarballs install together with npm, outside this repository.
+pack_all() {
+  local dest="${SLUICE_PACK_DIR:-$PWD/packs}"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  for dir in packages/*/; do
+    (cd "$dir" && pnpm pack --pack-destination "$dest" >/dev/null)
+  done
+  echo "Tarballs in $dest:"
+  ls -1 "$dest"
+  echo "In your app (any of them; @sluice/core always):"
+  echo "  npm install $dest/sluice-core-*.tgz $dest/sluice-express-*.tgz express"
+}
+
 case "${1:-}" in
   start) ensure_pnpm; build_if_stale; exec node examples/express/server.mjs ;;
-  test) ensure_pnpm; ensure_redis; ensure_chromium; pnpm test ;;
+  test) ensure_pnpm; ensure_redis; ensure_chromium; build_if_stale; pnpm exec vitest run ;;
   setup) ensure_pnpm; ensure_redis; ensure_chromium ;;
-  *) echo "usage: bash dev.sh start|test|setup" >&2; exit 2 ;;
+  pack) ensure_pnpm; build_if_stale; pack_all ;;
+  *) echo "usage: bash dev.sh start|test|setup|pack" >&2; exit 2 ;;
 esac

@@ -1,0 +1,20 @@
+/** What `bash dev.sh` runs for each of its commands, read from the script itself. */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { ROOT } from './examples-harness.ts'
+
+const script = readFileSync(join(ROOT, 'dev.sh'), 'utf8')
+const command = (name: string) => new RegExp(`^  ${name}\\) (.*) ;;$`, 'm').exec(script)?.[1] ?? ''
+
+describe('dev.sh', () => {
+  it('test rebuilds only stale packages (it rebuilt all of them on every run, 57 s with nothing changed)', () => {
+    expect(command('test')).toContain('build_if_stale; pnpm exec vitest run')
+    expect(command('test')).not.toMatch(/pnpm (test|build|run build)\b/)
+  })
+
+  it('start and pack build only what is stale too', () => {
+    expect(command('start')).toContain('build_if_stale')
+    expect(command('pack')).toContain('build_if_stale; pack_all')
+  })
+})
