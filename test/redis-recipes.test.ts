@@ -15,12 +15,21 @@ afterAll(stopAll)
 
 const recipes = {
   ioredis(server: RedisServer, log: (error: Error) => void) {
-    const client = new Redis({ port: server.port, enableOfflineQueue: false, maxRetriesPerRequest: 1 })
+    const client = new Redis({
+      port: server.port,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      retryStrategy: (times) => Math.min(times * 100, 1000),
+    })
     client.on('error', log)
     return { client, close: () => client.disconnect() }
   },
   'node-redis'(server: RedisServer, log: (error: Error) => void) {
-    const client = createClient({ url: `redis://127.0.0.1:${server.port}`, disableOfflineQueue: true })
+    const client = createClient({
+      url: `redis://127.0.0.1:${server.port}`,
+      disableOfflineQueue: true,
+      socket: { reconnectStrategy: (retries) => Math.min(retries * 100, 1000) },
+    })
     client.on('error', log)
     client.connect().catch(log)
     return { client, close: () => client.destroy() }
