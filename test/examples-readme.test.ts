@@ -1,15 +1,26 @@
 /**
- * The README cannot drift from the code: every ```ts block in README.md is typechecked against the
- * packages' sources (as tests are, with the same compiler options), every relative link and picture in
- * it points at a file that exists, and "On a fresh machine" names exactly the two commands dev.sh runs.
+ * The README and the guides under docs/ cannot drift from the code: every ```ts block in them is
+ * typechecked against the packages' sources (as tests are, with the same compiler options), every relative
+ * link and picture in them points at a file that exists, and "On a fresh machine" names exactly the two
+ * commands dev.sh runs.
  */
-import { existsSync, readFileSync, realpathSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import ts from 'typescript'
 import { describe, expect, it } from 'vitest'
 import { ROOT } from './examples-harness.ts'
 
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8')
+
+/** The README and every guide under docs/, by path from the root. */
+const DOCS: ReadonlyMap<string, string> = new Map(
+  [
+    'README.md',
+    ...readdirSync(join(ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`),
+  ].map((path) => [path, readFileSync(join(ROOT, path), 'utf8')]),
+)
 
 /** The README's ```ts blocks, with the line each starts on. */
 function tsBlocks(markdown: string): { line: number; code: string }[] {
@@ -91,32 +102,45 @@ describe('README.md', () => {
     expect(scripts.start).toContain('node examples/express/server.mjs')
   })
 
-  it('has only code blocks that typecheck against the current API', { timeout: 120_000 }, () => {
-    const blocks = tsBlocks(README)
-    expect(blocks.length).toBeGreaterThanOrEqual(10)
+  it('has only code blocks that typecheck against the current API, and so do the guides', {
+    timeout: 120_000,
+  }, () => {
+    expect(tsBlocks(README).length).toBeGreaterThanOrEqual(3)
     const sources = new Map<string, string>()
-    const where = new Map<string, number>()
-    blocks.forEach((block, i) => {
-      // `export {}` keeps each block a module of its own even when it imports nothing.
-      const name = join(ROOT, 'test', `readme-block-${i + 1}.ts`)
-      sources.set(name, `${block.code}\nexport {}\n`)
-      where.set(name, block.line)
-    })
+    const where = new Map<string, string>()
+    let count = 0
+    for (const [path, markdown] of DOCS) {
+      for (const block of tsBlocks(markdown)) {
+        // `export {}` keeps each block a module of its own even when it imports nothing.
+        const name = join(ROOT, 'test', `readme-block-${++count}.ts`)
+        sources.set(name, `${block.code}\nexport {}\n`)
+        where.set(name, `${path}:${block.line}`)
+      }
+    }
+    expect(count).toBeGreaterThanOrEqual(10)
     const errors = typecheck(sources).map((error) => {
       const [file, line] = error.split(':')
-      return `README.md:${where.get(file!)! + Number(line) - 1} ${error.slice(error.indexOf(' ') + 1)}`
+      const [path, start] = where.get(file!)!.split(':')
+      return `${path}:${Number(start) + Number(line) - 1} ${error.slice(error.indexOf(' ') + 1)}`
     })
     expect(errors).toEqual([])
   })
 
-  it('links only to files that exist', () => {
-    const targets = [...README.matchAll(/\]\(([^)\s]+)\)/g)]
-      .map((m) => m[1]!)
-      .filter((target) => !/^[a-z]+:/.test(target) && !target.startsWith('#'))
-      .map((target) => target.split('#')[0]!)
-    expect(targets.length).toBeGreaterThan(5)
-    // bench/RESULTS.md is written by the benchmark run, so the README may link to it before it exists.
-    const missing = targets.filter((t) => t !== 'bench/RESULTS.md' && !existsSync(join(ROOT, t)))
+  it('links only to files that exist, from the README and from every guide', () => {
+    let count = 0
+    const missing: string[] = []
+    for (const [path, markdown] of DOCS) {
+      const targets = [...markdown.matchAll(/\]\(([^)\s]+)\)/g)]
+        .map((m) => m[1]!)
+        .filter((target) => !/^[a-z]+:/.test(target) && !target.startsWith('#'))
+        .map((target) => join(dirname(path), target.split('#')[0]!))
+      count += targets.length
+      // bench/RESULTS.md is written by the benchmark run, so a page may link to it before it exists.
+      for (const t of targets) {
+        if (t !== 'bench/RESULTS.md' && !existsSync(join(ROOT, t))) missing.push(`${path}: ${t}`)
+      }
+    }
+    expect(count).toBeGreaterThan(5)
     expect(missing).toEqual([])
   })
 })
