@@ -8,12 +8,12 @@ import { STATUS_CODES } from 'node:http'
 import { httpChannel } from '../channels.ts'
 import { InvalidOptionError } from '../errors.ts'
 import { DEFAULT_HEADERS, NO_HEADERS, retryAfterSeconds } from '../headers.ts'
-import { holdResponse } from '../hold.ts'
+import { hold } from '../hold.ts'
 import { compileKey } from '../keys/keys.ts'
 import { createLimiter, type Limiter } from '../limiter.ts'
 import { isPromise } from '../options.ts'
 import type { Decision } from '../types.ts'
-import { type HttpAdapter, whenResponseEnds } from './adapter.ts'
+import { endSignal, type HttpAdapter } from './adapter.ts'
 import { HeldRequests } from './held.ts'
 import type { ParsedHttpOptions, ResponseBody } from './options.ts'
 import { type EndCallback, RequestRecord } from './record.ts'
@@ -71,8 +71,9 @@ export interface RequestLimit<Req, Res> {
   onResponseEnd(req: Req, res: Res, callback: EndCallback): void
   /**
    * Holds an admitted request for its `decision.waitMs` (a leaky-bucket queue). Resolves `true` when the
-   * request may go on, `false` when its client went away first: the request stops there, and its slot is
-   * given back if nobody queued behind it.
+   * request may go on, `false` when its client went away first (the adapter's end signal said so: Node's
+   * `close`, a Fetch request's `signal`): the request stops there, and its slot is given back if nobody
+   * queued behind it.
    */
   hold(req: Req, res: Res, outcome: Extract<HttpOutcome, { action: 'allow' }>): Promise<boolean>
 }
@@ -127,6 +128,7 @@ export function buildRequestLimit<Req, Res>(
     )
   }
   const held = new HeldRequests(parsed.queuePerClient ?? DEFAULT_QUEUE_PER_CLIENT)
+  const onEnd = endSignal(adapter)
   /** Warnings already emitted for this limit, so a broken callback cannot flood the process's output. */
   const warned = new Set<string>()
 
@@ -209,7 +211,7 @@ export function buildRequestLimit<Req, Res>(
 
   function limitOnEnd(req: Req, res: Res, callback: EndCallback): void {
     const record = recordOf(req)
-    if (record.onEnd(callback)) whenResponseEnds(adapter.responseOf(res), (finished) => record.end(finished))
+    if (record.onEnd(callback)) onEnd(res, (finished) => record.end(finished))
   }
 
   /** `countWhen`'s answer: only `false` refunds; a throw or a promise counts the request, with a warning. */
@@ -284,7 +286,10 @@ export function buildRequestLimit<Req, Res>(
     onResponseEnd: limitOnEnd,
     hold(req, res, outcome) {
       const { decision, key, cost } = outcome
-      return holdResponse(adapter.responseOf(res), decision.waitMs).then((waited) => {
+      // The wait is called off when the response ends before it is over: only a client leaving does that.
+      const left = new AbortController()
+      limitOnEnd(req, res, () => left.abort())
+      return hold(decision.waitMs, left.signal).then((waited) => {
         held.release(req)
         if (!waited) giveBack(req, key, cost, decision)
         return waited
