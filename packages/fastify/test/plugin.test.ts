@@ -468,6 +468,47 @@ describe('keys', () => {
     ])
   })
 
+  it("'route' is the template under case-insensitive routing and parameterised prefixes, key and label alike", async () => {
+    const recording = new RecordingStore(clocked().store)
+    const a = Fastify({ routerOptions: { caseSensitive: false } })
+    open.push(a)
+    await a.register(sluice, {
+      rules: [fixedWindow({ limit: 100, windowMs: 60_000 })],
+      store: recording,
+      key: 'route',
+    })
+    await a.register(
+      async (tenant) => {
+        tenant.get('/pay', handler().handle)
+      },
+      { prefix: '/t/:tenant' },
+    )
+    a.get('/api/pay', { config: { rateLimit: { key: 'route', rules: twoPerMinute() } } }, handler().handle)
+    await a.ready()
+    const routes: unknown[] = []
+    const listener = (message: unknown) => routes.push((message as { route?: unknown }).route)
+    subscribe('sluice:http', listener)
+    try {
+      for (const url of ['/t/acme/pay', '/T/globex/pay', '/t/ACME/PAY']) {
+        expect((await a.inject(url)).statusCode).toBe(200)
+      }
+      const statuses: number[] = []
+      for (const url of ['/api/pay', '/API/pay', '/Api/Pay']) statuses.push((await a.inject(url)).statusCode)
+      expect(statuses).toEqual([200, 200, 429])
+    } finally {
+      unsubscribe('sluice:http', listener)
+    }
+    expect(recording.calls.map((c) => c.key)).toEqual([
+      'GET /t/:tenant/pay',
+      'GET /t/:tenant/pay',
+      'GET /t/:tenant/pay',
+      'GET /api/pay',
+      'GET /api/pay',
+      'GET /api/pay',
+    ])
+    expect(routes).toEqual([...Array(3).fill('GET /t/:tenant/pay'), ...Array(3).fill('GET /api/pay')])
+  })
+
   it('keys by headers and functions; a table of limits per key from a rules function', async () => {
     const table: Record<string, number> = { 'PAYMENT:ALIPAY': 1, 'PAYMENT:WECHAT': -1 }
     const a = await track(
