@@ -145,8 +145,16 @@ describe('two limits in one Express app on one Redis client', () => {
     expect((await global.limiter.peek('127.0.0.1')).remaining).toBe(100 - 7 - 1)
     expect((await pay.limiter.peek('127.0.0.1')).allowed).toBe(false)
     // Two limiters given the same prefix on purpose share it.
-    const a = rateLimit({ rules: [slidingLog({ limit: 5, windowMs: 60_000 })], store: new RedisStore({ client }), prefix: 'shared' })
-    const b = rateLimit({ rules: [slidingLog({ limit: 5, windowMs: 60_000 })], store: new RedisStore({ client }), prefix: 'shared' })
+    const a = rateLimit({
+      rules: [slidingLog({ limit: 5, windowMs: 60_000 })],
+      store: new RedisStore({ client }),
+      prefix: 'shared',
+    })
+    const b = rateLimit({
+      rules: [slidingLog({ limit: 5, windowMs: 60_000 })],
+      store: new RedisStore({ client }),
+      prefix: 'shared',
+    })
     await a.limiter.consume('k')
     expect((await b.limiter.peek('k')).remaining).toBe(3)
   })

@@ -210,7 +210,7 @@ describe.each(flavours)('keys on $name', ({ express }) => {
       type: 'about:blank',
       title: 'Bad Request',
       status: 400,
-      detail: 'This request needs header x-channel to be rate limited.',
+      detail: 'This request needs the x-channel header.',
     })
     const empty = await request(app).post('/pay').set('x-biz-type', 'PAYMENT').set('x-channel', '')
     expect(empty.status).toBe(400)
@@ -260,7 +260,10 @@ describe.each(flavours)('keys on $name', ({ express }) => {
     await request(app).get('/reports/1?tenant=acme')
     await request(app).get('/reports/2?tenant=acme')
     expect(await used(limit, 'GET /reports/\\:id:acme')).toBe(2)
-    expect((await request(app).get('/reports/3')).status).toBe(400)
+    const missing = await request(app).get('/reports/3')
+    expect(missing.status).toBe(400)
+    // A client is told what it can act on, never sluice's numbering of the key's parts ("key function #1").
+    expect(JSON.parse(missing.text).detail).toBe('This request cannot be identified for rate limiting.')
   })
 
   it('gives each bizType + channel its own limit from a table; missing or -1 is not limited', async () => {

@@ -559,7 +559,7 @@ describe('keys', () => {
     expect(rejected.headers['content-type']).toBe('application/problem+json; charset=utf-8')
     expect(rejected.body).toBe(
       '{"type":"about:blank","title":"Bad Request","status":400,' +
-        '"detail":"This request needs header x-channel to be rate limited."}',
+        '"detail":"This request needs the x-channel header."}',
     )
     expect(rejected.body).not.toContain('undefined')
     for (let i = 0; i < 2; i++) {
@@ -572,6 +572,30 @@ describe('keys', () => {
     expect((await a.inject({ url: '/default', headers: { 'x-channel': 'none' } })).statusCode).toBe(429)
     expect((await a.inject({ url: '/default', headers: { 'x-channel': 'other' } })).statusCode).toBe(200)
     expect(h.calls).toHaveLength(4)
+  })
+
+  it('a missing key says what a client can act on, never "key function #1"', async () => {
+    const a = await track(
+      app(
+        {
+          rules: one(),
+          store: clocked().store,
+          key: ['ip', (request) => request.headers['x-api-key'] as string],
+        },
+        (a) => {
+          a.get('/', handler().handle)
+        },
+      ),
+    )
+    const rejected = await a.inject('/')
+    expect(rejected.statusCode).toBe(400)
+    expect(rejected.json()).toEqual({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'This request cannot be identified for rate limiting.',
+    })
+    expect((await a.inject({ url: '/', headers: { 'x-api-key': 'k1' } })).statusCode).toBe(200)
   })
 })
 
@@ -724,7 +748,7 @@ describe("Fastify's error path", () => {
       expect(rejected.statusCode).toBe(400)
       expect(rejected.json()).toMatchObject({
         status: 400,
-        detail: 'This request needs header x-channel to be rate limited.',
+        detail: 'This request needs the x-channel header.',
       })
       if (!custom) {
         expect(rejected.headers['content-type']).toBe('application/problem+json; charset=utf-8')
