@@ -21,7 +21,16 @@ import { MAX_FIGURE } from './rules/bounds.ts'
 import { isFactoryRule } from './rules/index.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
-import type { Adjustment, Decision, Rule, RuleDecision, Store, StoreAnswer, StoreMode } from './types.ts'
+import type {
+  Adjustment,
+  Decision,
+  Rule,
+  RuleDecision,
+  Store,
+  StoreAnswer,
+  StoreMode,
+  StorePlace,
+} from './types.ts'
 
 /** Rules for a call: a fixed list, or a function of the key (and the caller's context) resolved per call. */
 export type RulesOption<C> = readonly RuleInput[] | ((key: string, context: C) => readonly RuleInput[] | null)
@@ -155,7 +164,8 @@ export const UNLIMITED_DECISION: Decision = Object.freeze({
 
 const LIMITER_OPTIONS = ['rules', 'store', 'prefix', 'onStoreError', 'block']
 
-const prefixesInUse = new WeakMap<Store, Set<string>>()
+/** Prefixes claimed per store object, and per place (`Store.place`'s owner) for default prefixes. */
+const prefixesInUse = new WeakMap<object, Set<string>>()
 
 /** Builds a limiter. Every option is checked here; a bad one throws `InvalidOptionError`. */
 export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<C> {
@@ -165,7 +175,10 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   const prefix = prefixOption('createLimiter.prefix', given(o.prefix, 'sluice'))
   const onStoreError = storeErrorPolicyOption<C>('createLimiter.onStoreError', o.onStoreError)
   const block = o.block === undefined ? undefined : blockOption('createLimiter.block', o.block)
-  claimPrefix(store, prefix)
+  // A prefix left to its default is claimed in the store's place too: two stores on one Redis client would
+  // otherwise share every count unseen. A prefix given on purpose may be shared on purpose.
+  const place = o.prefix === undefined ? placeOf(store) : undefined
+  claimPrefix(store, prefix, place)
   /**
    * Whether the store has answered every call so far synchronously (then an observed call is not timed: it
    * took no time). A store that has answered by promise once is timed on every call: a RedisStore that
@@ -346,6 +359,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
 
     close() {
       prefixesInUse.get(store)?.delete(prefix)
+      if (place !== undefined) prefixesInUse.get(place.owner)?.delete(placed(place, prefix))
     },
 
     async acquire(key, options) {
@@ -460,19 +474,48 @@ export function limiterOption<C>(
   return value as Limiter<C>
 }
 
-function claimPrefix(store: Store, prefix: string): void {
-  let inUse = prefixesInUse.get(store)
-  if (inUse === undefined) {
-    inUse = new Set()
-    prefixesInUse.set(store, inUse)
-  }
-  if (inUse.has(prefix)) {
+function claimPrefix(store: Store, prefix: string, place: StorePlace | undefined): void {
+  const inStore = claimsOf(store)
+  if (inStore.has(prefix)) {
     throw new SluiceError(
       ErrorCode.PREFIX_COLLISION,
       `Another limiter on this store already uses prefix "${prefix}": give each limiter its own prefix, or share one limiter.`,
     )
   }
-  inUse.add(prefix)
+  if (place !== undefined) {
+    const inPlace = claimsOf(place.owner)
+    if (inPlace.has(placed(place, prefix))) {
+      throw new SluiceError(
+        ErrorCode.PREFIX_COLLISION,
+        `Another limiter already counts under the default prefix "${prefix}" on this store's client, in another store: the two would share every count. Give each limiter (each rate-limit middleware) its own prefix, e.g. prefix: 'login'; give two the same prefix only to share their counts.`,
+      )
+    }
+    inPlace.add(placed(place, prefix))
+  }
+  inStore.add(prefix)
+}
+
+/** A store's place, when it names one an object can stand for (a custom store's odd answer names none). */
+function placeOf(store: Store): StorePlace | undefined {
+  const place = store.place
+  if (place === null || typeof place !== 'object') return undefined
+  const { owner, namespace } = place
+  const isObject = (typeof owner === 'object' && owner !== null) || typeof owner === 'function'
+  return isObject && typeof namespace === 'string' ? place : undefined
+}
+
+function claimsOf(owner: object): Set<string> {
+  let inUse = prefixesInUse.get(owner)
+  if (inUse === undefined) {
+    inUse = new Set()
+    prefixesInUse.set(owner, inUse)
+  }
+  return inUse
+}
+
+/** A prefix claimed in a place, apart from the same prefix under another store prefix there. */
+function placed(place: StorePlace, prefix: string): string {
+  return `${place.namespace}\u0000${prefix}`
 }
 
 function keyOf(key: unknown): string {

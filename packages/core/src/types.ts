@@ -260,4 +260,17 @@ export interface Store {
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> | void
   /** Releases timers and connections the store owns. */
   close?(): Promise<void> | void
+  /**
+   * Where the store keeps its state, when other store objects can write the same place: a RedisStore
+   * names its client and its own prefix. Two limiters left on the default prefix whose stores name one
+   * place are refused (`ERR_SLUICE_PREFIX_COLLISION`), as two on one store object are, instead of silently
+   * sharing counts. Default: the store object is its own place.
+   */
+  readonly place?: StorePlace
+}
+
+/** A place state is kept (see `Store.place`): an object standing for it, and a namespace inside it. */
+export interface StorePlace {
+  readonly owner: object
+  readonly namespace: string
 }

@@ -31,6 +31,7 @@ import {
   MAX_TIMER_MS,
   newLease,
   readOptions,
+  type StorePlace,
 } from '@sluice/core/store'
 import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compose.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
@@ -180,12 +181,16 @@ export class RedisStore implements Store {
   #resets = 0
   #closed = false
 
+  /** Its client and prefix: limiters on the default prefix of stores sharing both are refused (core's `Store.place`). */
+  readonly place: StorePlace
+
   constructor(options: RedisStoreOptions) {
     const o = readOptions('RedisStore', options, KNOWN_OPTIONS, true)
     this.#runner = scriptRunnerFor(o.client, 'RedisStore.client')
     // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
     // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
     this.#prefix = labelOption('RedisStore.prefix', given(o.prefix, 'sluice'), " ':{}")
+    this.place = Object.freeze({ owner: o.client as object, namespace: this.#prefix })
     this.#timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
     this.#maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
     this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)

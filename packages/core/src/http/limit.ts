@@ -148,7 +148,7 @@ export function buildRequestLimit<Req, Res>(
     if (!key.ok) {
       if (key.policy === 'skip') return PASS
       if (httpChannel.hasSubscribers) publish(req, '', undefined, 'reject')
-      return { action: 'reject', status: 400, body: missingKeyBody(key.missing), contentType: PROBLEM_JSON }
+      return { action: 'reject', status: 400, body: missingKeyBody(key.detail), contentType: PROBLEM_JSON }
     }
     const cost = costOf(req)
     const decision = limiter.consumeNow(key.key, { cost, context: req })
@@ -332,13 +332,9 @@ export function limitedDetail(decision: Decision): string {
   return `Rate limit ${decision.rule} exceeded; retry in ${seconds} s.`
 }
 
-function missingKeyBody(missing: string): ResponseBody {
-  return {
-    type: 'about:blank',
-    title: 'Bad Request',
-    status: 400,
-    detail: `This request needs ${missing} to be rate limited.`,
-  }
+/** The 400 for a missing key part: the detail says what a client can do about it (keys.ts words it). */
+function missingKeyBody(detail: string): ResponseBody {
+  return { type: 'about:blank', title: 'Bad Request', status: 400, detail }
 }
 
 function limiterFrom<R, S>(parsed: ParsedHttpOptions<R, S>): Limiter<R> {

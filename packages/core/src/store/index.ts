@@ -43,4 +43,4 @@ export {
   TableState,
   tooManyEntries,
 } from '../table.ts'
-export type { Adjustment, Store, StoreAnswer, StoreMode } from '../types.ts'
+export type { Adjustment, Store, StoreAnswer, StoreMode, StorePlace } from '../types.ts'
