@@ -4,9 +4,25 @@
  * weighted calls refused by meters, huge penalties past Redis's range, and batches lost on close.
  * The memory store's side of the same traces is in packages/core/test/trust.test.ts.
  */
-import { concurrency, createLimiter, type Decision, type RuleInput } from '@sluice/core'
+import {
+  concurrency,
+  createLimiter,
+  type Decision,
+  fixedWindow,
+  leakyBucket,
+  MemoryStore,
+  type Rule,
+  type RuleInput,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+  warmUp,
+} from '@sluice/core'
+import { refundMark, type StoreAnswer } from '@sluice/core/store'
 import { RedisStore } from '@sluice/redis'
+import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LATE_REFUND_RULES } from '../packages/core/test/support.ts'
 import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
@@ -89,5 +105,119 @@ describe.each(CLIENT_KINDS)('issue 24 on Redis (%s)', (kind) => {
     }
     await Promise.all(Array.from({ length: 64 }, caller))
     expect({ admitted, fromCache }).toEqual({ admitted: 64, fromCache: 0 })
+  })
+})
+
+describe.each(CLIENT_KINDS)('late refunds on Redis (%s)', (kind) => {
+  describe.each(Object.keys(LATE_REFUND_RULES))('%s', (rule) => {
+    it('a late refund does not let an extra call in (the issue trace: 100, 1100–1120, refund at 1150, 1160 denied)', async () => {
+      const { limiter, at, move } = await onClock(kind, [LATE_REFUND_RULES[rule]!])
+      const first = await at(100)
+      expect(first.allowed).toBe(true)
+      expect([(await at(1100)).allowed, (await at(1110)).allowed, (await at(1120)).allowed]).toEqual([
+        true,
+        true,
+        true,
+      ])
+      move(1150)
+      await limiter.refund('k', { decision: JSON.parse(JSON.stringify(first)) })
+      expect((await at(1160)).allowed).toBe(false)
+    })
+
+    it('a refund that names its call still gives its units back while they count', async () => {
+      const { limiter, at, move } = await onClock(kind, [LATE_REFUND_RULES[rule]!])
+      await at(1100)
+      await at(1110)
+      const third = await at(1120)
+      expect((await at(1121)).allowed).toBe(false)
+      move(1130)
+      await limiter.refund('k', { decision: third })
+      expect((await at(1130)).allowed).toBe(true)
+      expect((await at(1131)).allowed).toBe(false)
+    })
+  })
+})
+
+/** Small numbers, so refunds land on both sides of window, bucket and slot edges. */
+const refundRuleArb: fc.Arbitrary<Rule> = fc.oneof(
+  fc
+    .record({ limit: fc.integer({ min: 1, max: 5 }), windowMs: fc.constantFrom(10, 50, 100) })
+    .map((o) => fixedWindow(o) as Rule),
+  fc
+    .record({ limit: fc.integer({ min: 1, max: 6 }), windowMs: fc.constantFrom(10, 60, 100) })
+    .map((o) => slidingLog(o) as Rule),
+  fc
+    .record({ limit: fc.integer({ min: 1, max: 8 }), buckets: fc.integer({ min: 1, max: 5 }) })
+    .map(({ limit, buckets }) => slidingWindow({ limit, buckets, windowMs: buckets * 20 }) as Rule),
+  fc
+    .record({ capacity: fc.integer({ min: 1, max: 6 }), refillPerSecond: fc.constantFrom(3.7, 33.3, 100) })
+    .map((o) => tokenBucket(o) as Rule),
+  fc
+    .record({ ratePerSecond: fc.constantFrom(7.5, 33.3, 100), maxQueueMs: fc.constantFrom(0, 50, 120) })
+    .map((o) => leakyBucket(o) as Rule),
+  fc
+    .record({ ratePerSecond: fc.constantFrom(7.5, 33.3), maxQueueMs: fc.constantFrom(0, 50, 120) })
+    .map((o) => warmUp({ ...o, warmUpMs: 200 }) as Rule),
+  fc.constant(concurrency({ limit: 3, leaseMs: 40 }) as Rule),
+)
+
+describe.each(CLIENT_KINDS)('refunds that name their call, Redis against memory (%s)', (kind) => {
+  it('give back exactly what the memory store gives back, field by field, on seeded random traces', async () => {
+    const client = await clientOf(kind, server)
+    let named = 0
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(refundRuleArb, { minLength: 1, maxLength: 2, selector: (r) => r.id }),
+        fc.array(
+          fc.record({
+            jump: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 40 })),
+            act: fc.constantFrom('consume', 'consume', 'consume', 'refundCall', 'refundCall', 'refund'),
+            pick: fc.nat(),
+            cost: fc.integer({ min: 1, max: 3 }),
+          }),
+          { minLength: 10, maxLength: 40 },
+        ),
+        async (rules, steps) => {
+          let now = T0 + 1_000_000 * run
+          const clock = () => now
+          const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+          const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 5000 })
+          const prefix = `named${run++}`
+          const calls: { at: number; decisions: StoreAnswer }[] = []
+          const history: string[] = [rules.map((r) => JSON.stringify(r)).join(' ')]
+          for (const step of steps) {
+            now += step.jump
+            if (step.act === 'consume') {
+              const e = memory.apply(prefix, 'k', rules, 1, 'consume')
+              const a = await redis.apply(prefix, 'k', rules, 1, 'consume')
+              const strip = (ds: StoreAnswer) => ds.map(({ lease, ...d }) => d)
+              history.push(`${now} consume -> ${JSON.stringify(strip(e))}`)
+              expect([strip(a), a.countedAt], history.join('\n')).toEqual([strip(e), e.countedAt])
+              if (e.countedAt !== undefined) calls.push({ at: e.countedAt, decisions: e })
+            } else if (step.act === 'refund') {
+              memory.adjust(prefix, 'k', rules, step.cost, 'refund')
+              await redis.adjust(prefix, 'k', rules, step.cost, 'refund')
+              history.push(`${now} refund x${step.cost}`)
+            } else {
+              const call = calls[step.pick % Math.max(calls.length, 1)]
+              if (call === undefined) continue
+              const marks = rules.map((r, i) => refundMark(r, call.decisions[i]!, call.at))
+              memory.adjust(prefix, 'k', rules, step.cost, 'refund', undefined, marks)
+              await redis.adjust(prefix, 'k', rules, step.cost, 'refund', undefined, marks)
+              history.push(`${now} refund x${step.cost} of the call at ${call.at} [${marks}]`)
+              named++
+            }
+            // What each store holds now, as a peek of cost 1 reads it.
+            const e = memory.apply(prefix, 'k', rules, 1, 'peek')
+            const a = await redis.apply(prefix, 'k', rules, 1, 'peek')
+            expect(a, history.join('\n')).toEqual(e)
+          }
+          memory.close()
+          redis.close()
+        },
+      ),
+      { numRuns: 60, seed: 24 },
+    )
+    expect(named).toBeGreaterThan(100)
   })
 })

@@ -18,7 +18,7 @@ import {
 import { hold } from './hold.ts'
 import { given, isPromise, prefixOption, readOptions, storeOption } from './options.ts'
 import { MAX_FIGURE } from './rules/bounds.ts'
-import { isFactoryRule } from './rules/index.ts'
+import { isFactoryRule, refundMark } from './rules/index.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
 import type { Adjustment, Decision, Rule, RuleDecision, Store, StoreAnswer, StoreMode } from './types.ts'
@@ -79,6 +79,15 @@ export interface AdjustOptions<C = unknown> {
   context?: C
 }
 
+export interface RefundOptions<C = unknown> extends AdjustOptions<C> {
+  /**
+   * The admitted decision of the consume the refund undoes (`consume`'s answer, or its JSON read back).
+   * Each rule then gives back that call's units only while they still count in its state (see `refund`).
+   * Without it, the newest units go back, whichever call counted them.
+   */
+  decision?: Decision
+}
+
 export interface Limiter<C = unknown> {
   readonly prefix: string
   readonly store: Store
@@ -97,12 +106,21 @@ export interface Limiter<C = unknown> {
   /** Forgets the key's state under every rule that applies to it, and lifts its block (forgetting its escalation). */
   reset(key: string, options?: { context?: C }): Promise<void>
   /**
-   * Gives back up to `cost` units the key's rules counted, never below empty: fixedWindow lowers the
-   * current window's count; slidingLog drops the newest entries; slidingWindow lowers the newest non-empty
-   * buckets; tokenBucket adds tokens up to capacity; leakyBucket moves its last slot back by `cost`
-   * intervals, but not before now. A block stays. Rejects with a `StoreError` when the store fails.
+   * Gives back up to `cost` units the key's rules counted, never below empty. With `decision` (the
+   * admitted decision of the call it undoes), each rule gives back that call's units only while they still
+   * count in its state, never a newer call's: fixedWindow while the call's window lasts; slidingLog while
+   * the call's entry is live and the newest; slidingWindow while the call's bucket is live; tokenBucket
+   * while nothing has been written to the bucket since the call's ms (up to capacity); leakyBucket while
+   * the call's slot is ahead, warmUp while the next slot it set is ahead (both move back by `cost`
+   * intervals, not before now). A decision that counted nothing in the store (denied, unlimited, from
+   * `onStoreError` or the insurance limiter) gives nothing back. Without `decision`, the newest units go
+   * back: fixedWindow lowers the current window's count; slidingLog drops the newest entries;
+   * slidingWindow lowers the newest non-empty buckets; tokenBucket adds tokens up to capacity; the meters
+   * move back as above. That is inexact across a window's edge: a refund that comes after its call's
+   * window (entry, bucket, slot) has passed takes a newer call's units. A block stays. Rejects with a
+   * `StoreError` when the store fails.
    */
-  refund(key: string, options?: AdjustOptions<C>): Promise<void>
+  refund(key: string, options?: RefundOptions<C>): Promise<void>
   /**
    * Counts `cost` units against the key whatever its rules say: they may go past their limit (by at most
    * `cost`; a token bucket below zero by at most `cost`), so later calls wait longer. Resolves with what a
@@ -276,12 +294,13 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     key: string,
     options: AdjustOptions<C> | undefined,
     adjustment: Adjustment,
-    marks?: readonly (string | undefined)[],
+    marksOf?: readonly (string | undefined)[] | ((rules: readonly Rule[]) => readonly (string | undefined)[]),
   ): Promise<StoreAnswer | undefined> {
     const storageKey = keyOf(key)
     const cost = adjustCostOf(options?.cost)
     const rules = resolveRules(key, options?.context as C)
     if (rules.length === 0) return undefined
+    const marks = typeof marksOf === 'function' ? marksOf(rules) : marksOf
     if (typeof store.adjust !== 'function') {
       throw new SluiceError(
         ErrorCode.UNSUPPORTED,
@@ -320,7 +339,29 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     },
 
     async refund(key, options) {
-      await adjust(key, options, 'refund')
+      const decision = options?.decision
+      if (decision === undefined) {
+        await adjust(key, options, 'refund')
+        return
+      }
+      // Only a call the store counted has units to give back.
+      if (!decision.allowed || (decision.reason !== 'rules' && decision.reason !== 'prefetch')) return
+      const at = (decision as { countedAt?: unknown }).countedAt
+      if (at === undefined) {
+        // A store that does not say when it counted a call: its newest units, as without a decision.
+        await adjust(key, options, 'refund')
+        return
+      }
+      if (typeof at !== 'number' || !Number.isSafeInteger(at) || !Array.isArray(decision.rules)) {
+        throw new InvalidOptionError('refund.decision', decision, 'a decision from consume')
+      }
+      await adjust(key, options, 'refund', (rules) =>
+        rules.map((rule, i) => {
+          // The rules may have changed since (a table edit): a rule the call was not decided by gives nothing.
+          const d = decision.rules[i]
+          return d !== undefined && d.rule === rule.name ? refundMark(rule, d, at) : undefined
+        }),
+      )
     },
 
     async penalize(key, options) {
@@ -514,7 +555,7 @@ function checkCost(cost: number, rules: readonly Rule[]): void {
 function compose(rules: StoreAnswer): Decision {
   if (rules.length > 1) return composeSeveral(rules)
   const d = rules[0]!
-  const decision: Decision = {
+  const decision: { -readonly [F in keyof Decision]: Decision[F] } = {
     allowed: d.allowed,
     limit: d.limit,
     remaining: d.remaining,
@@ -525,6 +566,7 @@ function compose(rules: StoreAnswer): Decision {
     rules,
     reason: rules.reason ?? 'rules',
   }
+  if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
   return d.lease === undefined ? decision : { ...decision, lease: d.lease }
 }
 
@@ -542,7 +584,7 @@ function composeSeveral(rules: StoreAnswer): Decision {
       allowed = false
     } else if (allowed && d.remaining < deciding.remaining) deciding = d
   }
-  const decision: Decision = {
+  const decision: { -readonly [F in keyof Decision]: Decision[F] } = {
     allowed,
     limit: deciding.limit,
     remaining: deciding.remaining,
@@ -553,6 +595,7 @@ function composeSeveral(rules: StoreAnswer): Decision {
     rules,
     reason: rules.reason ?? 'rules',
   }
+  if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
   return lease === undefined ? decision : { ...decision, lease }
 }
 

@@ -6,9 +6,15 @@ import {
   type CallOptions,
   createLimiter,
   type Decision,
+  fixedWindow,
   type Limiter,
+  leakyBucket,
   MemoryStore,
   type RuleInput,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+  warmUp,
 } from '@sluice/core'
 
 /** The figures of a decision that a trace asserts on. */
@@ -80,4 +86,14 @@ export function catchError(fn: () => unknown): unknown {
     return error
   }
   throw new Error('expected a throw')
+}
+
+/** Rules of each refundable kind that admit 3 calls in 1100–1120 after one at 100, and no 4th by 1160. */
+export const LATE_REFUND_RULES: Record<string, RuleInput> = {
+  fixedWindow: fixedWindow({ limit: 3, windowMs: 1000 }),
+  slidingLog: slidingLog({ limit: 3, windowMs: 1000 }),
+  slidingWindow: slidingWindow({ limit: 3, windowMs: 1000, buckets: 10 }),
+  tokenBucket: tokenBucket({ capacity: 3, refillPerSecond: 3 }),
+  leakyBucket: leakyBucket({ ratePerSecond: 3, maxQueueMs: 700 }),
+  warmUp: warmUp({ ratePerSecond: 3, warmUpMs: 1000, coldFactor: 1, maxQueueMs: 700 }),
 }

@@ -253,6 +253,7 @@ export class RedisStore implements Store {
     const call = this.#deadlines.start<StoreAnswer>()
     this.#attempt(call, plan.script, keys, args, true, (reply) => {
       const [answer, blocked] = answerOf(plan, rules, reply, false)
+      if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (cache !== undefined) this.#remember(cacheKey, plan.id, cost, localNow, resets, answer, blocked)
       return answer
     })
@@ -377,10 +378,12 @@ export class RedisStore implements Store {
     const now = this.#scriptNow()
     const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
     const args = this.#args(plan, now, mode, cost, withBlock ? block : undefined)
-    if (adjustment === 'unqueue' || adjustment === 'release') {
+    // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
+    const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
+    if (act !== 'refund' && act !== 'penalize') {
       for (let i = 0; i < rules.length; i++) args.push(marks?.[i] ?? '')
     }
-    const s = this.#script(plan, adjustment)
+    const s = this.#script(plan, act)
     const call = this.#deadlines.start<StoreAnswer | undefined>()
     this.#attempt(call, s, keys, args, true, (reply) =>
       penalize ? answerOf(plan, rules, reply, false)[0] : undefined,
@@ -598,6 +601,13 @@ function serverNowOf(reply: unknown): number | undefined {
   if (!Array.isArray(reply) || reply.length < 2) return undefined
   const serverNow = Number(reply[reply.length - 1])
   return Number.isFinite(serverNow) ? serverNow : undefined
+}
+
+/** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
+function countedAt(answer: StoreAnswer, at: number): void {
+  if (answer.reason !== undefined) return
+  for (const d of answer) if (!d.allowed) return
+  ;(answer as { countedAt?: number }).countedAt = at
 }
 
 function unexpectedReply(): StoreError {

@@ -1,0 +1,56 @@
+/**
+ * Issue 24's store faults in the memory store, each pinned by a test named for what broke, on a manual
+ * clock: late refunds that took a newer call's units, weighted calls refused by meters, huge penalties.
+ * The Redis store's side of the same traces is in test/redis-trust.test.ts.
+ */
+import { createLimiter, type Decision, MemoryStore, type RuleInput } from '@sluice/core'
+import { describe, expect, it } from 'vitest'
+import { LATE_REFUND_RULES } from './support.ts'
+
+function onClock(rules: readonly RuleInput[]) {
+  const clock = { now: 0 }
+  const limiter = createLimiter({
+    rules,
+    store: new MemoryStore({ clock: () => clock.now, sweepIntervalMs: 0 }),
+  })
+  const at = (t: number, cost = 1): Promise<Decision> => {
+    clock.now = t
+    return limiter.consume('k', { cost })
+  }
+  const move = (t: number) => {
+    clock.now = t
+  }
+  return { limiter, at, move }
+}
+
+describe('issue 24 in the memory store', () => {
+  describe.each(Object.keys(LATE_REFUND_RULES))('%s', (kind) => {
+    it('a late refund does not let an extra call in (the issue trace: 100, 1100–1120, refund at 1150, 1160 denied)', async () => {
+      const { limiter, at, move } = onClock([LATE_REFUND_RULES[kind]!])
+      const first = await at(100)
+      expect(first.allowed).toBe(true)
+      expect([(await at(1100)).allowed, (await at(1110)).allowed, (await at(1120)).allowed]).toEqual([
+        true,
+        true,
+        true,
+      ])
+      move(1150)
+      // The decision read back from JSON, as a request handler or a queue would keep it.
+      await limiter.refund('k', { decision: JSON.parse(JSON.stringify(first)) })
+      const late = await at(1160)
+      expect(late.allowed).toBe(false)
+    })
+
+    it('a refund that names its call still gives its units back while they count', async () => {
+      const { limiter, at, move } = onClock([LATE_REFUND_RULES[kind]!])
+      await at(1100)
+      await at(1110)
+      const third = await at(1120)
+      expect((await at(1121)).allowed).toBe(false)
+      move(1130)
+      await limiter.refund('k', { decision: third })
+      expect((await at(1130)).allowed).toBe(true)
+      expect((await at(1131)).allowed).toBe(false)
+    })
+  })
+})
