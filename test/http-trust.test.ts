@@ -1,11 +1,15 @@
 /**
  * Issue 24's faults as a user of the adapters meets them, on real servers and a real redis-server: a
- * request slower than its window that `countWhen` refunds must not let a 4th request into a window of 3.
+ * request slower than its window that `countWhen` refunds must not let a 4th request into a window of 3;
+ * a cost function returning 2 under a meter with `maxQueueMs: 0` must not answer 500.
  */
-import { createLimiter, fixedWindow, type Limiter } from '@sluice/core'
+import { createLimiter, fixedWindow, type Limiter, MemoryStore } from '@sluice/core'
 import { rateLimit } from '@sluice/express'
+import { sluice } from '@sluice/fastify'
 import { RedisStore } from '@sluice/redis'
+import Fastify from 'fastify'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { WEIGHTED_METERS } from '../packages/core/test/support.ts'
 import { flavours, listen } from '../packages/express/test/support.ts'
 import { CLIENT_KINDS, clientOf, closeClients } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
@@ -89,5 +93,38 @@ describe.each(CLIENT_KINDS)('Express with Redis (%s)', (kind) => {
     await vi.waitFor(() => expect(refunds).toHaveLength(1))
     await refunds[0]
     expect(await get('/fast', 1160)).toBe(429)
+  })
+})
+
+describe.each(Object.keys(WEIGHTED_METERS))('a weighted request under %s with maxQueueMs 0', (meter) => {
+  it('Express: a cost function returning 2 admits the first request instead of answering 500', async () => {
+    const app = flavours[0].express()
+    app.use(
+      rateLimit({
+        rules: [WEIGHTED_METERS[meter]!],
+        store: new MemoryStore({ clock: () => T0 }),
+        cost: () => 2,
+      }),
+    )
+    app.get('/', (_req, res) => {
+      res.json({ ok: true })
+    })
+    const { url, close } = await listen(app)
+    stops.push(close)
+    expect((await fetch(url)).status).toBe(200)
+    expect((await fetch(url)).status).toBe(429)
+  })
+
+  it('Fastify: a cost function returning 2 admits the first request instead of answering 500', async () => {
+    const app = Fastify()
+    await app.register(sluice, {
+      rules: [WEIGHTED_METERS[meter]!],
+      store: new MemoryStore({ clock: () => T0 }),
+      cost: () => 2,
+    })
+    app.get('/', async () => ({ ok: true }))
+    stops.push(() => app.close())
+    expect((await app.inject('/')).statusCode).toBe(200)
+    expect((await app.inject('/')).statusCode).toBe(429)
   })
 })

@@ -22,7 +22,7 @@ import { refundMark, type StoreAnswer } from '@sluice/core/store'
 import { RedisStore } from '@sluice/redis'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LATE_REFUND_RULES } from '../packages/core/test/support.ts'
+import { HUGE_PENALTY_RULES, LATE_REFUND_RULES, WEIGHTED_METERS } from '../packages/core/test/support.ts'
 import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
@@ -219,5 +219,74 @@ describe.each(CLIENT_KINDS)('refunds that name their call, Redis against memory 
       { numRuns: 60, seed: 24 },
     )
     expect(named).toBeGreaterThan(100)
+  })
+})
+
+/** The same calls on a memory store and a Redis store, on one manual clock. */
+async function twins(kind: ClientKind, rules: readonly RuleInput[]) {
+  const clock = { now: T0 }
+  const prefix = `twin${run++}`
+  const redisStore = new RedisStore({
+    client: await clientOf(kind, server),
+    clock: () => clock.now,
+    deniedCache: false,
+    timeoutMs: 10_000,
+  })
+  const memory = createLimiter({ rules, prefix, store: new MemoryStore({ clock: () => clock.now }) })
+  const redis = createLimiter({ rules, prefix, store: redisStore, onStoreError: 'throw' })
+  return { clock, prefix, memory, redis }
+}
+
+describe.each(CLIENT_KINDS)('meters and penalties on Redis (%s)', (kind) => {
+  describe.each(Object.keys(WEIGHTED_METERS))('%s with maxQueueMs 0', (rule) => {
+    it('admits a weighted call (cost 2) on a fresh key instead of throwing InvalidCostError, as the memory store does', async () => {
+      const { clock, memory, redis } = await twins(kind, [WEIGHTED_METERS[rule]!])
+      for (const [t, cost] of [
+        [100, 2],
+        [100, 1],
+        [1100, 1],
+        [2100, 2],
+        [3000, 2],
+        [9000, 1],
+      ] as const) {
+        clock.now = T0 + t
+        const e = await memory.consume('k', { cost })
+        const a = await redis.consume('k', { cost })
+        expect(a, `${t} x${cost}`).toEqual(e)
+      }
+      clock.now = T0 + 100
+    })
+  })
+
+  describe.each(Object.keys(HUGE_PENALTY_RULES))('%s', (rule) => {
+    it('refuses a penalty past the safe range with a coded error, and keeps the largest accepted one as long as it says', async () => {
+      const r = HUGE_PENALTY_RULES[rule]! as Rule
+      const { clock, prefix, memory, redis } = await twins(kind, [r])
+      clock.now = T0 + 100
+      await memory.consume('k')
+      await redis.consume('k')
+      // At 1 a second, 1e14 units would wait about 1e17 ms: Redis refused such an expiry and the penalty
+      // was written with the old one.
+      for (const limiter of [memory, redis]) {
+        await expect(limiter.penalize('k', { cost: 1e14 })).rejects.toMatchObject({
+          code: 'ERR_SLUICE_INVALID_COST',
+        })
+      }
+      expect(await redis.peek('k')).toEqual(await memory.peek('k'))
+      // The largest penalty these numbers accept: 2^50 ms of refill or of intervals (less what is held).
+      const largest = Math.floor(2 ** 50 / 1000) - (rule === 'warmUp' ? 0 : 1)
+      await expect(redis.penalize('k', { cost: largest + 1 })).rejects.toMatchObject({
+        code: 'ERR_SLUICE_INVALID_COST',
+      })
+      const e = await memory.penalize('k', { cost: largest })
+      const a = await redis.penalize('k', { cost: largest })
+      expect(a).toEqual(e)
+      expect(a.retryAfterMs).toBeGreaterThan(2 ** 49)
+      const pttl = Number(await server.cli('PTTL', `sluice:${prefix}:{k}:${r.id}`))
+      expect(pttl).toBeGreaterThanOrEqual(a.retryAfterMs)
+      clock.now = T0 + 100 + 2 ** 49
+      expect(await redis.peek('k')).toEqual(await memory.peek('k'))
+      expect((await redis.peek('k')).allowed).toBe(false)
+    })
   })
 })

@@ -17,7 +17,7 @@ import {
 } from './errors.ts'
 import { hold } from './hold.ts'
 import { given, isPromise, prefixOption, readOptions, storeOption } from './options.ts'
-import { MAX_FIGURE } from './rules/bounds.ts'
+import { MAX_FIGURE, maxCost } from './rules/bounds.ts'
 import { isFactoryRule, refundMark } from './rules/index.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
@@ -58,7 +58,10 @@ export interface LimiterOptions<C = unknown> {
 }
 
 export interface CallOptions<C = unknown> {
-  /** Units this call takes, an integer >= 1 no greater than any rule's limit. Default 1. */
+  /**
+   * Units this call takes, an integer >= 1 no greater than any rule's limit (a leakyBucket or warmUp
+   * admits a call whose slot is free whatever its cost, up to 2^50 ms of intervals). Default 1.
+   */
   cost?: number
   /** Passed to a rules function. */
   context?: C
@@ -124,7 +127,10 @@ export interface Limiter<C = unknown> {
   /**
    * Counts `cost` units against the key whatever its rules say: they may go past their limit (by at most
    * `cost`; a token bucket below zero by at most `cost`), so later calls wait longer. Resolves with what a
-   * `peek` answers right after. Begins no block. Rejects with a `StoreError` when the store fails.
+   * `peek` answers right after. Begins no block. Rejects with an `InvalidCostError` when the penalty would
+   * leave a rule waiting past 2^50 ms (a tokenBucket refilling more than `refillPerSecond × 2^50 / 1000 −
+   * capacity` tokens; a leakyBucket or warmUp queueing more than 2^50 ms of intervals), and with a
+   * `StoreError` when the store fails.
    */
   penalize(key: string, options?: AdjustOptions<C>): Promise<Decision>
   /**
@@ -300,6 +306,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     const cost = adjustCostOf(options?.cost)
     const rules = resolveRules(key, options?.context as C)
     if (rules.length === 0) return undefined
+    if (adjustment === 'penalize') checkCost(cost, rules, true)
     const marks = typeof marksOf === 'function' ? marksOf(rules) : marksOf
     if (typeof store.adjust !== 'function') {
       throw new SluiceError(
@@ -544,10 +551,11 @@ function adjustCostOf(cost: unknown): number {
   return cost
 }
 
-function checkCost(cost: number, rules: readonly Rule[]): void {
+/** Refuses a cost some rule cannot take in one consume (or, `penalty`, one penalty): see `maxCost`. */
+function checkCost(cost: number, rules: readonly Rule[], penalty = false): void {
   for (const rule of rules) {
-    const limit = 'limit' in rule ? rule.limit : rule.capacity
-    if (cost > limit) throw new InvalidCostError(cost, `rule ${rule.name} can never admit more than ${limit}`)
+    const { max, why } = maxCost(rule, penalty)
+    if (cost > max) throw new InvalidCostError(cost, why)
   }
 }
 

@@ -97,3 +97,15 @@ export const LATE_REFUND_RULES: Record<string, RuleInput> = {
   leakyBucket: leakyBucket({ ratePerSecond: 3, maxQueueMs: 700 }),
   warmUp: warmUp({ ratePerSecond: 3, warmUpMs: 1000, coldFactor: 1, maxQueueMs: 700 }),
 }
+
+/** Meters that admit a call whose slot is free whatever its cost (issue 24: cost 2 threw at request time). */
+export const WEIGHTED_METERS: Record<string, RuleInput> = {
+  leakyBucket: leakyBucket({ ratePerSecond: 1 }),
+  warmUp: warmUp({ ratePerSecond: 1, warmUpMs: 1000 }),
+}
+
+/** Rules whose penalties leave a wait: at 1 a second, a penalty of 1e14 would wait about 1e17 ms. */
+export const HUGE_PENALTY_RULES: Record<string, RuleInput> = {
+  tokenBucket: tokenBucket({ capacity: 1, refillPerSecond: 1 }),
+  ...WEIGHTED_METERS,
+}

@@ -5,7 +5,7 @@
  */
 import { createLimiter, type Decision, MemoryStore, type RuleInput } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
-import { LATE_REFUND_RULES } from './support.ts'
+import { HUGE_PENALTY_RULES, LATE_REFUND_RULES, WEIGHTED_METERS } from './support.ts'
 
 function onClock(rules: readonly RuleInput[]) {
   const clock = { now: 0 }
@@ -51,6 +51,28 @@ describe('issue 24 in the memory store', () => {
       await limiter.refund('k', { decision: third })
       expect((await at(1130)).allowed).toBe(true)
       expect((await at(1131)).allowed).toBe(false)
+    })
+  })
+
+  describe.each(Object.keys(WEIGHTED_METERS))('%s with maxQueueMs 0', (kind) => {
+    it('admits a weighted call (cost 2) on a fresh key instead of throwing InvalidCostError', async () => {
+      const { at } = onClock([WEIGHTED_METERS[kind]!])
+      const first = await at(100, 2)
+      expect([first.allowed, first.waitMs, first.reason]).toEqual([true, 0, 'rules'])
+      // Its slot was free; what follows waits as DESIGN's formulas say.
+      expect(await at(100)).toMatchObject({ allowed: false })
+    })
+  })
+
+  describe.each(Object.keys(HUGE_PENALTY_RULES))('%s', (kind) => {
+    it('refuses a penalty whose wait would pass 2^50 ms with a coded error, writing nothing', async () => {
+      const { limiter, at } = onClock([HUGE_PENALTY_RULES[kind]!])
+      await at(100)
+      const before = await limiter.peek('k')
+      await expect(limiter.penalize('k', { cost: 1e14 })).rejects.toMatchObject({
+        code: 'ERR_SLUICE_INVALID_COST',
+      })
+      expect(await limiter.peek('k')).toEqual(before)
     })
   })
 })
