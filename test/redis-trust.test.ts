@@ -290,3 +290,29 @@ describe.each(CLIENT_KINDS)('meters and penalties on Redis (%s)', (kind) => {
     })
   })
 })
+
+describe.each(CLIENT_KINDS)('closing with prefetch (%s)', (kind) => {
+  it('close() with prefetch loses no batch in flight: Redis counts exactly the units spent', async () => {
+    const clock = { now: T0 }
+    const store = new RedisStore({
+      client: await clientOf(kind, server),
+      clock: () => clock.now,
+      prefetch: { units: 64, ms: 60_000 },
+      timeoutMs: 10_000,
+    })
+    const rule = fixedWindow({ limit: 100_000, windowMs: 3_600_000 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `close${run++}`, onStoreError: 'throw' })
+    // Grow the batch: each call that finds no units doubles it, up to 64.
+    let spent = 0
+    for (let i = 0; i < 200; i++) if ((await limiter.consume('k')).allowed) spent++
+    // A burst, and close() in the same tick: batches are on their way when the store closes.
+    const burst = Array.from({ length: 300 }, () => limiter.consume('k'))
+    const closed = store.close()
+    for (const d of await Promise.allSettled(burst)) {
+      if (d.status === 'fulfilled' && d.value.allowed) spent++
+    }
+    await closed
+    const counted = Number(await server.cli('HGET', `sluice:${limiter.prefix}:{k}:${rule.id}`, 'c'))
+    expect(counted).toBe(spent)
+  })
+})

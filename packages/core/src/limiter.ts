@@ -224,10 +224,11 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     if (isPromise(answer)) {
       promised = true
       synchronous = false
-      return later(answer as PromiseLike<StoreAnswer>, key, cost, context, mode, started)
+      return later(answer as PromiseLike<StoreAnswer>, rules.length, key, cost, context, mode, started)
     }
     synchronous = !promised
-    const decision = compose(answer as StoreAnswer)
+    if (!answers(answer, rules.length)) return fallback(malformed(answer), key, cost, context, mode, started)
+    const decision = compose(answer)
     if (observed) publishDecision(prefix, key, cost, mode, decision, 0)
     return decision
   }
@@ -235,6 +236,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   /** The decision of a store that answered with a promise: a native promise even for another thenable. */
   function later(
     answer: PromiseLike<StoreAnswer>,
+    n: number,
     key: string,
     cost: number,
     context: C,
@@ -243,6 +245,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   ): Promise<Decision> {
     return Promise.resolve(answer).then(
       (rulesSaid) => {
+        if (!answers(rulesSaid, n)) return fallback(malformed(rulesSaid), key, cost, context, mode, started)
         const decision = compose(rulesSaid)
         if (decisionChannel.hasSubscribers) {
           const storeMs = started === 0 ? 0 : performance.now() - started
@@ -314,11 +317,14 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
         `This store cannot ${adjustment}: it has no adjust method.`,
       )
     }
+    let answer: StoreAnswer | undefined
     try {
-      return await store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
+      answer = await store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
     } catch (error) {
       throw asStoreError(error)
     }
+    if (adjustment === 'penalize' && !answers(answer, rules.length)) throw malformed(answer)
+    return answer
   }
 
   const limiter: Limiter<C> = {
@@ -557,6 +563,26 @@ function checkCost(cost: number, rules: readonly Rule[], penalty = false): void 
     const { max, why } = maxCost(rule, penalty)
     if (cost > max) throw new InvalidCostError(cost, why)
   }
+}
+
+/**
+ * Whether a store's answer is what the Store contract says: one RuleDecision per rule. A custom store's
+ * answer is data to check like any other: a wrong one is a store failure, for `onStoreError` to decide.
+ */
+function answers(answer: unknown, n: number): answer is StoreAnswer {
+  if (!Array.isArray(answer) || answer.length !== n) return false
+  for (let i = 0; i < n; i++) {
+    const d: unknown = answer[i]
+    if (d === null || typeof d !== 'object') return false
+  }
+  return true
+}
+
+function malformed(answer: unknown): StoreError {
+  return new StoreError(
+    ErrorCode.STORE_ERROR,
+    `The store answered ${describe(answer)}: expected one decision per rule of the call.`,
+  )
 }
 
 /** One Decision from the store's per-rule answers. */

@@ -3,7 +3,7 @@
  * clock: late refunds that took a newer call's units, weighted calls refused by meters, huge penalties.
  * The Redis store's side of the same traces is in test/redis-trust.test.ts.
  */
-import { createLimiter, type Decision, MemoryStore, type RuleInput } from '@sluice/core'
+import { createLimiter, type Decision, fixedWindow, MemoryStore, type RuleInput } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
 import { HUGE_PENALTY_RULES, LATE_REFUND_RULES, WEIGHTED_METERS } from './support.ts'
 
@@ -74,5 +74,15 @@ describe('issue 24 in the memory store', () => {
       })
       expect(await limiter.peek('k')).toEqual(before)
     })
+  })
+
+  it('a custom store answering [] makes consume fail with a coded store error, not a TypeError', async () => {
+    const store = { apply: () => [], reset: () => {} }
+    const rules = [fixedWindow({ limit: 3, windowMs: 1000 })]
+    const strict = createLimiter({ rules, store, onStoreError: 'throw' })
+    await expect(strict.consume('k')).rejects.toMatchObject({ code: 'ERR_SLUICE_STORE' })
+    await expect(Promise.resolve(strict.consumeNow('k'))).rejects.toMatchObject({ code: 'ERR_SLUICE_STORE' })
+    const lenient = createLimiter({ rules, store: { apply: async () => [], reset: () => {} } })
+    expect(await lenient.consume('k')).toMatchObject({ allowed: true, reason: 'store-error' })
   })
 })
