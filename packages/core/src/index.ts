@@ -27,6 +27,7 @@ export {
   createLimiter,
   type Limiter,
   type LimiterOptions,
+  type RefundOptions,
   type RulesOption,
   type StoreErrorPolicy,
 } from './limiter.ts'

@@ -195,6 +195,11 @@ export interface Decision {
   readonly reason: DecisionReason
   /** concurrency rules only, when admitted: the id to hand to `limiter.release(key, decision)`. */
   readonly lease?: string
+  /**
+   * An admitted call counted by the store: the store's ms its units were counted at (for units a Redis
+   * store prefetched, when their batch was counted). `limiter.refund(key, { decision })` finds the call by it.
+   */
+  readonly countedAt?: number
 }
 
 /** What a store does with a call: `'consume'` records it when admitted, `'peek'` never records. */
@@ -202,7 +207,8 @@ export type StoreMode = 'consume' | 'peek'
 
 /**
  * What `Store.adjust` does to a key's rule state, `cost` units at a time:
- * - `'refund'` gives back up to `cost` units (never below empty);
+ * - `'refund'` gives back up to `cost` units (never below empty): the newest ones; or, with `marks`, only
+ *   the units of the call each mark names (`refundMark`), while they still count in its rule's state;
  * - `'penalize'` counts `cost` units whatever the rules say (at most `cost` past a rule's limit);
  * - `'unqueue'` gives a queued leakyBucket call's slot back, only where the queue is still exactly as that
  *   call left it (`RuleDecision.queue`); other rules are left alone;
@@ -212,9 +218,14 @@ export type Adjustment = 'refund' | 'penalize' | 'unqueue' | 'release'
 
 /**
  * A store's answer: one RuleDecision per rule, in order. A store that answered without running the rules
- * says so in `reason` (its denied-key cache: `'cache'`); without it the rules decided.
+ * says so in `reason` (its denied-key cache: `'cache'`); without it the rules decided. A consume the rules
+ * admitted says in `countedAt` the store's ms its units were counted at (`Decision.countedAt`; not `at`,
+ * which every array has).
  */
-export type StoreAnswer = readonly RuleDecision[] & { readonly reason?: DecisionReason }
+export type StoreAnswer = readonly RuleDecision[] & {
+  readonly reason?: DecisionReason
+  readonly countedAt?: number
+}
 
 /**
  * Where rule state lives. A store applies all of a call's rules to one key atomically:
@@ -240,7 +251,8 @@ export interface Store {
    * Changes the state of `rules` for `key` outside a call (see `Adjustment`), atomically. `cost` is an
    * integer from 1 to 2^50 and may exceed a rule's limit. For `'penalize'` it answers what a peek of cost 1
    * (with `block`) answers right after; for the others, nothing. `marks` holds, per rule in order, what
-   * the call left: its `RuleDecision.queue` for `'unqueue'`, its `RuleDecision.lease` for `'release'`.
+   * the call left: its `RuleDecision.queue` for `'unqueue'`, its `RuleDecision.lease` for `'release'`, its
+   * `refundMark` for `'refund'` (a rule whose mark is undefined gives nothing back).
    * Optional: a store without it cannot refund or penalize.
    */
   adjust?(

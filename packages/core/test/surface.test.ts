@@ -89,6 +89,7 @@ describe('entry points', () => {
       'positiveOption',
       'prefixOption',
       'readOptions',
+      'refundMark',
       'ruleDecision',
       'storeOption',
       'tooManyEntries',

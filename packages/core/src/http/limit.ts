@@ -205,7 +205,7 @@ export function buildRequestLimit<Req, Res>(
   function whenEnded(req: Req, res: Res, key: string, cost: number | undefined, decision: Decision): void {
     if (!counts(decision)) return
     limitOnEnd(req, res, (finished) => {
-      if (finished && !asked(req, res)) refund(key, cost, req)
+      if (finished && !asked(req, res)) refund(key, cost, req, decision)
     })
   }
 
@@ -235,8 +235,9 @@ export function buildRequestLimit<Req, Res>(
     return answer !== false
   }
 
-  function refund(key: string, cost: number | undefined, req: Req): void {
-    limiter.refund(key, { cost, context: req }).catch((error: unknown) => {
+  /** Gives back the request's own units: the decision names its call, so a late refund takes no newer one's. */
+  function refund(key: string, cost: number | undefined, req: Req, decision: Decision): void {
+    limiter.refund(key, { decision, cost, context: req }).catch((error: unknown) => {
       warnOnce('refund', `a refund (countWhen) failed, so the request stays counted: ${String(error)}`)
     })
   }

@@ -32,7 +32,7 @@ export {
 } from '../options.ts'
 export { type Algorithm, ruleDecision } from '../rules/algorithm.ts'
 export { newLease } from '../rules/concurrency.ts'
-export { algorithmOf } from '../rules/index.ts'
+export { algorithmOf, refundMark } from '../rules/index.ts'
 export { RULE_KINDS, type RuleKindEntry } from '../rules/spec.ts'
 export {
   checkEntryName,
