@@ -51,7 +51,9 @@ const ALL_VARIANTS = [
 /** `--variants` counts only these (bare is always counted: the other figures are read against it). */
 const ONLY = option('variants', undefined)?.split(',')
 const VARIANTS =
-  ONLY === undefined ? ALL_VARIANTS : ALL_VARIANTS.filter((v) => v === 'bare' || ONLY.includes(v.split('@')[0]))
+  ONLY === undefined
+    ? ALL_VARIANTS
+    : ALL_VARIANTS.filter((v) => v === 'bare' || ONLY.includes(v.split('@')[0]))
 const PEER = { express: 'express-rate-limit', fastify: '@fastify/rate-limit' }
 const outFile = fileURLToPath(new URL('./INSTRUCTIONS.md', import.meta.url))
 
