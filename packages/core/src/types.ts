@@ -160,7 +160,8 @@ export interface RuleDecision {
  * Who decided a call: `'rules'`, the rules in the store; `'unlimited'`, no rule applied to the key;
  * `'cache'`, the store's memory of a recent denial; `'blocked'`, an active block on the key;
  * `'store-error'`, the `onStoreError` policy after the store failed; `'insurance'`, the limiter given as
- * `onStoreError`; `'prefetch'`, units a Redis store fetched ahead.
+ * `onStoreError`; `'prefetch'`, units a Redis store fetched ahead; `'overload'`, an `overload()` guard shed
+ * the request before any rule was asked (the server itself was overloaded).
  */
 export type DecisionReason =
   | 'rules'
@@ -170,6 +171,7 @@ export type DecisionReason =
   | 'store-error'
   | 'insurance'
   | 'prefetch'
+  | 'overload'
 
 /** What a limiter answers for one call. Plain data: a JSON round trip keeps every field (`Infinity` reads back as `null`). */
 export interface Decision {

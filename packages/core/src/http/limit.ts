@@ -127,6 +127,9 @@ export function buildRequestLimit<Req, Res>(
       'a limiter that can refund (built by createLimiter)',
     )
   }
+  const guard = parsed.overload
+  const critical = guard?.critical
+  const shedDecision = guard === undefined ? undefined : shed(guard.bucketMs)
   const held = new HeldRequests(parsed.queuePerClient ?? DEFAULT_QUEUE_PER_CLIENT)
   const onEnd = endSignal(adapter)
   /** Warnings already emitted for this limit, so a broken callback cannot flood the process's output. */
@@ -156,6 +159,24 @@ export function buildRequestLimit<Req, Res>(
       return decision.then((d) => outcomeOf(req, res, record, key.key, cost, d))
     }
     return outcomeOf(req, res, record, key.key, cost, decision)
+  }
+
+  /**
+   * Enters the request into the overload guard, once per guard however many limits share it: undefined when
+   * it is admitted (it leaves the guard when its response ends), else the outcome of a shed request. A shed
+   * request counts against no client: no key is built and no rule is asked.
+   */
+  function enter(req: Req, res: Res): HttpOutcome | undefined {
+    const record = recordOf(req)
+    if (!record.claim(guard!)) return undefined
+    const ticket = guard!.enter(critical === undefined ? undefined : { critical: critical(req) === true })
+    if (ticket.admitted) {
+      limitOnEnd(req, res, ticket.done)
+      return undefined
+    }
+    if (!shadow) return deny(req, record, '', shedDecision!, guard!.status)
+    if (httpChannel.hasSubscribers) publish(req, '', shedDecision, 'shadow')
+    return PASS
   }
 
   function outcomeOf(
@@ -275,6 +296,10 @@ export function buildRequestLimit<Req, Res>(
     limiter,
     limitRequest(req, res) {
       try {
+        if (guard !== undefined) {
+          const shedding = enter(req, res)
+          if (shedding !== undefined) return shedding
+        }
         if (skip === undefined) return count(req, res)
         const skipped = skip(req)
         if (!isPromise(skipped)) return skipped ? PASS : count(req, res)
@@ -307,6 +332,21 @@ function counts(decision: Decision): boolean {
   return decision.reason === 'rules' || decision.reason === 'prefetch'
 }
 
+/** The decision of a request an overload guard shed: no rule decided, come back in one bucket. */
+function shed(bucketMs: number): Decision {
+  return Object.freeze({
+    allowed: false,
+    limit: 0,
+    remaining: 0,
+    resetMs: bucketMs,
+    retryAfterMs: bucketMs,
+    waitMs: 0,
+    rule: '',
+    rules: [],
+    reason: 'overload',
+  })
+}
+
 /** The answer to a queued request refused because its client holds too many places: come back when this one's slot comes. */
 function queueFull(decision: Decision): Decision {
   return { ...decision, allowed: false, retryAfterMs: decision.waitMs, waitMs: 0 }
@@ -327,6 +367,7 @@ export function limitedBody(decision: Decision, status = 429, detail?: string): 
 /** One sentence on a denial: the rule and the wait (or the store, when it failed; or the block). */
 export function limitedDetail(decision: Decision): string {
   const seconds = retryAfterSeconds(decision)
+  if (decision.reason === 'overload') return `The server is overloaded; retry in ${seconds} s.`
   if (decision.reason === 'store-error') return `The rate-limit store is unavailable; retry in ${seconds} s.`
   if (decision.reason === 'blocked')
     return `Blocked after exceeding rate limit ${decision.rule}; retry in ${seconds} s.`
