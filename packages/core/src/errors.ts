@@ -112,9 +112,12 @@ export class DuplicateRuleError extends SluiceError {
 /** A rule spec that names no known kind or is not an object; or a spec's text that does not parse. */
 export class InvalidSpecError extends SluiceError {
   readonly spec: unknown
+  /** What was expected instead, e.g. `slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s`. */
+  readonly expected: string
   constructor(spec: unknown, expected: string) {
     super(ErrorCode.INVALID_SPEC, `Invalid rule spec ${describe(spec)}: expected ${expected}.`)
     this.spec = spec
+    this.expected = expected
   }
 }
 

@@ -11,6 +11,7 @@ import {
   ErrorCode,
   InvalidCostError,
   InvalidOptionError,
+  InvalidSpecError,
   RateLimitedError,
   SluiceError,
   StoreError,
@@ -19,6 +20,7 @@ import { hold } from './hold.ts'
 import { given, isPromise, prefixOption, readOptions, storeOption } from './options.ts'
 import { MAX_FIGURE, maxCost } from './rules/bounds.ts'
 import { isFactoryRule, refundMark } from './rules/index.ts'
+import { parseRuleSpec } from './rules/text.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
 import type {
@@ -32,16 +34,22 @@ import type {
   StorePlace,
 } from './types.ts'
 
-/** Rules for a call: a fixed list, or a function of the key (and the caller's context) resolved per call. */
-export type RulesOption<C> = readonly RuleInput[] | ((key: string, context: C) => readonly RuleInput[] | null)
+/**
+ * Rules for a call: a fixed list (rules, or rules as text such as `'slidingWindow:100/1m'`), or a function
+ * of the key (and the caller's context) resolved per call.
+ */
+export type RulesOption<C> =
+  | readonly (RuleInput | string)[]
+  | ((key: string, context: C) => readonly RuleInput[] | null)
 
 /** What the limiter does when its store fails or times out. */
 export type StoreErrorPolicy<C = unknown> = 'allow' | 'deny' | 'throw' | Limiter<C>
 
 export interface LimiterOptions<C = unknown> {
   /**
-   * The rules every call must pass, all or nothing; or a function `(key, context) => rules | null`
-   * resolved per call (a table of limits per key: `null`, or a rule with `limit: -1`, means not limited).
+   * The rules every call must pass, all or nothing, each a rule or its text (`'fixedWindow:1000/1d'`, read
+   * by `parseRuleSpec`); or a function `(key, context) => rules | null` resolved per call (a table of limits
+   * per key: `null`, or a rule with `limit: -1`, means not limited).
    */
   rules: RulesOption<C>
   /** Where state lives. Default: a new `MemoryStore()`. */
@@ -460,8 +468,21 @@ export function rulesOption<C>(option: string, value: unknown): (key: string, co
   if (!Array.isArray(value) || value.length === 0) {
     throw new InvalidOptionError(option, value, 'a non-empty list of rules, or a function')
   }
-  const rules = checkRules(value as readonly RuleInput[], option, ErrorCode.INVALID_OPTION)
+  const rules = checkRules(value.map(ruleOfText(option)), option, ErrorCode.INVALID_OPTION)
   return () => rules
+}
+
+/** Builds a rule given as text (once, at construction); text outside the grammar is an error naming the option. */
+function ruleOfText(option: string): (item: unknown, i: number) => RuleInput {
+  return (item, i) => {
+    if (typeof item !== 'string') return item as RuleInput
+    try {
+      return parseRuleSpec(item)
+    } catch (error) {
+      if (!(error instanceof InvalidSpecError)) throw error
+      throw new InvalidOptionError(`${option}[${i}]`, item, `rule text such as ${error.expected}`)
+    }
+  }
 }
 
 /**

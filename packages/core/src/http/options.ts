@@ -37,8 +37,9 @@ export type ResponseBody = Record<string, unknown>
  */
 export interface HttpLimitOptions<R, S = unknown> {
   /**
-   * The rules, or a function `(key, request) => rules | null` for a table of limits per key
-   * (`null`, or a rule with `limit: -1`, means not limited). Required unless `limiter` is given.
+   * The rules, each a rule or its text (`'slidingWindow:100/1m'`); or a function `(key, request) => rules |
+   * null` for a table of limits per key (`null`, or a rule with `limit: -1`, means not limited). Required
+   * unless `limiter` is given.
    */
   rules?: RulesOption<R>
   /** Where state lives. Default: a new `MemoryStore()` for this middleware. */
