@@ -13,7 +13,8 @@ import { MemoryStore } from '@sluice/core'
 /** The suites run once per Nest platform. */
 export const platforms = [
   { name: 'express', adapter: () => new ExpressAdapter() },
-  { name: 'fastify', adapter: () => new FastifyAdapter() },
+  // Closing the app ends the keep-alive connections the tests' fetch leaves open (Fastify keeps them 72 s).
+  { name: 'fastify', adapter: () => new FastifyAdapter({ forceCloseConnections: true }) },
 ] as const
 
 export type PlatformCase = (typeof platforms)[number]
@@ -33,7 +34,8 @@ export interface Running {
 
 /** Creates the app of `module` on `platform`, listening on 127.0.0.1, without Nest's logs. */
 export async function start(platform: PlatformCase, module: Type<unknown>): Promise<Running> {
-  const app = await NestFactory.create(module, platform.adapter(), { logger: false })
+  // abortOnError: false, so an app that fails to start rejects, as a test can see, instead of aborting.
+  const app = await NestFactory.create(module, platform.adapter(), { logger: false, abortOnError: false })
   await app.listen(0, '127.0.0.1')
   const { port } = app.getHttpServer().address() as AddressInfo
   const url = `http://127.0.0.1:${port}`
