@@ -66,7 +66,7 @@ describe('examples/express', () => {
     const missing = await request(url, pay('PAYMENT'))
     expect(missing.status).toBe(400)
     expect(missing.headers.get('content-type')).toBe('application/problem+json')
-    expect(missing.body.detail).toBe('This request needs header x-channel to be rate limited.')
+    expect(missing.body.detail).toBe('This request needs the x-channel header.')
   })
 
   it('limits every request to 100 a minute per client IP (app.use)', async () => {

@@ -1,9 +1,9 @@
 /**
- * The `sluice` command's building blocks, for scripts and tools that read or write limit specs as an
- * operator types them (`slidingLog:100/1s`, `tokenBucket:50+10/s`, ...). The grammar lives in
- * `@sluice/dashboard` (the dashboard's form and API read the same one); it is re-exported here as it was.
- * The command itself is the package's `sluice` bin. Re-exports only.
+ * The `sluice` command's building blocks. Limit specs as an operator types them (`slidingLog:100/1s`,
+ * `tokenBucket:50+10/s`, ...) are read by core's one rule grammar, `parseRuleSpec` in `@sluice/core`; the
+ * names below are re-exported as they were, deprecated, for one release. The command itself is the
+ * package's `sluice` bin. Re-exports only.
  *
  * @module @sluice/cli
  */
-export { parseDuration, parseSpec, parseSpecs, SPEC_FORMS } from '@sluice/dashboard'
+export { parseSpec, parseSpecs } from '@sluice/dashboard'

@@ -5,9 +5,8 @@
  * and never writes anything. Results are JSON on stdout.
  */
 import { hostname, userInfo } from 'node:os'
-import { InvalidOptionError, type Rule, type RuleSpec } from '@sluice/core'
+import { InvalidOptionError, parseRuleSpecs, type Rule } from '@sluice/core'
 import { checkEntryName, parseEntry, prefixOption } from '@sluice/core/store'
-import { parseSpecs } from '@sluice/dashboard'
 import { RedisLimitTable } from '@sluice/redis'
 import { readArgs } from './args.ts'
 import type { Io } from './io.ts'
@@ -93,8 +92,7 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
     case 'set': {
       if (rest.length < 2) throw new InvalidOptionError('set', rest.join(' '), 'ENTRY SPEC...')
       const entry = checkEntryName(rest[0])
-      const specs: RuleSpec[] = parseSpecs(rest.slice(1))
-      const parsed = parseEntry(entry, specs)
+      const parsed = parseEntry(entry, parseRuleSpecs(rest.slice(1)))
       run = async (t) => {
         await t.set(entry, parsed.rules, { actor })
         return { table, version: t.version, entry, rules: t.entries().get(entry) ?? null }

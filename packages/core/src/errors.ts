@@ -15,6 +15,8 @@ export const ErrorCode = {
   INVALID_KEY: 'ERR_SLUICE_INVALID_KEY',
   /** `acquire` was denied; the error carries the decision. */
   RATE_LIMITED: 'ERR_SLUICE_RATE_LIMITED',
+  /** An `overload()` guard shed the request: the server itself is overloaded. */
+  OVERLOADED: 'ERR_SLUICE_OVERLOADED',
   /** The store failed or timed out and the limiter's `onStoreError` is `'throw'`. */
   STORE_ERROR: 'ERR_SLUICE_STORE',
   /** The store took longer than its timeout. */
@@ -110,9 +112,12 @@ export class DuplicateRuleError extends SluiceError {
 /** A rule spec that names no known kind or is not an object; or a spec's text that does not parse. */
 export class InvalidSpecError extends SluiceError {
   readonly spec: unknown
+  /** What was expected instead, e.g. `slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s`. */
+  readonly expected: string
   constructor(spec: unknown, expected: string) {
     super(ErrorCode.INVALID_SPEC, `Invalid rule spec ${describe(spec)}: expected ${expected}.`)
     this.spec = spec
+    this.expected = expected
   }
 }
 

@@ -27,15 +27,25 @@ export {
   createLimiter,
   type Limiter,
   type LimiterOptions,
+  type RefundOptions,
   type RulesOption,
   type StoreErrorPolicy,
 } from './limiter.ts'
+export {
+  type Overload,
+  type OverloadOptions,
+  type OverloadSignals,
+  type OverloadState,
+  type OverloadTicket,
+  overload,
+} from './overload.ts'
 export { type ConcurrencyOptions, concurrency } from './rules/concurrency.ts'
 export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
 export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'
 export { type SlidingLogOptions, slidingLog } from './rules/sliding-log.ts'
 export { type SlidingWindowOptions, slidingWindow } from './rules/sliding-window.ts'
 export { type RuleSpec, ruleFromSpec } from './rules/spec.ts'
+export { formatRuleSpec, parseRuleSpec, parseRuleSpecs } from './rules/text.ts'
 export { type TokenBucketOptions, tokenBucket } from './rules/token-bucket.ts'
 export type { RuleInput } from './rules/unlimited.ts'
 export { type WarmUpOptions, warmUp } from './rules/warm-up.ts'

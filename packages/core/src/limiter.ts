@@ -11,28 +11,45 @@ import {
   ErrorCode,
   InvalidCostError,
   InvalidOptionError,
+  InvalidSpecError,
   RateLimitedError,
   SluiceError,
   StoreError,
 } from './errors.ts'
 import { hold } from './hold.ts'
 import { given, isPromise, prefixOption, readOptions, storeOption } from './options.ts'
-import { MAX_FIGURE } from './rules/bounds.ts'
-import { isFactoryRule } from './rules/index.ts'
+import { MAX_FIGURE, maxCost } from './rules/bounds.ts'
+import { isFactoryRule, refundMark } from './rules/index.ts'
+import { parseRuleSpec } from './rules/text.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
-import type { Adjustment, Decision, Rule, RuleDecision, Store, StoreAnswer, StoreMode } from './types.ts'
+import type {
+  Adjustment,
+  Decision,
+  Rule,
+  RuleDecision,
+  Store,
+  StoreAnswer,
+  StoreMode,
+  StorePlace,
+} from './types.ts'
 
-/** Rules for a call: a fixed list, or a function of the key (and the caller's context) resolved per call. */
-export type RulesOption<C> = readonly RuleInput[] | ((key: string, context: C) => readonly RuleInput[] | null)
+/**
+ * Rules for a call: a fixed list (rules, or rules as text such as `'slidingWindow:100/1m'`), or a function
+ * of the key (and the caller's context) resolved per call.
+ */
+export type RulesOption<C> =
+  | readonly (RuleInput | string)[]
+  | ((key: string, context: C) => readonly RuleInput[] | null)
 
 /** What the limiter does when its store fails or times out. */
 export type StoreErrorPolicy<C = unknown> = 'allow' | 'deny' | 'throw' | Limiter<C>
 
 export interface LimiterOptions<C = unknown> {
   /**
-   * The rules every call must pass, all or nothing; or a function `(key, context) => rules | null`
-   * resolved per call (a table of limits per key: `null`, or a rule with `limit: -1`, means not limited).
+   * The rules every call must pass, all or nothing, each a rule or its text (`'fixedWindow:1000/1d'`, read
+   * by `parseRuleSpec`); or a function `(key, context) => rules | null` resolved per call (a table of limits
+   * per key: `null`, or a rule with `limit: -1`, means not limited).
    */
   rules: RulesOption<C>
   /** Where state lives. Default: a new `MemoryStore()`. */
@@ -58,7 +75,10 @@ export interface LimiterOptions<C = unknown> {
 }
 
 export interface CallOptions<C = unknown> {
-  /** Units this call takes, an integer >= 1 no greater than any rule's limit. Default 1. */
+  /**
+   * Units this call takes, an integer >= 1 no greater than any rule's limit (a leakyBucket or warmUp
+   * admits a call whose slot is free whatever its cost, up to 2^50 ms of intervals). Default 1.
+   */
   cost?: number
   /** Passed to a rules function. */
   context?: C
@@ -79,6 +99,15 @@ export interface AdjustOptions<C = unknown> {
   context?: C
 }
 
+export interface RefundOptions<C = unknown> extends AdjustOptions<C> {
+  /**
+   * The admitted decision of the consume the refund undoes (`consume`'s answer, or its JSON read back).
+   * Each rule then gives back that call's units only while they still count in its state (see `refund`).
+   * Without it, the newest units go back, whichever call counted them.
+   */
+  decision?: Decision
+}
+
 export interface Limiter<C = unknown> {
   readonly prefix: string
   readonly store: Store
@@ -97,16 +126,28 @@ export interface Limiter<C = unknown> {
   /** Forgets the key's state under every rule that applies to it, and lifts its block (forgetting its escalation). */
   reset(key: string, options?: { context?: C }): Promise<void>
   /**
-   * Gives back up to `cost` units the key's rules counted, never below empty: fixedWindow lowers the
-   * current window's count; slidingLog drops the newest entries; slidingWindow lowers the newest non-empty
-   * buckets; tokenBucket adds tokens up to capacity; leakyBucket moves its last slot back by `cost`
-   * intervals, but not before now. A block stays. Rejects with a `StoreError` when the store fails.
+   * Gives back up to `cost` units the key's rules counted, never below empty. With `decision` (the
+   * admitted decision of the call it undoes), each rule gives back that call's units only while they still
+   * count in its state, never a newer call's: fixedWindow while the call's window lasts; slidingLog while
+   * the call's entry is live and the newest; slidingWindow while the call's bucket is live; tokenBucket
+   * while nothing has been written to the bucket since the call's ms (up to capacity); leakyBucket while
+   * the call's slot is ahead, warmUp while the next slot it set is ahead (both move back by `cost`
+   * intervals, not before now). A decision that counted nothing in the store (denied, unlimited, from
+   * `onStoreError` or the insurance limiter) gives nothing back. Without `decision`, the newest units go
+   * back: fixedWindow lowers the current window's count; slidingLog drops the newest entries;
+   * slidingWindow lowers the newest non-empty buckets; tokenBucket adds tokens up to capacity; the meters
+   * move back as above. That is inexact across a window's edge: a refund that comes after its call's
+   * window (entry, bucket, slot) has passed takes a newer call's units. A block stays. Rejects with a
+   * `StoreError` when the store fails.
    */
-  refund(key: string, options?: AdjustOptions<C>): Promise<void>
+  refund(key: string, options?: RefundOptions<C>): Promise<void>
   /**
    * Counts `cost` units against the key whatever its rules say: they may go past their limit (by at most
    * `cost`; a token bucket below zero by at most `cost`), so later calls wait longer. Resolves with what a
-   * `peek` answers right after. Begins no block. Rejects with a `StoreError` when the store fails.
+   * `peek` answers right after. Begins no block. Rejects with an `InvalidCostError` when the penalty would
+   * leave a rule waiting past 2^50 ms (a tokenBucket refilling more than `refillPerSecond × 2^50 / 1000 −
+   * capacity` tokens; a leakyBucket or warmUp queueing more than 2^50 ms of intervals), and with a
+   * `StoreError` when the store fails.
    */
   penalize(key: string, options?: AdjustOptions<C>): Promise<Decision>
   /**
@@ -155,7 +196,8 @@ export const UNLIMITED_DECISION: Decision = Object.freeze({
 
 const LIMITER_OPTIONS = ['rules', 'store', 'prefix', 'onStoreError', 'block']
 
-const prefixesInUse = new WeakMap<Store, Set<string>>()
+/** Prefixes claimed per store object, and per place (`Store.place`'s owner) for default prefixes. */
+const prefixesInUse = new WeakMap<object, Set<string>>()
 
 /** Builds a limiter. Every option is checked here; a bad one throws `InvalidOptionError`. */
 export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<C> {
@@ -165,7 +207,10 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   const prefix = prefixOption('createLimiter.prefix', given(o.prefix, 'sluice'))
   const onStoreError = storeErrorPolicyOption<C>('createLimiter.onStoreError', o.onStoreError)
   const block = o.block === undefined ? undefined : blockOption('createLimiter.block', o.block)
-  claimPrefix(store, prefix)
+  // A prefix left to its default is claimed in the store's place too: two stores on one Redis client would
+  // otherwise share every count unseen. A prefix given on purpose may be shared on purpose.
+  const place = o.prefix === undefined ? placeOf(store) : undefined
+  claimPrefix(store, prefix, place)
   /**
    * Whether the store has answered every call so far synchronously (then an observed call is not timed: it
    * took no time). A store that has answered by promise once is timed on every call: a RedisStore that
@@ -200,10 +245,11 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     if (isPromise(answer)) {
       promised = true
       synchronous = false
-      return later(answer as PromiseLike<StoreAnswer>, key, cost, context, mode, started)
+      return later(answer as PromiseLike<StoreAnswer>, rules.length, key, cost, context, mode, started)
     }
     synchronous = !promised
-    const decision = compose(answer as StoreAnswer)
+    if (!answers(answer, rules.length)) return fallback(malformed(answer), key, cost, context, mode, started)
+    const decision = compose(answer)
     if (observed) publishDecision(prefix, key, cost, mode, decision, 0)
     return decision
   }
@@ -211,6 +257,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   /** The decision of a store that answered with a promise: a native promise even for another thenable. */
   function later(
     answer: PromiseLike<StoreAnswer>,
+    n: number,
     key: string,
     cost: number,
     context: C,
@@ -219,6 +266,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   ): Promise<Decision> {
     return Promise.resolve(answer).then(
       (rulesSaid) => {
+        if (!answers(rulesSaid, n)) return fallback(malformed(rulesSaid), key, cost, context, mode, started)
         const decision = compose(rulesSaid)
         if (decisionChannel.hasSubscribers) {
           const storeMs = started === 0 ? 0 : performance.now() - started
@@ -276,23 +324,28 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     key: string,
     options: AdjustOptions<C> | undefined,
     adjustment: Adjustment,
-    marks?: readonly (string | undefined)[],
+    marksOf?: readonly (string | undefined)[] | ((rules: readonly Rule[]) => readonly (string | undefined)[]),
   ): Promise<StoreAnswer | undefined> {
     const storageKey = keyOf(key)
     const cost = adjustCostOf(options?.cost)
     const rules = resolveRules(key, options?.context as C)
     if (rules.length === 0) return undefined
+    if (adjustment === 'penalize') checkCost(cost, rules, true)
+    const marks = typeof marksOf === 'function' ? marksOf(rules) : marksOf
     if (typeof store.adjust !== 'function') {
       throw new SluiceError(
         ErrorCode.UNSUPPORTED,
         `This store cannot ${adjustment}: it has no adjust method.`,
       )
     }
+    let answer: StoreAnswer | undefined
     try {
-      return await store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
+      answer = await store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
     } catch (error) {
       throw asStoreError(error)
     }
+    if (adjustment === 'penalize' && !answers(answer, rules.length)) throw malformed(answer)
+    return answer
   }
 
   const limiter: Limiter<C> = {
@@ -320,7 +373,29 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     },
 
     async refund(key, options) {
-      await adjust(key, options, 'refund')
+      const decision = options?.decision
+      if (decision === undefined) {
+        await adjust(key, options, 'refund')
+        return
+      }
+      // Only a call the store counted has units to give back.
+      if (!decision.allowed || (decision.reason !== 'rules' && decision.reason !== 'prefetch')) return
+      const at = (decision as { countedAt?: unknown }).countedAt
+      if (at === undefined) {
+        // A store that does not say when it counted a call: its newest units, as without a decision.
+        await adjust(key, options, 'refund')
+        return
+      }
+      if (typeof at !== 'number' || !Number.isSafeInteger(at) || !Array.isArray(decision.rules)) {
+        throw new InvalidOptionError('refund.decision', decision, 'a decision from consume')
+      }
+      await adjust(key, options, 'refund', (rules) =>
+        rules.map((rule, i) => {
+          // The rules may have changed since (a table edit): a rule the call was not decided by gives nothing.
+          const d = decision.rules[i]
+          return d !== undefined && d.rule === rule.name ? refundMark(rule, d, at) : undefined
+        }),
+      )
     },
 
     async penalize(key, options) {
@@ -346,6 +421,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
 
     close() {
       prefixesInUse.get(store)?.delete(prefix)
+      if (place !== undefined) prefixesInUse.get(place.owner)?.delete(placed(place, prefix))
     },
 
     async acquire(key, options) {
@@ -392,8 +468,21 @@ export function rulesOption<C>(option: string, value: unknown): (key: string, co
   if (!Array.isArray(value) || value.length === 0) {
     throw new InvalidOptionError(option, value, 'a non-empty list of rules, or a function')
   }
-  const rules = checkRules(value as readonly RuleInput[], option, ErrorCode.INVALID_OPTION)
+  const rules = checkRules(value.map(ruleOfText(option)), option, ErrorCode.INVALID_OPTION)
   return () => rules
+}
+
+/** Builds a rule given as text (once, at construction); text outside the grammar is an error naming the option. */
+function ruleOfText(option: string): (item: unknown, i: number) => RuleInput {
+  return (item, i) => {
+    if (typeof item !== 'string') return item as RuleInput
+    try {
+      return parseRuleSpec(item)
+    } catch (error) {
+      if (!(error instanceof InvalidSpecError)) throw error
+      throw new InvalidOptionError(`${option}[${i}]`, item, `rule text such as ${error.expected}`)
+    }
+  }
 }
 
 /**
@@ -460,19 +549,48 @@ export function limiterOption<C>(
   return value as Limiter<C>
 }
 
-function claimPrefix(store: Store, prefix: string): void {
-  let inUse = prefixesInUse.get(store)
-  if (inUse === undefined) {
-    inUse = new Set()
-    prefixesInUse.set(store, inUse)
-  }
-  if (inUse.has(prefix)) {
+function claimPrefix(store: Store, prefix: string, place: StorePlace | undefined): void {
+  const inStore = claimsOf(store)
+  if (inStore.has(prefix)) {
     throw new SluiceError(
       ErrorCode.PREFIX_COLLISION,
       `Another limiter on this store already uses prefix "${prefix}": give each limiter its own prefix, or share one limiter.`,
     )
   }
-  inUse.add(prefix)
+  if (place !== undefined) {
+    const inPlace = claimsOf(place.owner)
+    if (inPlace.has(placed(place, prefix))) {
+      throw new SluiceError(
+        ErrorCode.PREFIX_COLLISION,
+        `Another limiter already counts under the default prefix "${prefix}" on this store's client, in another store: the two would share every count. Give each limiter (each rate-limit middleware) its own prefix, e.g. prefix: 'login'; give two the same prefix only to share their counts.`,
+      )
+    }
+    inPlace.add(placed(place, prefix))
+  }
+  inStore.add(prefix)
+}
+
+/** A store's place, when it names one an object can stand for (a custom store's odd answer names none). */
+function placeOf(store: Store): StorePlace | undefined {
+  const place = store.place
+  if (place === null || typeof place !== 'object') return undefined
+  const { owner, namespace } = place
+  const isObject = (typeof owner === 'object' && owner !== null) || typeof owner === 'function'
+  return isObject && typeof namespace === 'string' ? place : undefined
+}
+
+function claimsOf(owner: object): Set<string> {
+  let inUse = prefixesInUse.get(owner)
+  if (inUse === undefined) {
+    inUse = new Set()
+    prefixesInUse.set(owner, inUse)
+  }
+  return inUse
+}
+
+/** A prefix claimed in a place, apart from the same prefix under another store prefix there. */
+function placed(place: StorePlace, prefix: string): string {
+  return `${place.namespace}\u0000${prefix}`
 }
 
 function keyOf(key: unknown): string {
@@ -503,18 +621,39 @@ function adjustCostOf(cost: unknown): number {
   return cost
 }
 
-function checkCost(cost: number, rules: readonly Rule[]): void {
+/** Refuses a cost some rule cannot take in one consume (or, `penalty`, one penalty): see `maxCost`. */
+function checkCost(cost: number, rules: readonly Rule[], penalty = false): void {
   for (const rule of rules) {
-    const limit = 'limit' in rule ? rule.limit : rule.capacity
-    if (cost > limit) throw new InvalidCostError(cost, `rule ${rule.name} can never admit more than ${limit}`)
+    const { max, why } = maxCost(rule, penalty)
+    if (cost > max) throw new InvalidCostError(cost, why)
   }
+}
+
+/**
+ * Whether a store's answer is what the Store contract says: one RuleDecision per rule. A custom store's
+ * answer is data to check like any other: a wrong one is a store failure, for `onStoreError` to decide.
+ */
+function answers(answer: unknown, n: number): answer is StoreAnswer {
+  if (!Array.isArray(answer) || answer.length !== n) return false
+  for (let i = 0; i < n; i++) {
+    const d: unknown = answer[i]
+    if (d === null || typeof d !== 'object') return false
+  }
+  return true
+}
+
+function malformed(answer: unknown): StoreError {
+  return new StoreError(
+    ErrorCode.STORE_ERROR,
+    `The store answered ${describe(answer)}: expected one decision per rule of the call.`,
+  )
 }
 
 /** One Decision from the store's per-rule answers. */
 function compose(rules: StoreAnswer): Decision {
   if (rules.length > 1) return composeSeveral(rules)
   const d = rules[0]!
-  const decision: Decision = {
+  const decision: { -readonly [F in keyof Decision]: Decision[F] } = {
     allowed: d.allowed,
     limit: d.limit,
     remaining: d.remaining,
@@ -525,6 +664,7 @@ function compose(rules: StoreAnswer): Decision {
     rules,
     reason: rules.reason ?? 'rules',
   }
+  if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
   return d.lease === undefined ? decision : { ...decision, lease: d.lease }
 }
 
@@ -542,7 +682,7 @@ function composeSeveral(rules: StoreAnswer): Decision {
       allowed = false
     } else if (allowed && d.remaining < deciding.remaining) deciding = d
   }
-  const decision: Decision = {
+  const decision: { -readonly [F in keyof Decision]: Decision[F] } = {
     allowed,
     limit: deciding.limit,
     remaining: deciding.remaining,
@@ -553,6 +693,7 @@ function composeSeveral(rules: StoreAnswer): Decision {
     rules,
     reason: rules.reason ?? 'rules',
   }
+  if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
   return lease === undefined ? decision : { ...decision, lease }
 }
 

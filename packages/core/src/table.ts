@@ -20,6 +20,7 @@ import {
 } from './errors.ts'
 import { isFactoryRule } from './rules/index.ts'
 import { type RuleSpec, ruleFromSpec } from './rules/spec.ts'
+import { parseRuleSpec } from './rules/text.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import type { Rule } from './types.ts'
 
@@ -32,12 +33,12 @@ export interface LimitTable {
   /** The entry's rules; null: not limited (missing entries fall to `"*"`, else null). Synchronous, never throws. */
   get(entry: string): readonly Rule[] | null
   /**
-   * Sets an entry to rules (built by the factories, or specs such as `{ kind: 'slidingLog', limit: 5,
-   * windowMs: 1000 }`) or to `null` (not limited). Everything is checked before anything is written: a bad
+   * Sets an entry to rules (built by the factories, specs such as `{ kind: 'slidingLog', limit: 5,
+   * windowMs: 1000 }`, or rule text such as `'slidingLog:5/1s'`) or to `null` (not limited). Everything is checked before anything is written: a bad
    * entry name, a spec a factory rejects, two rules sharing a state identity or a bound passed rejects with
    * a coded error and changes nothing.
    */
-  set(entry: string, rules: readonly (Rule | RuleSpec)[] | null): Promise<void>
+  set(entry: string, rules: readonly (Rule | RuleSpec | string)[] | null): Promise<void>
   /** Removes an entry (it then falls to `"*"`). Removing an entry the table does not hold changes nothing. */
   delete(entry: string): Promise<void>
   /** Every entry the table holds, with its rules or null, as a new map. */
@@ -53,8 +54,8 @@ export interface LimitTable {
   close(): Promise<void>
 }
 
-/** A table's entries as `createLimitTable` takes them: entry name -> rules or specs, or null. */
-export type LimitTableEntries = Readonly<Record<string, readonly (Rule | RuleSpec)[] | null>>
+/** A table's entries as `createLimitTable` takes them: entry name -> rules, specs or rule texts, or null. */
+export type LimitTableEntries = Readonly<Record<string, readonly (Rule | RuleSpec | string)[] | null>>
 
 /** The bounds every limit table keeps, in memory and in Redis. */
 export const TABLE_BOUNDS = {
@@ -106,7 +107,8 @@ export interface ParsedEntry {
 const NOT_LIMITED: ParsedEntry = Object.freeze({ rules: null, json: 'null' })
 
 /**
- * Checks an entry's value: `null`, or a list of at most 16 rules or specs. Specs are built by their
+ * Checks an entry's value: `null`, or a list of at most 16 rules, specs or rule texts (`'slidingLog:100/1s'`,
+ * read by `parseRuleSpec`). Specs are built by their
  * factories (`InvalidOptionError`, `InvalidSpecError`); two rules sharing a state identity throw
  * `DuplicateRuleError`; too many rules throw `ERR_SLUICE_TABLE_TOO_LARGE`. Unlimited markers are dropped.
  */
@@ -123,7 +125,12 @@ export function parseEntry(entry: string, value: unknown): ParsedEntry {
   }
   const rules: Rule[] = []
   for (const item of value as unknown[]) {
-    const rule: RuleInput = isFactoryRule(item) ? item : ruleFromSpec(item as RuleSpec)
+    const rule: RuleInput =
+      typeof item === 'string'
+        ? parseRuleSpec(item)
+        : isFactoryRule(item)
+          ? item
+          : ruleFromSpec(item as RuleSpec)
     if (isUnlimited(rule)) continue
     for (const other of rules) {
       if (other.id === rule.id) {

@@ -311,12 +311,23 @@ describe('compileKey missing parts', () => {
     ['key function #1', (req: Req) => req.a, { a: '' }],
   ]
 
+  /** What a client is told: the header it must send, else a plain sentence (never "key function #1"). */
+  const detailOf = (missing: string) =>
+    missing.startsWith('header ')
+      ? `This request needs the ${missing.slice('header '.length)} header.`
+      : 'This request cannot be identified for rate limiting.'
+
   it.each(absent)('rejects by default when %s is absent', (missing, spec, req) => {
-    expect(key(spec, req)).toEqual({ ok: false, missing, policy: 'reject' })
+    expect(key(spec, req)).toEqual({ ok: false, missing, detail: detailOf(missing), policy: 'reject' })
   })
 
   it.each(absent)('skips when asked and %s is absent', (missing, spec, req) => {
-    expect(key(spec, req, { onMissingKey: 'skip' })).toEqual({ ok: false, missing, policy: 'skip' })
+    expect(key(spec, req, { onMissingKey: 'skip' })).toEqual({
+      ok: false,
+      missing,
+      detail: detailOf(missing),
+      policy: 'skip',
+    })
   })
 
   it.each(absent)('uses the default when %s is absent', (_missing, spec, req) => {
@@ -346,11 +357,13 @@ describe('compileKey missing parts', () => {
     expect(key(spec, { route: 'GET /', headers: {} })).toEqual({
       ok: false,
       missing: 'header x-biz-type',
+      detail: 'This request needs the x-biz-type header.',
       policy: 'reject',
     })
     expect(key(spec, { route: 'GET /', headers: { 'x-biz-type': 'P' } })).toEqual({
       ok: false,
       missing: 'header x-channel',
+      detail: 'This request needs the x-channel header.',
       policy: 'reject',
     })
   })
@@ -377,6 +390,7 @@ describe('compileKey options', () => {
     expect(key('ip', {}, { ipv6Subnet: undefined, onMissingKey: undefined })).toEqual({
       ok: false,
       missing: 'ip',
+      detail: 'This request cannot be identified for rate limiting.',
       policy: 'reject',
     })
   })

@@ -1,4 +1,4 @@
-/** The shape an edit's body must have; its strings are read by the one spec grammar (grammar.test.ts). */
+/** The shape an edit's body must have; its strings are read by core's rule grammar (rule-text.test.ts in core). */
 import { ErrorCode, InvalidOptionError, InvalidSpecError } from '@sluice/core'
 import { MAX_RULES_PER_ENTRY } from '@sluice/dashboard'
 import { describe, expect, it } from 'vitest'
@@ -52,5 +52,25 @@ describe('readRuleSpecs', () => {
     expect(() => readRuleSpecs(['tokenBucket:50/s'])).toThrow(
       'Invalid rule spec "tokenBucket:50/s": expected tokenBucket:CAPACITY+REFILL/PER, e.g. tokenBucket:50+10/s.',
     )
+  })
+})
+
+describe('parseSpec and parseSpecs (deprecated)', () => {
+  it("read text through core's grammar, as specs, and warn once", async () => {
+    const { parseSpec, parseSpecs } = await import('@sluice/dashboard')
+    const warnings: Error[] = []
+    const listen = (warning: Error) => warnings.push(warning)
+    process.on('warning', listen)
+    try {
+      expect(parseSpec('concurrency:10~30s')).toEqual([{ kind: 'concurrency', limit: 10, leaseMs: 30_000 }])
+      expect(parseSpecs(['-1', '[{"kind":"slidingLog","limit":3,"windowMs":1000}]'])).toEqual([
+        { kind: 'unlimited' },
+        { kind: 'slidingLog', limit: 3, windowMs: 1000 },
+      ])
+      await new Promise((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('warning', listen)
+    }
+    expect(warnings.map((w) => (w as { code?: string }).code)).toEqual(['SLUICE_DEP_PARSE_SPEC'])
   })
 })

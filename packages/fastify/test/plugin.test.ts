@@ -468,6 +468,47 @@ describe('keys', () => {
     ])
   })
 
+  it("'route' is the template under case-insensitive routing and parameterised prefixes, key and label alike", async () => {
+    const recording = new RecordingStore(clocked().store)
+    const a = Fastify({ routerOptions: { caseSensitive: false } })
+    open.push(a)
+    await a.register(sluice, {
+      rules: [fixedWindow({ limit: 100, windowMs: 60_000 })],
+      store: recording,
+      key: 'route',
+    })
+    await a.register(
+      async (tenant) => {
+        tenant.get('/pay', handler().handle)
+      },
+      { prefix: '/t/:tenant' },
+    )
+    a.get('/api/pay', { config: { rateLimit: { key: 'route', rules: twoPerMinute() } } }, handler().handle)
+    await a.ready()
+    const routes: unknown[] = []
+    const listener = (message: unknown) => routes.push((message as { route?: unknown }).route)
+    subscribe('sluice:http', listener)
+    try {
+      for (const url of ['/t/acme/pay', '/T/globex/pay', '/t/ACME/PAY']) {
+        expect((await a.inject(url)).statusCode).toBe(200)
+      }
+      const statuses: number[] = []
+      for (const url of ['/api/pay', '/API/pay', '/Api/Pay']) statuses.push((await a.inject(url)).statusCode)
+      expect(statuses).toEqual([200, 200, 429])
+    } finally {
+      unsubscribe('sluice:http', listener)
+    }
+    expect(recording.calls.map((c) => c.key)).toEqual([
+      'GET /t/:tenant/pay',
+      'GET /t/:tenant/pay',
+      'GET /t/:tenant/pay',
+      'GET /api/pay',
+      'GET /api/pay',
+      'GET /api/pay',
+    ])
+    expect(routes).toEqual([...Array(3).fill('GET /t/:tenant/pay'), ...Array(3).fill('GET /api/pay')])
+  })
+
   it('keys by headers and functions; a table of limits per key from a rules function', async () => {
     const table: Record<string, number> = { 'PAYMENT:ALIPAY': 1, 'PAYMENT:WECHAT': -1 }
     const a = await track(
@@ -518,7 +559,7 @@ describe('keys', () => {
     expect(rejected.headers['content-type']).toBe('application/problem+json; charset=utf-8')
     expect(rejected.body).toBe(
       '{"type":"about:blank","title":"Bad Request","status":400,' +
-        '"detail":"This request needs header x-channel to be rate limited."}',
+        '"detail":"This request needs the x-channel header."}',
     )
     expect(rejected.body).not.toContain('undefined')
     for (let i = 0; i < 2; i++) {
@@ -531,6 +572,30 @@ describe('keys', () => {
     expect((await a.inject({ url: '/default', headers: { 'x-channel': 'none' } })).statusCode).toBe(429)
     expect((await a.inject({ url: '/default', headers: { 'x-channel': 'other' } })).statusCode).toBe(200)
     expect(h.calls).toHaveLength(4)
+  })
+
+  it('a missing key says what a client can act on, never "key function #1"', async () => {
+    const a = await track(
+      app(
+        {
+          rules: one(),
+          store: clocked().store,
+          key: ['ip', (request) => request.headers['x-api-key'] as string],
+        },
+        (a) => {
+          a.get('/', handler().handle)
+        },
+      ),
+    )
+    const rejected = await a.inject('/')
+    expect(rejected.statusCode).toBe(400)
+    expect(rejected.json()).toEqual({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'This request cannot be identified for rate limiting.',
+    })
+    expect((await a.inject({ url: '/', headers: { 'x-api-key': 'k1' } })).statusCode).toBe(200)
   })
 })
 
@@ -683,7 +748,7 @@ describe("Fastify's error path", () => {
       expect(rejected.statusCode).toBe(400)
       expect(rejected.json()).toMatchObject({
         status: 400,
-        detail: 'This request needs header x-channel to be rate limited.',
+        detail: 'This request needs the x-channel header.',
       })
       if (!custom) {
         expect(rejected.headers['content-type']).toBe('application/problem+json; charset=utf-8')

@@ -8,7 +8,7 @@
  */
 import type { Attributes, Histogram, Meter, ObservableCallback, ObservableCounter } from '@opentelemetry/api'
 import type { DecisionMessage, HttpMessage, StoreErrorMessage } from '@sluice/core'
-import { CHANNELS, errorCodeOf, resultOf, storeWasAsked } from './messages.ts'
+import { CHANNELS, errorCodeOf, resultOf, storeWasAsked, wasShed } from './messages.ts'
 import {
   AttributeCache,
   loadPeer,
@@ -39,7 +39,8 @@ const perMeter = sinks<Meter>()
  * Records sluice's decisions on an OpenTelemetry meter:
  *
  * - `sluice.decisions` (counter): consumes (peeks are not counted), by `sluice.limiter`, `sluice.rule`,
- *   `sluice.result` (`allowed | queued | denied`) and `sluice.reason`.
+ *   `sluice.result` (`allowed | queued | denied`) and `sluice.reason`; a request an `overload` guard shed
+ *   counts here too, `denied` with reason `overload` (and rule `''`: no rule was asked).
  * - `sluice.http.requests` (counter): what each limit did to each request, by `sluice.limiter`,
  *   `sluice.action` and `http.route` (left out when the adapter does not know the route).
  * - `sluice.queue.wait` (histogram, s): how long queued consumes are held, by `sluice.limiter`.
@@ -137,6 +138,7 @@ function instruments(meter: Meter): () => () => void {
       },
       [CHANNELS.http]: (message: HttpMessage) => {
         httpCounts.add(message.limiter, message.action, message.route, undefined)
+        if (wasShed(message)) decisionCounts.add(message.limiter, '', 'denied', 'overload')
       },
       [CHANNELS.storeError]: (message: StoreErrorMessage) => {
         errorCounts.add(errorCodeOf(message.error), undefined, undefined, undefined)

@@ -9,7 +9,7 @@
 import type { DecisionMessage, HttpMessage, StoreErrorMessage } from '@sluice/core'
 import { InvalidOptionError } from '@sluice/core'
 import type { Counter, Histogram, Metric, Registry } from 'prom-client'
-import { CHANNELS, errorCodeOf, resultOf, storeWasAsked } from './messages.ts'
+import { CHANNELS, errorCodeOf, resultOf, storeWasAsked, wasShed } from './messages.ts'
 import {
   AttributeCache,
   loadPeer,
@@ -37,7 +37,8 @@ const perRegistry = sinks<Registry>()
  * Records sluice's decisions on a prom-client registry:
  *
  * - `sluice_decisions_total{limiter,rule,result,reason}`: consumes (peeks are not counted); `result` is
- *   `allowed`, `queued` or `denied`.
+ *   `allowed`, `queued` or `denied`. A request an `overload` guard shed counts here too: `denied`,
+ *   `reason="overload"`, `rule=""` (no rule was asked).
  * - `sluice_http_requests_total{limiter,action,route}`: what each limit did to each request; `route` is
  *   empty (Prometheus's "absent") when the adapter does not know the route.
  * - `sluice_queue_wait_seconds{limiter}` (histogram): how long queued consumes are held.
@@ -167,6 +168,7 @@ function instruments(client: typeof import('prom-client'), registry: Registry): 
       },
       [CHANNELS.http]: (message: HttpMessage) => {
         count(httpRequests, httpCounts, message.limiter, message.action, message.route)
+        if (wasShed(message)) count(decisions, decisionCounts, message.limiter, '', 'denied', 'overload')
       },
       [CHANNELS.storeError]: (message: StoreErrorMessage) => {
         count(storeErrors, errorCounts, errorCodeOf(message.error))

@@ -3,7 +3,7 @@ import { prometheusMetrics } from '@sluice/metrics'
 import { Counter, type MetricObjectWithValues, type MetricValue, Registry, register } from 'prom-client'
 import { afterEach, describe, expect, it } from 'vitest'
 import { QUEUE_WAIT_BUCKETS, STORE_DURATION_BUCKETS } from '../src/shared.ts'
-import { publishDecision, publishTrace, TRACE_KEYS } from './trace.ts'
+import { publishDecision, publishHttp, publishTrace, TRACE_KEYS } from './trace.ts'
 
 const closers: { close(): void }[] = []
 afterEach(() => {
@@ -77,6 +77,21 @@ describe('prometheusMetrics', () => {
     expect(samples(all.get('sluice_store_errors_total'))).toEqual([
       [{ code: 'ERR_SLUICE_STORE_TIMEOUT' }, 2],
       [{ code: 'unknown' }, 1],
+    ])
+  })
+
+  it('counts a request an overload guard shed (or a shadowed limit would have) as a denied decision with reason overload', async () => {
+    const registry = new Registry()
+    closers.push(prometheusMetrics({ registry }))
+    publishHttp('api', '', 'deny', '/pay', { allowed: false, rule: '', reason: 'overload' })
+    publishHttp('api', '', 'shadow', '/pay', { allowed: false, rule: '', reason: 'overload' })
+    const all = await metricsOf(registry)
+    expect(samples(all.get('sluice_decisions_total'))).toEqual([
+      [{ limiter: 'api', rule: '', result: 'denied', reason: 'overload' }, 2],
+    ])
+    expect(samples(all.get('sluice_http_requests_total'))).toEqual([
+      [{ limiter: 'api', action: 'deny', route: '/pay' }, 1],
+      [{ limiter: 'api', action: 'shadow', route: '/pay' }, 1],
     ])
   })
 

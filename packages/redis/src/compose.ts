@@ -65,7 +65,15 @@ function paramsOf(kind: Kind, first: number): string {
  * What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`); or, for a
  * store that prefetches, consume a batch of units (`fetch`) and give unspent ones back (`giveBack`).
  */
-export type Act = 'apply' | 'penalize' | 'refund' | 'unqueue' | 'release' | 'fetch' | 'giveBack'
+export type Act =
+  | 'apply'
+  | 'penalize'
+  | 'refund'
+  | 'refundCall'
+  | 'unqueue'
+  | 'release'
+  | 'fetch'
+  | 'giveBack'
 
 /**
  * A fetch takes no more than this share of what any of its rules has left: 1/16 of it, rounded down, so
@@ -80,8 +88,9 @@ export const REPLY_FIELDS = 6
  * The Lua after the chunks. `apply`: decide every rule, admit all or none, begin a block when a consume is
  * denied (with a `block`), reply `REPLY_FIELDS` values per rule, then the block begun (its ms, or 0), then
  * the server's ms; a blocked key replies `{ 'blocked', ms left, server ms }` before any rule is read.
- * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `unqueue`:
- * change the state, reply `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
+ * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `refundCall`
+ * (one call's units, each rule's mark after the params), `unqueue`: change the state, reply
+ * `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
  * batch (ARGV after the params: the units wanted, at most `1 / FETCH_SHARE` of every rule's remaining,
  * at least the call's cost; a fetch ahead has cost 0 and takes 2 units or more, or none, counting
  * nothing), replying the batch taken before the server's ms. `giveBack`: each rule's
@@ -97,6 +106,17 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
   if (act === 'refund') {
     return [
       ...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${params[i]})`),
+      "return { 'ok', serverNow }",
+    ].join('\n')
+  }
+  if (act === 'refundCall') {
+    // Each rule's mark (the ms that names the call in its state, see @sluice/core's refundMark) follows
+    // the params; '' for a rule that gives nothing back.
+    return [
+      ...kinds.map(
+        (kind, i) =>
+          `if ARGV[${argv + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, cost, ${params[i]}, tonumber(ARGV[${argv + i}])) end`,
+      ),
       "return { 'ok', serverNow }",
     ].join('\n')
   }

@@ -200,7 +200,7 @@ export class RedisLimitTable implements LimitTable {
    */
   async set(
     entry: string,
-    rules: readonly (Rule | RuleSpec)[] | null,
+    rules: readonly (Rule | RuleSpec | string)[] | null,
     options?: LimitTableChangeOptions,
   ): Promise<void> {
     this.#open()

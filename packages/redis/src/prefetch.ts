@@ -370,12 +370,19 @@ function retry(joiner: Joiner): StoreAnswer | Promise<StoreAnswer> {
  */
 function answerAt<P extends Batchable>(held: Held<P>, now: number, local: boolean): StoreAnswer {
   const figures = held.figures
-  const out = new Array<RuleDecision>(figures.length) as RuleDecision[] & { reason?: 'prefetch' }
+  const out = new Array<RuleDecision>(figures.length) as RuleDecision[] & {
+    reason?: 'prefetch'
+    countedAt?: number
+  }
   for (let i = 0; i < figures.length; i++) {
     const d = figures[i]!
     const resetMs = now <= held.at ? d.resetMs : Math.max(0, Math.ceil(held.at + d.resetMs - now))
     out[i] = { ...d, remaining: d.remaining + held.left, resetMs }
   }
   if (local) out.reason = 'prefetch'
+  // When the units were counted: a refund naming this call looks for them there. A call spent from units
+  // of an older batch still held names the newest batch: a sliding rule's unit refunded from it leaves
+  // the window up to `ms` early, within the bound prefetch already states for a sliding window.
+  out.countedAt = held.countedAt
   return out
 }

@@ -31,6 +31,7 @@ import {
   MAX_TIMER_MS,
   newLease,
   readOptions,
+  type StorePlace,
 } from '@sluice/core/store'
 import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compose.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
@@ -176,9 +177,14 @@ export class RedisStore implements Store {
    * until the first reply. It turns a call's local timeout into the deadline its script is sent.
    */
   #offset: number | undefined
+  /** Fetches and give-backs on their way: `close()` waits for them, so no batch in flight is lost. */
+  readonly #batches = new Set<Promise<unknown>>()
   /** Resets made so far: a denial sent before the latest one is not cached. */
   #resets = 0
   #closed = false
+
+  /** Its client and prefix: limiters on the default prefix of stores sharing both are refused (core's `Store.place`). */
+  readonly place: StorePlace
 
   constructor(options: RedisStoreOptions) {
     const o = readOptions('RedisStore', options, KNOWN_OPTIONS, true)
@@ -186,6 +192,7 @@ export class RedisStore implements Store {
     // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
     // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
     this.#prefix = labelOption('RedisStore.prefix', given(o.prefix, 'sluice'), " ':{}")
+    this.place = Object.freeze({ owner: o.client as object, namespace: this.#prefix })
     this.#timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
     this.#maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
     this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
@@ -253,6 +260,7 @@ export class RedisStore implements Store {
     const call = this.#deadlines.start<StoreAnswer>()
     this.#attempt(call, plan.script, keys, args, true, (reply) => {
       const [answer, blocked] = answerOf(plan, rules, reply, false)
+      if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (cache !== undefined) this.#remember(cacheKey, plan.id, cost, localNow, resets, answer, blocked)
       return answer
     })
@@ -316,9 +324,11 @@ export class RedisStore implements Store {
       const countedAt = now ?? Number(reply[reply.length - 1])
       return prefetch.fetched(held, answer, taken, cost, localNow, countedAt)
     })
-    call.promise.then(
-      () => prefetch.arrived(held, batch),
-      (error: unknown) => prefetch.failed(held, batch, error),
+    this.#track(
+      call.promise.then(
+        () => prefetch.arrived(held, batch),
+        (error: unknown) => prefetch.failed(held, batch, error),
+      ),
     )
     return call.promise
   }
@@ -334,16 +344,25 @@ export class RedisStore implements Store {
     this.#fetch(held, batch, 0, now, now ?? performance.now(), this.#resets).then(undefined, () => {})
   }
 
-  /** Gives a key's unspent prefetched units back to Redis; a failure leaves them counted. */
+  /**
+   * Gives a key's unspent prefetched units back to Redis; a failure leaves them counted. Sent even once the
+   * store is closing: a batch that lands after `close()` goes back (the client is still the caller's).
+   */
   readonly #giveBack = (held: Held<Plan>, units: number): void => {
-    if (this.#refuse() !== undefined) return
+    if (this.#refuse(true) !== undefined) return
     const keys = this.#keys(held.prefix, held.key, held.plan, false)
     const now = this.#scriptNow()
     const args = this.#args(held.plan, now, 'g', units, undefined)
     args.push(String(held.countedAt))
     const call = this.#deadlines.start<void>()
     this.#attempt(call, this.#script(held.plan, 'giveBack'), keys, args, true, () => undefined)
-    call.promise.then(undefined, () => {})
+    this.#track(call.promise.then(undefined, () => {}))
+  }
+
+  /** Keeps `batch` (settling, never rejecting) until it settles, for `close()`. */
+  #track(batch: Promise<unknown>): void {
+    this.#batches.add(batch)
+    batch.then(() => this.#batches.delete(batch))
   }
 
   /** The script of `act` for the plan's rules, made when first needed. */
@@ -377,10 +396,12 @@ export class RedisStore implements Store {
     const now = this.#scriptNow()
     const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
     const args = this.#args(plan, now, mode, cost, withBlock ? block : undefined)
-    if (adjustment === 'unqueue' || adjustment === 'release') {
+    // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
+    const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
+    if (act !== 'refund' && act !== 'penalize') {
       for (let i = 0; i < rules.length; i++) args.push(marks?.[i] ?? '')
     }
-    const s = this.#script(plan, adjustment)
+    const s = this.#script(plan, act)
     const call = this.#deadlines.start<StoreAnswer | undefined>()
     this.#attempt(call, s, keys, args, true, (reply) =>
       penalize ? answerOf(plan, rules, reply, false)[0] : undefined,
@@ -503,18 +524,21 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Gives prefetched units back, then stops answering and forgets the denied-key cache. The client stays
-   * open: it is the caller's.
+   * Gives prefetched units back, stops answering and forgets the denied-key cache. Resolves once every
+   * batch that was on its way has landed and its unspent units have been given back (or failed to be), so
+   * the caller may close the client then. The client stays open: it is the caller's.
    */
-  close(): void {
+  async close(): Promise<void> {
     this.#prefetch?.close()
     this.#closed = true
     this.#cache?.clear()
+    // A batch landing now gives its units back, which may start another give-back: wait until none is left.
+    while (this.#batches.size > 0) await Promise.all([...this.#batches])
   }
 
-  /** Why a call cannot be sent now, or undefined when it can. */
-  #refuse(): StoreError | undefined {
-    if (this.#closed) return new StoreError(ErrorCode.STORE_ERROR, 'The RedisStore is closed.')
+  /** Why a call cannot be sent now (`closing`: a give-back, which goes out even while the store closes). */
+  #refuse(closing = false): StoreError | undefined {
+    if (this.#closed && !closing) return new StoreError(ErrorCode.STORE_ERROR, 'The RedisStore is closed.')
     if (this.#inFlight >= this.#maxInFlight) {
       return new StoreError(
         ErrorCode.STORE_ERROR,
@@ -598,6 +622,13 @@ function serverNowOf(reply: unknown): number | undefined {
   if (!Array.isArray(reply) || reply.length < 2) return undefined
   const serverNow = Number(reply[reply.length - 1])
   return Number.isFinite(serverNow) ? serverNow : undefined
+}
+
+/** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
+function countedAt(answer: StoreAnswer, at: number): void {
+  if (answer.reason !== undefined) return
+  for (const d of answer) if (!d.allowed) return
+  ;(answer as { countedAt?: number }).countedAt = at
 }
 
 function unexpectedReply(): StoreError {

@@ -176,6 +176,12 @@ local function fixedWindowGiveBack(key, now, cost, limit, windowMs, at)
   fixedWindowRefund(key, now, cost, limit, windowMs)
 end
 
+-- One call's units, counted at \`at\`: given back only while the window they were counted in lasts.
+local function fixedWindowRefundCall(key, now, cost, limit, windowMs, at)
+  if at - fmod(at, windowMs) ~= now - fmod(now, windowMs) then return end
+  fixedWindowRefund(key, now, cost, limit, windowMs)
+end
+
 local function fixedWindowPenalize(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
   local h = redis.call('HMGET', key, 's', 'c')
@@ -345,6 +351,25 @@ local function slidingLogGiveBack(key, now, cost, _limit, windowMs, at)
   end
 end
 
+-- One call's units, logged at \`at\`: given back only while the entries of \`at\` are live and the newest (as
+-- the memory store keeps one entry per ms, and can rewrite only the newest: older units sit under the running
+-- sums of every newer entry, so they stay counted until they leave the window).
+local function slidingLogRefundCall(key, now, cost, limit, windowMs, at)
+  if at + windowMs <= now then return end
+  local total, newestEnd, newestAt, n = slidingLogLive(key, now, windowMs)
+  if total == 0 or newestAt ~= at then return end
+  -- The members logged at \`at\` are the newest \`count\`; the units they hold end at \`newestEnd\`.
+  local count = redis.call('ZCOUNT', key, at, at)
+  local firstEnd, firstCost = string.match(redis.call('ZRANGE', key, n - count, n - count)[1], '^%d+:(%d+):(%d+)$')
+  if firstEnd == nil then return end
+  local before = tonumber(firstEnd) - tonumber(firstCost)
+  if before < 0 then before = before + logModulus end
+  local units = unitsSince(before, newestEnd)
+  if units > total then units = total end
+  if cost > units then cost = units end
+  slidingLogRefund(key, now, cost, limit, windowMs)
+end
+
 local function slidingLogPenalize(key, now, cost, limit, windowMs)
   local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
   local add = cost
@@ -445,6 +470,11 @@ local function slidingWindowGiveBack(key, now, cost, _limit, windowMs, bucketMs,
   c = c - cost
   if c < 0 then c = 0 end
   redis.call('HSET', key, field, num(c))
+end
+
+-- One call's units, counted at \`at\`: taken from the bucket that holds \`at\`, while it is live.
+local function slidingWindowRefundCall(key, now, cost, limit, windowMs, bucketMs, at)
+  slidingWindowGiveBack(key, now, cost, limit, windowMs, bucketMs, at)
 end
 
 local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
@@ -556,6 +586,15 @@ end
 
 -- Prefetched tokens not spent (see src/prefetch.ts) go back into the bucket, as a refund.
 local function tokenBucketGiveBack(key, now, cost, capacity, refill, _at)
+  tokenBucketRefund(key, now, cost, capacity, refill)
+end
+
+-- One call's tokens, taken at \`at\`: given back only while the bucket was last written in that ms (see
+-- @sluice/core's tokenBucketAlgorithm.refundCall: after a later write, the refill between may have reached
+-- capacity unseen, so exact counting may allow nothing back).
+local function tokenBucketRefundCall(key, now, cost, capacity, refill, at)
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
+  if not h[1] or (h[3] and now >= tonumber(h[3])) or tonumber(h[2]) ~= at then return end
   tokenBucketRefund(key, now, cost, capacity, refill)
 end
 
@@ -694,6 +733,12 @@ local function leakyBucketRefund(key, now, cost, rate, _maxQueueMs, limit)
   leakyBucketWrite(key, now, rate, limit, start, units)
 end
 
+-- One call's slot, the whole ms it comes round (\`at + waitMs\`): while it is ahead, every later call queued
+-- right behind it, so \`last\` goes back by its \`cost\` intervals (not before now). Once it has come, nothing.
+local function leakyBucketRefundCall(key, now, cost, rate, maxQueueMs, limit, slot)
+  if slot > now then leakyBucketRefund(key, now, cost, rate, maxQueueMs, limit) end
+end
+
 -- \`last\` goes forward by \`cost\` intervals (from now, when it has passed), but at most \`cost\` intervals
 -- past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
 local function leakyBucketPenalize(key, now, cost, rate, maxQueueMs, limit)
@@ -779,6 +824,8 @@ end
 
 -- A refund does not apply: held units come back by release, not by refund.
 local function concurrencyRefund() end
+
+local function concurrencyRefundCall() end
 
 -- A penalty holds nothing: there is no work to release.
 local function concurrencyPenalize() end
@@ -906,6 +953,14 @@ local function warmUpRefund(key, now, cost, stableMs, _threshold, maxPermits, _s
   local back = n - cost * stableMs
   if back < now then back = now end
   warmWrite(key, now, maxPermits, coolDownMs, back, tonumber(h[2]))
+end
+
+-- One call's delay, the whole ms it moved the next slot to (\`at + resetMs\`): while that is ahead, the next
+-- slot goes back by \`cost\` stable intervals (not before now). Once it has come, the delay is spent.
+local function warmUpRefundCall(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, maxQueueMs, limit, next)
+  if next > now then
+    warmUpRefund(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, maxQueueMs, limit)
+  end
 end
 
 -- The next slot moves on by \`cost\` stable intervals, spending no stored permit, at most \`cost\` intervals

@@ -32,6 +32,7 @@ export {
 export { booleanOption, functionOption, isPromise } from '../options.ts'
 export {
   type HttpAdapter,
+  type HttpAdapterBase,
   headerValues,
   type NodeRequest,
   type NodeResponse,

@@ -8,12 +8,12 @@ import { STATUS_CODES } from 'node:http'
 import { httpChannel } from '../channels.ts'
 import { InvalidOptionError } from '../errors.ts'
 import { DEFAULT_HEADERS, NO_HEADERS, retryAfterSeconds } from '../headers.ts'
-import { holdResponse } from '../hold.ts'
+import { hold } from '../hold.ts'
 import { compileKey } from '../keys/keys.ts'
 import { createLimiter, type Limiter } from '../limiter.ts'
 import { isPromise } from '../options.ts'
 import type { Decision } from '../types.ts'
-import { type HttpAdapter, whenResponseEnds } from './adapter.ts'
+import { endSignal, type HttpAdapter } from './adapter.ts'
 import { HeldRequests } from './held.ts'
 import type { ParsedHttpOptions, ResponseBody } from './options.ts'
 import { type EndCallback, RequestRecord } from './record.ts'
@@ -71,8 +71,9 @@ export interface RequestLimit<Req, Res> {
   onResponseEnd(req: Req, res: Res, callback: EndCallback): void
   /**
    * Holds an admitted request for its `decision.waitMs` (a leaky-bucket queue). Resolves `true` when the
-   * request may go on, `false` when its client went away first: the request stops there, and its slot is
-   * given back if nobody queued behind it.
+   * request may go on, `false` when its client went away first (the adapter's end signal said so: Node's
+   * `close`, a Fetch request's `signal`): the request stops there, and its slot is given back if nobody
+   * queued behind it.
    */
   hold(req: Req, res: Res, outcome: Extract<HttpOutcome, { action: 'allow' }>): Promise<boolean>
 }
@@ -126,7 +127,11 @@ export function buildRequestLimit<Req, Res>(
       'a limiter that can refund (built by createLimiter)',
     )
   }
+  const guard = parsed.overload
+  const critical = guard?.critical
+  const shedDecision = guard === undefined ? undefined : shed(guard.bucketMs)
   const held = new HeldRequests(parsed.queuePerClient ?? DEFAULT_QUEUE_PER_CLIENT)
+  const onEnd = endSignal(adapter)
   /** Warnings already emitted for this limit, so a broken callback cannot flood the process's output. */
   const warned = new Set<string>()
 
@@ -146,7 +151,7 @@ export function buildRequestLimit<Req, Res>(
     if (!key.ok) {
       if (key.policy === 'skip') return PASS
       if (httpChannel.hasSubscribers) publish(req, '', undefined, 'reject')
-      return { action: 'reject', status: 400, body: missingKeyBody(key.missing), contentType: PROBLEM_JSON }
+      return { action: 'reject', status: 400, body: missingKeyBody(key.detail), contentType: PROBLEM_JSON }
     }
     const cost = costOf(req)
     const decision = limiter.consumeNow(key.key, { cost, context: req })
@@ -154,6 +159,24 @@ export function buildRequestLimit<Req, Res>(
       return decision.then((d) => outcomeOf(req, res, record, key.key, cost, d))
     }
     return outcomeOf(req, res, record, key.key, cost, decision)
+  }
+
+  /**
+   * Enters the request into the overload guard, once per guard however many limits share it: undefined when
+   * it is admitted (it leaves the guard when its response ends), else the outcome of a shed request. A shed
+   * request counts against no client: no key is built and no rule is asked.
+   */
+  function enter(req: Req, res: Res): HttpOutcome | undefined {
+    const record = recordOf(req)
+    if (!record.claim(guard!)) return undefined
+    const ticket = guard!.enter(critical === undefined ? undefined : { critical: critical(req) === true })
+    if (ticket.admitted) {
+      limitOnEnd(req, res, ticket.done)
+      return undefined
+    }
+    if (!shadow) return deny(req, record, '', shedDecision!, guard!.status)
+    if (httpChannel.hasSubscribers) publish(req, '', shedDecision, 'shadow')
+    return PASS
   }
 
   function outcomeOf(
@@ -203,13 +226,13 @@ export function buildRequestLimit<Req, Res>(
   function whenEnded(req: Req, res: Res, key: string, cost: number | undefined, decision: Decision): void {
     if (!counts(decision)) return
     limitOnEnd(req, res, (finished) => {
-      if (finished && !asked(req, res)) refund(key, cost, req)
+      if (finished && !asked(req, res)) refund(key, cost, req, decision)
     })
   }
 
   function limitOnEnd(req: Req, res: Res, callback: EndCallback): void {
     const record = recordOf(req)
-    if (record.onEnd(callback)) whenResponseEnds(adapter.responseOf(res), (finished) => record.end(finished))
+    if (record.onEnd(callback)) onEnd(res, (finished) => record.end(finished))
   }
 
   /** `countWhen`'s answer: only `false` refunds; a throw or a promise counts the request, with a warning. */
@@ -233,8 +256,9 @@ export function buildRequestLimit<Req, Res>(
     return answer !== false
   }
 
-  function refund(key: string, cost: number | undefined, req: Req): void {
-    limiter.refund(key, { cost, context: req }).catch((error: unknown) => {
+  /** Gives back the request's own units: the decision names its call, so a late refund takes no newer one's. */
+  function refund(key: string, cost: number | undefined, req: Req, decision: Decision): void {
+    limiter.refund(key, { decision, cost, context: req }).catch((error: unknown) => {
       warnOnce('refund', `a refund (countWhen) failed, so the request stays counted: ${String(error)}`)
     })
   }
@@ -272,6 +296,10 @@ export function buildRequestLimit<Req, Res>(
     limiter,
     limitRequest(req, res) {
       try {
+        if (guard !== undefined) {
+          const shedding = enter(req, res)
+          if (shedding !== undefined) return shedding
+        }
         if (skip === undefined) return count(req, res)
         const skipped = skip(req)
         if (!isPromise(skipped)) return skipped ? PASS : count(req, res)
@@ -284,7 +312,10 @@ export function buildRequestLimit<Req, Res>(
     onResponseEnd: limitOnEnd,
     hold(req, res, outcome) {
       const { decision, key, cost } = outcome
-      return holdResponse(adapter.responseOf(res), decision.waitMs).then((waited) => {
+      // The wait is called off when the response ends before it is over: only a client leaving does that.
+      const left = new AbortController()
+      limitOnEnd(req, res, () => left.abort())
+      return hold(decision.waitMs, left.signal).then((waited) => {
         held.release(req)
         if (!waited) giveBack(req, key, cost, decision)
         return waited
@@ -299,6 +330,21 @@ export const DEFAULT_QUEUE_PER_CLIENT = 16
 /** Whether an admitted decision counted units a refund can give back (not a store-error or unlimited pass). */
 function counts(decision: Decision): boolean {
   return decision.reason === 'rules' || decision.reason === 'prefetch'
+}
+
+/** The decision of a request an overload guard shed: no rule decided, come back in one bucket. */
+function shed(bucketMs: number): Decision {
+  return Object.freeze({
+    allowed: false,
+    limit: 0,
+    remaining: 0,
+    resetMs: bucketMs,
+    retryAfterMs: bucketMs,
+    waitMs: 0,
+    rule: '',
+    rules: [],
+    reason: 'overload',
+  })
 }
 
 /** The answer to a queued request refused because its client holds too many places: come back when this one's slot comes. */
@@ -321,19 +367,16 @@ export function limitedBody(decision: Decision, status = 429, detail?: string): 
 /** One sentence on a denial: the rule and the wait (or the store, when it failed; or the block). */
 export function limitedDetail(decision: Decision): string {
   const seconds = retryAfterSeconds(decision)
+  if (decision.reason === 'overload') return `The server is overloaded; retry in ${seconds} s.`
   if (decision.reason === 'store-error') return `The rate-limit store is unavailable; retry in ${seconds} s.`
   if (decision.reason === 'blocked')
     return `Blocked after exceeding rate limit ${decision.rule}; retry in ${seconds} s.`
   return `Rate limit ${decision.rule} exceeded; retry in ${seconds} s.`
 }
 
-function missingKeyBody(missing: string): ResponseBody {
-  return {
-    type: 'about:blank',
-    title: 'Bad Request',
-    status: 400,
-    detail: `This request needs ${missing} to be rate limited.`,
-  }
+/** The 400 for a missing key part: the detail says what a client can do about it (keys.ts words it). */
+function missingKeyBody(detail: string): ResponseBody {
+  return { type: 'about:blank', title: 'Bad Request', status: 400, detail }
 }
 
 function limiterFrom<R, S>(parsed: ParsedHttpOptions<R, S>): Limiter<R> {

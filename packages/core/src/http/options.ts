@@ -25,6 +25,7 @@ import {
   readOptions,
   storeOption,
 } from '../options.ts'
+import { isOverload, type Overload } from '../overload.ts'
 import type { Decision, Store } from '../types.ts'
 
 /** A problem-details body (RFC 9457) or any JSON object a user prefers. */
@@ -36,8 +37,9 @@ export type ResponseBody = Record<string, unknown>
  */
 export interface HttpLimitOptions<R, S = unknown> {
   /**
-   * The rules, or a function `(key, request) => rules | null` for a table of limits per key
-   * (`null`, or a rule with `limit: -1`, means not limited). Required unless `limiter` is given.
+   * The rules, each a rule or its text (`'slidingWindow:100/1m'`); or a function `(key, request) => rules |
+   * null` for a table of limits per key (`null`, or a rule with `limit: -1`, means not limited). Required
+   * unless `limiter` is given.
    */
   rules?: RulesOption<R>
   /** Where state lives. Default: a new `MemoryStore()` for this middleware. */
@@ -102,6 +104,13 @@ export interface HttpLimitOptions<R, S = unknown> {
    * (it does not advertise a policy it does not enforce). For rolling a limit out safely. Default false.
    */
   shadow?: boolean
+  /**
+   * A guard built by `overload({ … })` from `@sluice/core`, asked at the start of each request, before the
+   * per-client limits: a request it sheds is answered with the guard's `status` (default 503) and
+   * `Retry-After`, and counts against no client. One guard may serve several limits; a request enters it
+   * once. Default: none.
+   */
+  overload?: Overload<R>
 }
 
 /** The options that build a limiter; `limiter` takes their place. */
@@ -121,6 +130,7 @@ export const REQUEST_OPTION_NAMES = [
   'countWhen',
   'queuePerClient',
   'shadow',
+  'overload',
 ] as const
 
 /** The option names every adapter accepts; an adapter adds its own (such as `onLimited`). */
@@ -156,6 +166,7 @@ export interface ParsedHttpOptions<R, S = unknown> {
   readonly countWhen: ((request: R, response: S) => boolean) | undefined
   readonly queuePerClient: number | undefined
   readonly shadow: boolean | undefined
+  readonly overload: Overload<R> | undefined
   readonly own: Readonly<Record<string, unknown>>
 }
 
@@ -224,6 +235,9 @@ export function parseHttpOptions<R, S = unknown>(
   if (o.countWhen !== undefined) functionOption(name('countWhen'), o.countWhen)
   if (o.queuePerClient !== undefined) integerOption(name('queuePerClient'), o.queuePerClient, 1)
   if (o.shadow !== undefined) booleanOption(name('shadow'), o.shadow)
+  if (o.overload !== undefined && !isOverload(o.overload)) {
+    throw new InvalidOptionError(name('overload'), o.overload, 'a guard built by overload({ … })')
+  }
   const ownValues: Record<string, unknown> = {}
   for (const option of Object.keys(own)) {
     if (o[option] !== undefined) ownValues[option] = own[option]!(name(option), o[option])
@@ -248,6 +262,7 @@ export function parseHttpOptions<R, S = unknown>(
     countWhen: o.countWhen,
     queuePerClient: o.queuePerClient,
     shadow: o.shadow,
+    overload: o.overload,
     own: ownValues,
   }
 }

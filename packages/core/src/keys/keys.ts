@@ -48,8 +48,13 @@ export type KeyResult =
   | { readonly ok: true; readonly key: string }
   | {
       readonly ok: false
-      /** The absent part in words, e.g. `'header x-channel'`, for the 400 body or a log line. */
+      /** The absent part in words, e.g. `'header x-channel'` or `'key function #1'`, for a log line. */
       readonly missing: string
+      /**
+       * What a client is told (the 400's detail): the header to send, or, for any other part (an address,
+       * a function), that the request cannot be identified. Never sluice's own numbering.
+       */
+      readonly detail: string
       readonly policy: 'reject' | 'skip'
     }
 
@@ -141,6 +146,8 @@ export function keySpecOption<R>(option: string, spec: unknown): readonly Checke
 /** Reads one part of a key: its text (escaped as asked) or undefined when absent. */
 interface Reader<R> {
   readonly what: string
+  /** The header this part reads, for a client-facing detail; undefined for other parts. */
+  readonly header?: string
   /** Header values are escaped even alone, since a header sent twice must not read as one value. */
   readonly alwaysEscaped: boolean
   readonly read: (req: R, joined: boolean) => string | undefined
@@ -202,6 +209,7 @@ function compilePart<R>(
 function headerReader<R>(view: RequestView<R>, name: string): Reader<R> {
   return {
     what: `header ${name}`,
+    header: name,
     alwaysEscaped: true,
     read(req) {
       const value = view.header(req, name)
@@ -234,7 +242,15 @@ function withPolicy<R>(reader: Reader<R>, joined: boolean, policy: MissingKeyPol
     const fallback = joined || reader.alwaysEscaped ? escapeValue(policy.default) : policy.default
     return { read, fallback, failure: undefined }
   }
-  return { read, fallback: undefined, failure: Object.freeze({ ok: false, missing: reader.what, policy }) }
+  const detail =
+    reader.header === undefined
+      ? 'This request cannot be identified for rate limiting.'
+      : `This request needs the ${reader.header} header.`
+  return {
+    read,
+    fallback: undefined,
+    failure: Object.freeze({ ok: false, missing: reader.what, detail, policy }),
+  }
 }
 
 function textOf(value: unknown, joined: boolean): string | undefined {

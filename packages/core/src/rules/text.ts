@@ -1,0 +1,232 @@
+/**
+ * @module Rules as text: the one grammar for rules written by people (the `sluice` command, the dashboard's
+ * form, environment variables, config files, `rules: ['slidingWindow:100/1m']`). `parseRuleSpec` reads a
+ * rule's text and builds it with its factory's checks; `formatRuleSpec` writes a rule as text that
+ * `parseRuleSpec` reads back to a rule with the same JSON.
+ *
+ * ```
+ * fixedWindow:1000/1h          1000 per aligned hour
+ * slidingLog:100/1s            100 in any second, exactly
+ * slidingWindow:600/1m         600 per minute in 10 buckets (the default)
+ * slidingWindow:600/1m/6       ... in 6 buckets
+ * tokenBucket:50+10/s          capacity 50, refilled 10 a second (+600/1m is the same refill)
+ * leakyBucket:5/s              5 a second, no queue (a strict meter)
+ * leakyBucket:5/s~2s           5 a second, a call may wait up to 2 s for its turn
+ * concurrency:10               10 units held at once, each lease lasting at most 60 s (the default)
+ * concurrency:10~30s           ... each lease lasting at most 30 s
+ * warmUp:100/s,30s             100 a second once warm, warming up over 30 s from 3 times slower (the default)
+ * warmUp:100/s,30sx4~1s        ... from 4 times slower, a call waiting up to 1 s for its turn
+ * slidingLog:100/1s@burst      any of these with a name (needed to tell apart two rules of one kind and shape)
+ * -1                           not limited (also `null`, and a limit or capacity of -1)
+ * {"kind":"slidingLog","limit":100,"windowMs":1000}    JSON: the rule's spec, as JSON.stringify(rule) writes it
+ * ```
+ *
+ * A duration is an optional number and a unit: `ms`, `s`, `m`, `h`, `d` (`s` alone is `1s`). `~` is always
+ * the longest a call waits (or a lease lasts). A rate or a cold factor may be a decimal (`0.5`, `2.5e-3`);
+ * limits, capacities and buckets are whole numbers. Text that does not parse throws `InvalidSpecError`
+ * (`ERR_SLUICE_INVALID_SPEC`) naming the text and the form expected; numbers that parse are then checked by
+ * the factories (`InvalidOptionError`, `ERR_SLUICE_INVALID_OPTION`, naming the option).
+ */
+import { InvalidSpecError } from '../errors.ts'
+import type { Rule } from '../types.ts'
+import { type RuleSpec, ruleFromSpec } from './spec.ts'
+import { type RuleInput, UNLIMITED } from './unlimited.ts'
+
+const INTEGER = '-?\\d+'
+const DECIMAL = '\\d+(?:\\.\\d+)?(?:e[+-]?\\d+)?'
+const DURATION = '(?:\\d+(?:\\.\\d+)?)?(?:ms|s|m|h|d)'
+const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+/** Units from the largest, for writing a duration as the largest unit it is a whole number of. */
+const UNITS_DOWN = ['d', 'h', 'm', 's'] as const
+
+const WINDOW = new RegExp(`^(${INTEGER})/(${DURATION})(?:/(\\d+))?$`)
+const TOKENS = new RegExp(`^(${INTEGER})\\+(${DECIMAL})/(${DURATION})$`)
+const LEAKY = new RegExp(`^(${DECIMAL})/(${DURATION})(?:~(${DURATION}))?$`)
+const CONCURRENT = new RegExp(`^(${INTEGER})(?:~(${DURATION}))?$`)
+const WARM = new RegExp(`^(${DECIMAL})/(${DURATION}),(${DURATION})(?:x(${DECIMAL}))?(?:~(${DURATION}))?$`)
+
+/** What each kind's text looks like, for error messages. */
+const FORMS: Readonly<Record<Rule['kind'], string>> = {
+  fixedWindow: 'fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h',
+  slidingLog: 'slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s',
+  slidingWindow: 'slidingWindow:LIMIT/WINDOW[/BUCKETS], e.g. slidingWindow:600/1m/10',
+  tokenBucket: 'tokenBucket:CAPACITY+REFILL/PER, e.g. tokenBucket:50+10/s',
+  leakyBucket: 'leakyBucket:RATE/PER[~MAXQUEUE], e.g. leakyBucket:5/s~2s',
+  concurrency: 'concurrency:LIMIT[~LEASE], e.g. concurrency:10~30s',
+  warmUp: 'warmUp:RATE/PER,WARMUP[xCOLD][~MAXQUEUE], e.g. warmUp:100/s,30sx3~1s',
+}
+
+const EXPECTED = `-1, JSON, or KIND:NUMBERS[@NAME] with one of: ${Object.values(FORMS).join('; ')}`
+
+/** Text longer than this is refused before it is read: a rule is a line, never a payload. */
+const MAX_TEXT = 4096
+
+/**
+ * The rule `text` describes: `slidingWindow:100/1m`, `tokenBucket:50+10/s@burst`, `-1`, or the rule's JSON
+ * spec. The rule is built by its factory, with the factory's checks.
+ *
+ * @throws `InvalidSpecError` (`ERR_SLUICE_INVALID_SPEC`) for text that is not in the grammar, naming the
+ *   text and the form expected; `InvalidOptionError` (`ERR_SLUICE_INVALID_OPTION`) for a figure the
+ *   factory refuses (`slidingLog:0/1s`: `slidingLog.limit`).
+ */
+export function parseRuleSpec(text: string): RuleInput {
+  if (typeof text !== 'string') throw new InvalidSpecError(text, `a string: ${EXPECTED}`)
+  if (text.length > MAX_TEXT) throw new InvalidSpecError(text, `at most ${MAX_TEXT} characters`)
+  const trimmed = text.trim()
+  if (trimmed === '-1' || trimmed === 'null') return UNLIMITED
+  if (trimmed.startsWith('[')) {
+    throw new InvalidSpecError(text, 'one rule: a JSON list holds several (parseRuleSpecs reads lists)')
+  }
+  if (trimmed.startsWith('{')) {
+    let value: unknown
+    try {
+      value = JSON.parse(trimmed)
+    } catch (error) {
+      throw new InvalidSpecError(text, `valid JSON (${(error as Error).message})`)
+    }
+    return ruleFromSpec(value as RuleSpec)
+  }
+  const colon = trimmed.indexOf(':')
+  if (colon < 0) throw new InvalidSpecError(text, EXPECTED)
+  const kind = trimmed.slice(0, colon)
+  let body = trimmed.slice(colon + 1)
+  let name: string | undefined
+  const at = body.indexOf('@')
+  if (at >= 0) {
+    name = body.slice(at + 1)
+    body = body.slice(0, at)
+  }
+  const spec = specOf(kind, body, text)
+  return ruleFromSpec((name === undefined ? spec : { ...spec, name }) as RuleSpec)
+}
+
+/**
+ * Every rule of a list of texts, in order: each text one rule, or a JSON list of specs (as a `sluice limits
+ * set` command line takes them). Errors as `parseRuleSpec`'s.
+ */
+export function parseRuleSpecs(texts: readonly string[]): RuleInput[] {
+  return texts.flatMap((text): RuleInput[] => {
+    const trimmed = typeof text === 'string' ? text.trim() : text
+    if (typeof trimmed !== 'string' || !trimmed.startsWith('[')) return [parseRuleSpec(text)]
+    if (text.length > MAX_TEXT) throw new InvalidSpecError(text, `at most ${MAX_TEXT} characters`)
+    let value: unknown
+    try {
+      value = JSON.parse(trimmed)
+    } catch (error) {
+      throw new InvalidSpecError(text, `valid JSON (${(error as Error).message})`)
+    }
+    return (value as unknown[]).map((spec) => ruleFromSpec(spec as RuleSpec))
+  })
+}
+
+/**
+ * `rule` as text in the grammar `parseRuleSpec` reads: `slidingWindow:600/1m`, `leakyBucket:5/s~2s@pay`,
+ * `-1` for the unlimited marker. `parseRuleSpec(formatRuleSpec(rule))` is a rule whose `JSON.stringify`
+ * equals `rule`'s (a name is printable ASCII with no space at either end, so the short form carries
+ * every name a factory takes).
+ */
+export function formatRuleSpec(rule: RuleInput): string {
+  if (rule.kind === 'unlimited') return '-1'
+  // The given name only: a default name is not part of the rule's spec.
+  const name = Object.getOwnPropertyDescriptor(rule, 'name')?.enumerable ? rule.name : undefined
+  return `${rule.kind}:${bodyOf(rule)}${name === undefined ? '' : `@${name}`}`
+}
+
+function bodyOf(rule: Rule): string {
+  switch (rule.kind) {
+    case 'fixedWindow':
+    case 'slidingLog':
+      return `${rule.limit}/${formatDuration(rule.windowMs)}`
+    case 'slidingWindow':
+      return `${rule.limit}/${formatDuration(rule.windowMs)}${rule.buckets === 10 ? '' : `/${rule.buckets}`}`
+    case 'tokenBucket':
+      return `${rule.capacity}+${rule.refillPerSecond}/s`
+    case 'leakyBucket':
+      return `${rule.ratePerSecond}/s${queue(rule.maxQueueMs)}`
+    case 'concurrency':
+      return `${rule.limit}${rule.leaseMs === 60_000 ? '' : `~${formatDuration(rule.leaseMs)}`}`
+    case 'warmUp': {
+      const cold = rule.coldFactor === 3 ? '' : `x${rule.coldFactor}`
+      return `${rule.ratePerSecond}/s,${formatDuration(rule.warmUpMs)}${cold}${queue(rule.maxQueueMs)}`
+    }
+  }
+}
+
+function queue(maxQueueMs: number): string {
+  return maxQueueMs === 0 ? '' : `~${formatDuration(maxQueueMs)}`
+}
+
+/** Whole ms as the largest unit they are a whole number of: `1h`, `90s`, `1500ms`. */
+function formatDuration(ms: number): string {
+  for (const unit of UNITS_DOWN) {
+    if (ms % UNIT_MS[unit]! === 0) return `${ms / UNIT_MS[unit]!}${unit}`
+  }
+  return `${ms}ms`
+}
+
+/** A duration's ms: `250ms`, `1s`, `s`, `1.5m`. */
+function parseDuration(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)?(ms|s|m|h|d)$/.exec(text)!
+  const unit = UNIT_MS[match[2]!]!
+  if (match[1] === undefined) return unit
+  const count = Number(match[1])
+  // A whole count is exact as it is; 1.5s is 1500 ms once the float's error is rounded away (a factory
+  // refuses what is still a fraction of a ms).
+  return Number.isInteger(count) ? count * unit : Math.round(count * unit * 1e6) / 1e6
+}
+
+/** Units per second from "COUNT per DURATION": `10/s` is 10 exactly, `600/1m` is 10. */
+function perSecond(count: string, per: string): number {
+  const ms = parseDuration(per)
+  return ms === 1000 ? Number(count) : (Number(count) * 1000) / ms
+}
+
+function specOf(kind: string, body: string, text: string): Record<string, unknown> {
+  if (!Object.hasOwn(FORMS, kind)) {
+    throw new InvalidSpecError(text, `a known kind (${Object.keys(FORMS).join(', ')}): ${EXPECTED}`)
+  }
+  const fail = () => new InvalidSpecError(text, FORMS[kind as Rule['kind']])
+  switch (kind as Rule['kind']) {
+    case 'fixedWindow':
+    case 'slidingLog': {
+      const m = WINDOW.exec(body)
+      if (m === null || m[3] !== undefined) throw fail()
+      return { kind, limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
+    }
+    case 'slidingWindow': {
+      const m = WINDOW.exec(body)
+      if (m === null) throw fail()
+      const spec = { kind, limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
+      return m[3] === undefined ? spec : { ...spec, buckets: Number(m[3]) }
+    }
+    case 'tokenBucket': {
+      const m = TOKENS.exec(body)
+      if (m === null) throw fail()
+      return { kind, capacity: Number(m[1]), refillPerSecond: perSecond(m[2]!, m[3]!) }
+    }
+    case 'leakyBucket': {
+      const m = LEAKY.exec(body)
+      if (m === null) throw fail()
+      const spec = { kind, ratePerSecond: perSecond(m[1]!, m[2]!) }
+      return m[3] === undefined ? spec : { ...spec, maxQueueMs: parseDuration(m[3]) }
+    }
+    case 'concurrency': {
+      const m = CONCURRENT.exec(body)
+      if (m === null) throw fail()
+      const spec = { kind, limit: Number(m[1]) }
+      return m[2] === undefined ? spec : { ...spec, leaseMs: parseDuration(m[2]) }
+    }
+    case 'warmUp': {
+      const m = WARM.exec(body)
+      if (m === null) throw fail()
+      const spec: Record<string, unknown> = {
+        kind,
+        ratePerSecond: perSecond(m[1]!, m[2]!),
+        warmUpMs: parseDuration(m[3]!),
+      }
+      if (m[4] !== undefined) spec.coldFactor = Number(m[4])
+      if (m[5] !== undefined) spec.maxQueueMs = parseDuration(m[5])
+      return spec
+    }
+  }
+}
