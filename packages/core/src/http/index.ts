@@ -60,4 +60,5 @@ export {
   REQUEST_OPTION_NAMES,
   type ResponseBody,
 } from './options.ts'
+export { labelledPrefix } from './prefix.ts'
 export { type CountedLimit, type EndCallback, RequestRecord } from './record.ts'
