@@ -706,6 +706,63 @@ describe('shadow mode', () => {
   })
 })
 
+describe('hook: onRequest or preHandler', () => {
+  const one = () => [fixedWindow({ limit: 1, windowMs: 60_000 })]
+  /** An app whose authentication (a preValidation hook, after onRequest) sets request.user from a token. */
+  async function authenticated(options: Parameters<typeof app>[0], routes?: (a: FastifyInstance) => void) {
+    return track(
+      app(options, (a) => {
+        a.addHook('preValidation', async (request) => {
+          const token = request.headers.authorization
+          if (token !== undefined)
+            (request as unknown as { user: string }).user = token.replace('Bearer ', '')
+        })
+        a.get('/', handler().handle)
+        routes?.(a)
+      }),
+    )
+  }
+  const user = (request: unknown) => (request as { user?: string }).user
+  const as = (name: string, url = '/') => ({ url, headers: { authorization: `Bearer ${name}` } })
+
+  it('a preHandler limit keys on the user authentication set; at onRequest (the default) there is none yet', async () => {
+    const early = await authenticated({ rules: one(), store: clocked().store, key: user })
+    expect((await early.inject(as('ann'))).statusCode).toBe(400)
+
+    const store = clocked().store
+    const late = await authenticated({ rules: one(), store, key: user, hook: 'preHandler' })
+    expect((await late.inject(as('ann'))).statusCode).toBe(200)
+    expect((await late.inject(as('ann'))).statusCode).toBe(429)
+    expect((await late.inject(as('bob'))).statusCode).toBe(200)
+    const denied = await late.inject(as('bob'))
+    expect(denied.statusCode).toBe(429)
+    expect(denied.headers['retry-after']).toBe('20')
+  })
+
+  it('a route config chooses its own hook over the plugin', async () => {
+    const a = await authenticated({ rules: one(), store: clocked().store, key: 'ip' }, (a) => {
+      a.get(
+        '/mine',
+        { config: { rateLimit: { key: user, hook: 'preHandler', rules: twoPerMinute() } } },
+        handler().handle,
+      )
+    })
+    const statuses: number[] = []
+    for (const name of ['ann', 'ann', 'ann', 'bob'])
+      statuses.push((await a.inject(as(name, '/mine'))).statusCode)
+    expect(statuses).toEqual([200, 200, 429, 200])
+  })
+
+  it('checks hook: only onRequest or preHandler, and not on fastify.rateLimit()', async () => {
+    await expect(app({ rules: one(), hook: 'onSend' as 'onRequest' }, () => {})).rejects.toMatchObject({
+      code: ErrorCode.INVALID_OPTION,
+      message: expect.stringContaining('sluice.hook'),
+    })
+    const a = await track(app({ rules: one() }, () => {}))
+    expect(() => a.rateLimit({ hook: 'preHandler' })).toThrow(/rateLimit\.hook/)
+  })
+})
+
 describe("Fastify's error path", () => {
   it("hands denials to the user's error handler, headers already on the reply", async () => {
     const seen: unknown[] = []
