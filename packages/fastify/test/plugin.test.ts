@@ -763,6 +763,61 @@ describe('hook: onRequest or preHandler', () => {
   })
 })
 
+describe('key, rules and cost functions that return a promise', () => {
+  it('waits for a key, rules and cost looked up asynchronously, and counts exactly', async () => {
+    const owners: Record<string, string> = { k1: 'gold', k2: 'free' }
+    const plans: Record<string, number> = { gold: 4, free: 2 }
+    const a = await track(
+      app(
+        {
+          store: clocked().store,
+          key: async (request) => owners[String(request.headers['x-api-key'])] ?? null,
+          rules: async (plan) => [fixedWindow({ limit: plans[plan] ?? 0, windowMs: 60_000 })],
+          cost: async (request) => (request.method === 'POST' ? 2 : 1),
+        },
+        (a) => {
+          a.get('/', handler().handle)
+          a.post('/', handler().handle)
+        },
+      ),
+    )
+    const statuses: number[] = []
+    for (const [method, apiKey] of [
+      ['POST', 'k1'],
+      ['GET', 'k1'],
+      ['POST', 'k1'],
+      ['GET', 'k1'],
+      ['GET', 'k2'],
+      ['GET', 'k2'],
+      ['GET', 'k2'],
+    ] as const) {
+      statuses.push((await a.inject({ method, url: '/', headers: { 'x-api-key': apiKey } })).statusCode)
+    }
+    expect(statuses).toEqual([200, 200, 429, 200, 200, 200, 429])
+    expect((await a.inject('/')).statusCode).toBe(400)
+  })
+
+  it("sends a key, rules or cost function's rejection to Fastify's error handler", async () => {
+    for (const failing of [
+      { key: async () => Promise.reject(new Error('cache down')) },
+      { rules: async () => Promise.reject(new Error('cache down')) },
+      { cost: async () => Promise.reject(new Error('cache down')) },
+    ]) {
+      const seen: unknown[] = []
+      const a = Fastify()
+      open.push(a)
+      a.setErrorHandler((error, _request, reply) => {
+        seen.push(error)
+        return reply.code(503).send()
+      })
+      await a.register(sluice, { rules: twoPerMinute(), store: clocked().store, ...failing })
+      a.get('/', handler().handle)
+      expect((await a.inject('/')).statusCode).toBe(503)
+      expect(seen).toEqual([new Error('cache down')])
+    }
+  })
+})
+
 describe("Fastify's error path", () => {
   it("hands denials to the user's error handler, headers already on the reply", async () => {
     const seen: unknown[] = []
