@@ -91,15 +91,16 @@ describe('examples/express', () => {
     const server = await startServer(SERVER)
     const replies = await many(6, `${server.url}/report`)
     expect(statuses(replies)).toEqual({ 200: 5, 429: 1 })
-    // Slots 500 ms apart from the first arrival: waits of about 0, 500, 1000, 1500 and 2000 ms (a little
-    // less for requests that arrived a few ms after the first), and each reply came no sooner.
+    // Slots 500 ms apart from the first arrival: waits of 0, 500, 1000, 1500 and 2000 ms, less the time a
+    // request arrived after the first. The test holds while the six arrive within 450 ms (the 6th is refused
+    // only if it arrives less than 500 ms after the first), so that is the margin, not a load-bound 150 ms.
     const served = replies
       .filter((r) => r.status === 200)
       .sort((a, b) => (a.body.waitedMs as number) - (b.body.waitedMs as number))
     served.forEach((r, i) => {
       const waitedMs = r.body.waitedMs as number
       expect(waitedMs).toBeLessThanOrEqual(i * 500)
-      expect(waitedMs).toBeGreaterThan(i * 500 - 150)
+      expect(waitedMs).toBeGreaterThan(i * 500 - 450)
       expect(r.tookMs).toBeGreaterThanOrEqual(waitedMs - 1)
     })
     const refused = replies.find((r) => r.status === 429)!

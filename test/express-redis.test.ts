@@ -159,3 +159,31 @@ describe('two limits in one Express app on one Redis client', () => {
     expect((await b.limiter.peek('k')).remaining).toBe(3)
   })
 })
+
+describe('key, rules and cost functions that return a promise, on Redis', () => {
+  it('wait for each and count exactly on a real redis-server', async () => {
+    const client = await ioredis(server)
+    const { express } = flavours[1]
+    const app = express()
+    app.post(
+      '/pay',
+      rateLimit({
+        store: new RedisStore({ client }),
+        prefix: 'async',
+        key: async (req) => (req.headers['x-api-key'] as string | undefined) ?? null,
+        rules: async () => [slidingLog({ limit: 4, windowMs: 60_000 })],
+        cost: async () => 2,
+      }),
+      (_req, res) => {
+        res.json({ ok: true })
+      },
+    )
+    const { url, close } = await listen(app)
+    stops.push(close)
+    const statuses: number[] = []
+    for (let i = 0; i < 3; i++) {
+      statuses.push((await fetch(`${url}/pay`, { method: 'POST', headers: { 'x-api-key': 'k1' } })).status)
+    }
+    expect(statuses).toEqual([200, 200, 429])
+  })
+})

@@ -36,11 +36,11 @@ import type {
 
 /**
  * Rules for a call: a fixed list (rules, or rules as text such as `'slidingWindow:100/1m'`), or a function
- * of the key (and the caller's context) resolved per call.
+ * of the key (and the caller's context) resolved per call, which may return a promise.
  */
 export type RulesOption<C> =
   | readonly (RuleInput | string)[]
-  | ((key: string, context: C) => readonly RuleInput[] | null)
+  | ((key: string, context: C) => readonly RuleInput[] | null | Promise<readonly RuleInput[] | null>)
 
 /** What the limiter does when its store fails or times out. */
 export type StoreErrorPolicy<C = unknown> = 'allow' | 'deny' | 'throw' | Limiter<C>
@@ -50,6 +50,9 @@ export interface LimiterOptions<C = unknown> {
    * The rules every call must pass, all or nothing, each a rule or its text (`'fixedWindow:1000/1d'`, read
    * by `parseRuleSpec`); or a function `(key, context) => rules | null` resolved per call (a table of limits
    * per key: `null`, or a rule with `limit: -1`, means not limited).
+   * The function may return a promise (a plan looked up in a cache or a database): a call then waits for
+   * it, and its rejection rejects the call. A function that answers synchronously keeps a synchronous
+   * store's calls in the same tick.
    */
   rules: RulesOption<C>
   /** Where state lives. Default: a new `MemoryStore()`. */
@@ -228,7 +231,22 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     const storageKey = keyOf(key)
     const cost = costOf(options?.cost)
     const context = options?.context as C
-    const rules = resolveRules(key, context)
+    const resolved = resolveRules(key, context)
+    if (isPromise(resolved)) {
+      return resolved.then((rules) => decideUnder(rules, key, storageKey, cost, context, mode))
+    }
+    return decideUnder(resolved, key, storageKey, cost, context, mode)
+  }
+
+  /** Decides a call under its resolved rules. Throws on a cost no rule can admit. */
+  function decideUnder(
+    rules: readonly Rule[],
+    key: string,
+    storageKey: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+  ): Decision | Promise<Decision> {
     if (cost !== 1) checkCost(cost, rules)
     const observed = decisionChannel.hasSubscribers
     if (rules.length === 0) {
@@ -328,7 +346,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   ): Promise<StoreAnswer | undefined> {
     const storageKey = keyOf(key)
     const cost = adjustCostOf(options?.cost)
-    const rules = resolveRules(key, options?.context as C)
+    const rules = await resolveRules(key, options?.context as C)
     if (rules.length === 0) return undefined
     if (adjustment === 'penalize') checkCost(cost, rules, true)
     const marks = typeof marksOf === 'function' ? marksOf(rules) : marksOf
@@ -359,7 +377,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     async reset(key, options) {
       // The key is checked before the store is tried, so a bad key is never taken for a store failure.
       const storageKey = keyOf(key)
-      const rules = resolveRules(key, options?.context as C)
+      const rules = await resolveRules(key, options?.context as C)
       // With blocks a key no rule limits now may still be blocked from before: its block is lifted all the same.
       if (rules.length === 0 && block === undefined) return
       // The insurance limiter is reset too, or its old counts would greet the next outage.
@@ -455,14 +473,20 @@ function publishDecision(
  * Checks a `rules` option (`option` names it in errors) and turns it into a per-call resolver that returns
  * only limiting rules. For `createLimiter` and for the HTTP kit, which checks it in the adapter's words.
  */
-export function rulesOption<C>(option: string, value: unknown): (key: string, context: C) => readonly Rule[] {
+export function rulesOption<C>(
+  option: string,
+  value: unknown,
+): (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]> {
   if (typeof value === 'function') {
-    const fn = value as (key: string, context: C) => readonly RuleInput[] | null
+    const fn = value as (key: string, context: C) => readonly RuleInput[] | null | PromiseLike<unknown>
+    const checked = (rules: unknown) =>
+      rules === null || rules === undefined
+        ? []
+        : checkRules(rules as readonly RuleInput[], 'the rules function', ErrorCode.INVALID_RULES)
     return (key, context) => {
       const rules = fn(key, context)
-      return rules === null || rules === undefined
-        ? []
-        : checkRules(rules, 'the rules function', ErrorCode.INVALID_RULES)
+      // A native promise, whatever thenable the function answered with.
+      return isPromise(rules) ? Promise.resolve(rules).then(checked) : checked(rules)
     }
   }
   if (!Array.isArray(value) || value.length === 0) {

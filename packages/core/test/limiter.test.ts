@@ -688,3 +688,32 @@ describe('close', () => {
     expect(() => createLimiter({ rules, store, prefix: 'app' })).not.toThrow()
   })
 })
+
+describe('a rules function that returns a promise', () => {
+  it('waits for the rules (a plan looked up in a cache), and its rejection rejects the call', async () => {
+    const store = new MemoryStore({ clock: () => 1_000_000, sweepIntervalMs: 0 })
+    const limiter = createLimiter({
+      store,
+      rules: async (key: string) => (key === 'free' ? [fixedWindow({ limit: 1, windowMs: 60_000 })] : null),
+    })
+    expect((await limiter.consume('free')).allowed).toBe(true)
+    expect((await limiter.consume('free')).allowed).toBe(false)
+    expect((await limiter.consume('gold')).reason).toBe('unlimited')
+    await limiter.reset('free')
+    expect((await limiter.peek('free')).allowed).toBe(true)
+    const failing = createLimiter({
+      store,
+      prefix: 'failing',
+      rules: () => Promise.reject(new Error('db down')),
+    })
+    await expect(failing.consume('k')).rejects.toThrow('db down')
+  })
+
+  it('keeps a synchronous rules function on a memory store in the same tick', () => {
+    const limiter = createLimiter({
+      store: new MemoryStore({ clock: () => 1_000_000, sweepIntervalMs: 0 }),
+      rules: () => [fixedWindow({ limit: 1, windowMs: 60_000 })],
+    })
+    expect(limiter.consumeNow('k')).toMatchObject({ allowed: true })
+  })
+})

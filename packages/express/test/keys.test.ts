@@ -307,3 +307,53 @@ describe.each(flavours)('keys on $name', ({ express }) => {
     expect(new Set(contexts)).toEqual(new Set(['/pay']))
   })
 })
+
+describe.each(flavours)('key, rules and cost functions that return a promise, on $name', ({ express }) => {
+  it('waits for a key, rules and cost looked up asynchronously (a plan per API key), and counts exactly', async () => {
+    const plans: Record<string, number> = { gold: 2, free: 1 }
+    const owners: Record<string, string> = { k1: 'gold', k2: 'free' }
+    const app = express()
+    const limit = rateLimit({
+      store: clocked().store,
+      key: async (req) => owners[String(req.headers['x-api-key'])] ?? null,
+      rules: async (plan) => [fixedWindow({ limit: 2 * (plans[plan] ?? 0), windowMs: 60_000 })],
+      cost: async (req) => (req.method === 'POST' ? 2 : 1),
+    })
+    app.use(limit)
+    app.use(handler().handle)
+    const statuses: number[] = []
+    for (const [method, apiKey] of [
+      ['post', 'k1'],
+      ['get', 'k1'],
+      ['post', 'k1'],
+      ['get', 'k1'],
+      ['get', 'k2'],
+      ['get', 'k2'],
+      ['get', 'k2'],
+    ] as const) {
+      statuses.push((await request(app)[method]('/').set('x-api-key', apiKey)).status)
+    }
+    // gold: 4 units a minute, a POST taking 2; free: 2.
+    expect(statuses).toEqual([200, 200, 429, 200, 200, 200, 429])
+    expect((await request(app).get('/').set('x-api-key', 'nobody')).status).toBe(400)
+  })
+
+  it("sends a key, rules or cost function's rejection to the error path", async () => {
+    for (const failing of [
+      { key: async () => Promise.reject(new Error('cache down')) },
+      { rules: async () => Promise.reject(new Error('cache down')) },
+      { cost: async () => Promise.reject(new Error('cache down')) },
+    ]) {
+      const app = express()
+      const seen: unknown[] = []
+      app.use(rateLimit({ rules: ten, store: clocked().store, ...failing }))
+      app.use(handler().handle)
+      app.use(((error, _req, res, _next) => {
+        seen.push(error)
+        res.status(503).end()
+      }) as import('express').ErrorRequestHandler)
+      expect((await request(app).get('/')).status).toBe(503)
+      expect(seen).toEqual([new Error('cache down')])
+    }
+  })
+})

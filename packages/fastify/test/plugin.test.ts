@@ -706,6 +706,118 @@ describe('shadow mode', () => {
   })
 })
 
+describe('hook: onRequest or preHandler', () => {
+  const one = () => [fixedWindow({ limit: 1, windowMs: 60_000 })]
+  /** An app whose authentication (a preValidation hook, after onRequest) sets request.user from a token. */
+  async function authenticated(options: Parameters<typeof app>[0], routes?: (a: FastifyInstance) => void) {
+    return track(
+      app(options, (a) => {
+        a.addHook('preValidation', async (request) => {
+          const token = request.headers.authorization
+          if (token !== undefined)
+            (request as unknown as { user: string }).user = token.replace('Bearer ', '')
+        })
+        a.get('/', handler().handle)
+        routes?.(a)
+      }),
+    )
+  }
+  const user = (request: unknown) => (request as { user?: string }).user
+  const as = (name: string, url = '/') => ({ url, headers: { authorization: `Bearer ${name}` } })
+
+  it('a preHandler limit keys on the user authentication set; at onRequest (the default) there is none yet', async () => {
+    const early = await authenticated({ rules: one(), store: clocked().store, key: user })
+    expect((await early.inject(as('ann'))).statusCode).toBe(400)
+
+    const store = clocked().store
+    const late = await authenticated({ rules: one(), store, key: user, hook: 'preHandler' })
+    expect((await late.inject(as('ann'))).statusCode).toBe(200)
+    expect((await late.inject(as('ann'))).statusCode).toBe(429)
+    expect((await late.inject(as('bob'))).statusCode).toBe(200)
+    const denied = await late.inject(as('bob'))
+    expect(denied.statusCode).toBe(429)
+    expect(denied.headers['retry-after']).toBe('20')
+  })
+
+  it('a route config chooses its own hook over the plugin', async () => {
+    const a = await authenticated({ rules: one(), store: clocked().store, key: 'ip' }, (a) => {
+      a.get(
+        '/mine',
+        { config: { rateLimit: { key: user, hook: 'preHandler', rules: twoPerMinute() } } },
+        handler().handle,
+      )
+    })
+    const statuses: number[] = []
+    for (const name of ['ann', 'ann', 'ann', 'bob'])
+      statuses.push((await a.inject(as(name, '/mine'))).statusCode)
+    expect(statuses).toEqual([200, 200, 429, 200])
+  })
+
+  it('checks hook: only onRequest or preHandler, and not on fastify.rateLimit()', async () => {
+    await expect(app({ rules: one(), hook: 'onSend' as 'onRequest' }, () => {})).rejects.toMatchObject({
+      code: ErrorCode.INVALID_OPTION,
+      message: expect.stringContaining('sluice.hook'),
+    })
+    const a = await track(app({ rules: one() }, () => {}))
+    expect(() => a.rateLimit({ hook: 'preHandler' })).toThrow(/rateLimit\.hook/)
+  })
+})
+
+describe('key, rules and cost functions that return a promise', () => {
+  it('waits for a key, rules and cost looked up asynchronously, and counts exactly', async () => {
+    const owners: Record<string, string> = { k1: 'gold', k2: 'free' }
+    const plans: Record<string, number> = { gold: 4, free: 2 }
+    const a = await track(
+      app(
+        {
+          store: clocked().store,
+          key: async (request) => owners[String(request.headers['x-api-key'])] ?? null,
+          rules: async (plan) => [fixedWindow({ limit: plans[plan] ?? 0, windowMs: 60_000 })],
+          cost: async (request) => (request.method === 'POST' ? 2 : 1),
+        },
+        (a) => {
+          a.get('/', handler().handle)
+          a.post('/', handler().handle)
+        },
+      ),
+    )
+    const statuses: number[] = []
+    for (const [method, apiKey] of [
+      ['POST', 'k1'],
+      ['GET', 'k1'],
+      ['POST', 'k1'],
+      ['GET', 'k1'],
+      ['GET', 'k2'],
+      ['GET', 'k2'],
+      ['GET', 'k2'],
+    ] as const) {
+      statuses.push((await a.inject({ method, url: '/', headers: { 'x-api-key': apiKey } })).statusCode)
+    }
+    expect(statuses).toEqual([200, 200, 429, 200, 200, 200, 429])
+    expect((await a.inject('/')).statusCode).toBe(400)
+  })
+
+  it("sends a key, rules or cost function's rejection to Fastify's error handler", async () => {
+    for (const failing of [
+      { key: async () => Promise.reject(new Error('cache down')) },
+      { rules: async () => Promise.reject(new Error('cache down')) },
+      { cost: async () => Promise.reject(new Error('cache down')) },
+    ]) {
+      const seen: unknown[] = []
+      const a = Fastify()
+      open.push(a)
+      a.setErrorHandler((error, _request, reply) => {
+        seen.push(error)
+        return reply.code(503).send()
+      })
+      await a.register(sluice, { rules: twoPerMinute(), store: clocked().store, ...failing })
+      a.get('/', handler().handle)
+      expect((await a.inject('/')).statusCode).toBe(503)
+      expect(seen).toEqual([new Error('cache down')])
+    }
+  })
+})
+
 describe("Fastify's error path", () => {
   it("hands denials to the user's error handler, headers already on the reply", async () => {
     const seen: unknown[] = []

@@ -9,7 +9,7 @@ import { httpChannel } from '../channels.ts'
 import { InvalidOptionError } from '../errors.ts'
 import { DEFAULT_HEADERS, NO_HEADERS, retryAfterSeconds } from '../headers.ts'
 import { hold } from '../hold.ts'
-import { compileKey } from '../keys/keys.ts'
+import { compileKey, type KeyResult } from '../keys/keys.ts'
 import { createLimiter, type Limiter } from '../limiter.ts'
 import { isPromise } from '../options.ts'
 import type { Decision } from '../types.ts'
@@ -148,17 +148,39 @@ export function buildRequestLimit<Req, Res>(
     const record = recordOf(req)
     if ((owner !== undefined && !record.claim(owner)) || !record.claim(limiter)) return PASS
     const key = keyOf(req)
+    // A key or cost function that answers by promise waits for it; a synchronous one stays in the tick.
+    if (key instanceof Promise) return key.then((k) => counted(req, res, record, k))
+    return counted(req, res, record, key)
+  }
+
+  function counted(
+    req: Req,
+    res: Res,
+    record: RequestRecord,
+    key: KeyResult,
+  ): HttpOutcome | Promise<HttpOutcome> {
     if (!key.ok) {
       if (key.policy === 'skip') return PASS
       if (httpChannel.hasSubscribers) publish(req, '', undefined, 'reject')
       return { action: 'reject', status: 400, body: missingKeyBody(key.detail), contentType: PROBLEM_JSON }
     }
     const cost = costOf(req)
-    const decision = limiter.consumeNow(key.key, { cost, context: req })
+    if (typeof cost === 'object') return cost.then((c) => consumed(req, res, record, key.key, c))
+    return consumed(req, res, record, key.key, cost)
+  }
+
+  function consumed(
+    req: Req,
+    res: Res,
+    record: RequestRecord,
+    key: string,
+    cost: number | undefined,
+  ): HttpOutcome | Promise<HttpOutcome> {
+    const decision = limiter.consumeNow(key, { cost, context: req })
     if (decision instanceof Promise) {
-      return decision.then((d) => outcomeOf(req, res, record, key.key, cost, d))
+      return decision.then((d) => outcomeOf(req, res, record, key, cost, d))
     }
-    return outcomeOf(req, res, record, key.key, cost, decision)
+    return outcomeOf(req, res, record, key, cost, decision)
   }
 
   /**
@@ -392,11 +414,17 @@ function limiterFrom<R, S>(parsed: ParsedHttpOptions<R, S>): Limiter<R> {
   })
 }
 
+/** A request's cost: a number at once, or a native promise of one when the function answered by promise. */
 function costResolver<R>(
-  cost: number | ((request: R) => number) | undefined,
-): (request: R) => number | undefined {
+  cost: number | ((request: R) => number | Promise<number>) | undefined,
+): (request: R) => number | undefined | Promise<number> {
   if (cost === undefined) return () => undefined
-  if (typeof cost === 'function') return cost
+  if (typeof cost === 'function') {
+    return (request) => {
+      const answer = cost(request)
+      return typeof answer === 'number' || !isPromise(answer) ? answer : Promise.resolve(answer)
+    }
+  }
   return () => cost
 }
 

@@ -65,8 +65,11 @@ export interface HttpLimitOptions<R, S = unknown> {
   onMissingKey?: MissingKeyPolicy
   /** Prefix length IPv6 addresses are grouped by in `'ip'` keys. Default 56. */
   ipv6Subnet?: number
-  /** Units a request takes: an integer, or a function of the request. Default 1. */
-  cost?: number | ((request: R) => number)
+  /**
+   * Units a request takes: an integer, or a function of the request (which may return a promise, as `key`
+   * and `rules` functions may: a plan looked up in a cache or a database). Default 1.
+   */
+  cost?: number | ((request: R) => number | Promise<number>)
   /** Requests for which this returns true are not limited or counted. */
   skip?: (request: R) => boolean | Promise<boolean>
   /**
@@ -157,7 +160,7 @@ export interface ParsedHttpOptions<R, S = unknown> {
   readonly key: KeySpec<R> | undefined
   readonly onMissingKey: MissingKeyPolicy | undefined
   readonly ipv6Subnet: number | undefined
-  readonly cost: number | ((request: R) => number) | undefined
+  readonly cost: number | ((request: R) => number | Promise<number>) | undefined
   readonly skip: ((request: R) => boolean | Promise<boolean>) | undefined
   readonly headers: ResolvedHeaderOptions | undefined
   readonly message: HttpLimitOptions<R>['message'] | undefined
