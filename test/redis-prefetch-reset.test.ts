@@ -55,6 +55,7 @@ describe.each(CLIENT_KINDS)('prefetched units after another process resets the k
         client: await clientOf(client, server),
         clock: () => AT,
         deniedCache: false,
+        timeoutMs: 10_000,
       })
       const limiter = createLimiter({
         rules: [factories[name]!(options)],
