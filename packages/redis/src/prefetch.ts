@@ -419,6 +419,6 @@ function answerAt<P extends Batchable>(held: Held<P>, now: number, local: boolea
   // When the units were counted: a refund naming this call looks for them there. A call spent from units
   // of an older batch still held names the newest batch: a sliding rule's unit refunded from it leaves
   // the window up to `ms` early, within the bound prefetch already states for a sliding window.
-  out.countedAt = held.countedAt
+  Object.defineProperty(out, 'countedAt', { value: held.countedAt })
   return out
 }

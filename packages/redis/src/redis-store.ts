@@ -653,7 +653,8 @@ function serverNowOf(reply: unknown): number | undefined {
 function countedAt(answer: StoreAnswer, at: number): void {
   if (answer.reason !== undefined) return
   for (const d of answer) if (!d.allowed) return
-  ;(answer as { countedAt?: number }).countedAt = at
+  // Not enumerable: the answer becomes the decision's `rules`, whose JSON stays the list of rule decisions.
+  Object.defineProperty(answer, 'countedAt', { value: at })
 }
 
 function unexpectedReply(): StoreError {
