@@ -43,8 +43,14 @@ const T0 = 1_800_000_000_000
 /** A limiter on a fresh prefix, its RedisStore on a manual clock (`at` sets it and consumes). */
 async function onClock(kind: ClientKind, rules: readonly RuleInput[], deniedCache = false) {
   const clock = { now: T0 }
-  const store = new RedisStore({ client: await clientOf(kind, server), clock: () => clock.now, deniedCache })
-  const limiter = createLimiter({ rules, store, prefix: `trust${run++}` })
+  // A timeout no load reaches: a call answered by onStoreError would change what a trace counts.
+  const store = new RedisStore({
+    client: await clientOf(kind, server),
+    clock: () => clock.now,
+    deniedCache,
+    timeoutMs: 10_000,
+  })
+  const limiter = createLimiter({ rules, store, prefix: `trust${run++}`, onStoreError: 'throw' })
   const move = (t: number) => {
     clock.now = T0 + t
   }
@@ -62,7 +68,8 @@ describe.each(CLIENT_KINDS)('issue 24 on Redis (%s)', (kind) => {
     // Another process on the same Redis, with its own store (and its own cache).
     const other = createLimiter({
       rules,
-      store: new RedisStore({ client: await clientOf(kind, server), clock: () => T0 + 1 }),
+      store: new RedisStore({ client: await clientOf(kind, server), clock: () => T0 + 1, timeoutMs: 10_000 }),
+      onStoreError: 'throw',
       prefix: limiter.prefix,
     })
     const held = [await at(0), await at(0), await at(0)]

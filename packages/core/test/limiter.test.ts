@@ -344,14 +344,14 @@ describe('cost', () => {
     },
   )
 
-  it('rejects a cost above any rule limit, bucket capacity or leaky-bucket queue, and takes the largest that fits', async () => {
+  it('rejects a cost above any rule limit or bucket capacity, and takes the largest that fits (a leaky bucket takes any cost whose slot is free)', async () => {
     const l = limiter()
-    // Limits: slidingLog 5, tokenBucket capacity 4, leakyBucket floor(200 * 10 / 1000) + 1 = 3.
-    for (const cost of [4, 5, 6]) {
+    // Limits: slidingLog 5, tokenBucket capacity 4; the leakyBucket's (3) bounds no cost: its slot is free.
+    for (const cost of [5, 6]) {
       const error = await rejection(l.consume('k', { cost }))
       expect(error).toMatchObject({ code: ErrorCode.INVALID_COST, cost })
     }
-    expect((await l.consume('k', { cost: 3 })).allowed).toBe(true)
+    expect((await l.consume('k', { cost: 4 })).allowed).toBe(true)
   })
 
   it('defaults to 1', async () => {

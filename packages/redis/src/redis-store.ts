@@ -133,6 +133,8 @@ const BATCHABLE = new Set<Rule['kind']>(['fixedWindow', 'slidingWindow', 'slidin
 
 /** Where a key's block lives: beside its rule keys, in the same hash slot. */
 const BLOCK_SUFFIX = '!block'
+/** Where a key's reset count lives (see reset.lua): beside its rule keys, in the same hash slot. */
+const RESETS_SUFFIX = '!resets'
 
 /** A block policy as the script reads it (ARGV[5]). */
 const blockArgs = new WeakMap<BlockPolicy, string>()
@@ -198,7 +200,7 @@ export class RedisStore implements Store {
     this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
     this.#cache = deniedCache(o.deniedCache)
     this.#deadlines = new Deadlines(this.#timeoutMs, () => performance.now(), this.#timeoutError)
-    this.#prefetch = prefetchOf(o.prefetch, this.#localNow, this.#fetchAhead, this.#giveBack)
+    this.#prefetch = prefetchOf(o.prefetch, this.#localNow, this.#fetchAhead, this.#giveBack, this.#recount)
   }
 
   /** The ms a script is sent as its `now`: the given clock's, whole (PEXPIRE takes integers); else Redis's. */
@@ -312,22 +314,32 @@ export class RedisStore implements Store {
   ): Promise<StoreAnswer> {
     const prefetch = this.#prefetch!
     const { plan, rules } = held
-    const keys = this.#keys(held.prefix, held.key, plan, held.block !== undefined)
+    const keys = this.#keys(held.prefix, held.key, plan, held.block !== undefined, true)
     const args = this.#args(plan, now, '1', cost, held.block)
-    args.push(String(batch.want))
+    // The units spent since the last round trip go with it: counted again if another process has reset the key.
+    const seen = held.resets
+    const spent = prefetch.claim(held)
+    args.push(String(batch.want), seen, String(spent))
     const call = this.#deadlines.start<StoreAnswer>()
     this.#attempt(call, this.#script(plan, 'fetch'), keys, args, true, (reply) => {
       const [answer, blocked] = answerOf(plan, rules, reply, true)
       if (this.#cache !== undefined) this.#remember(held.id, plan.id, cost, localNow, resets, answer, blocked)
-      // The reply ends with the units taken, then Redis's ms: when they were counted, without a clock.
-      const taken = Number(reply[reply.length - 2])
-      const countedAt = now ?? Number(reply[reply.length - 1])
-      return prefetch.fetched(held, answer, taken, cost, localNow, countedAt)
+      // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
+      // Redis's ms: when they were counted, without a clock.
+      const n = reply.length
+      if (answer.reason === 'blocked') return prefetch.fetched(held, answer, 0, cost, localNow, 0, seen, seen)
+      const taken = Number(reply[n - 3])
+      const countedAt = now ?? Number(reply[n - 1])
+      return prefetch.fetched(held, answer, taken, cost, localNow, countedAt, seen, String(reply[n - 2]))
     })
     this.#track(
       call.promise.then(
         () => prefetch.arrived(held, batch),
-        (error: unknown) => prefetch.failed(held, batch, error),
+        (error: unknown) => {
+          // The script did not run (or ran after its deadline, counting nothing): the units are still unclaimed.
+          prefetch.unclaim(held, spent)
+          prefetch.failed(held, batch, error)
+        },
       ),
     )
     return call.promise
@@ -350,12 +362,25 @@ export class RedisStore implements Store {
    */
   readonly #giveBack = (held: Held<Plan>, units: number): void => {
     if (this.#refuse(true) !== undefined) return
-    const keys = this.#keys(held.prefix, held.key, held.plan, false)
+    const keys = this.#keys(held.prefix, held.key, held.plan, false, true)
     const now = this.#scriptNow()
     const args = this.#args(held.plan, now, 'g', units, undefined)
-    args.push(String(held.countedAt))
+    args.push(String(held.countedAt), held.resets, String(this.#prefetch!.claim(held)))
     const call = this.#deadlines.start<void>()
     this.#attempt(call, this.#script(held.plan, 'giveBack'), keys, args, true, () => undefined)
+    this.#track(call.promise.then(undefined, () => {}))
+  }
+
+  /**
+   * Counts units spent from a batch after another process reset its key, in the key's new state, as a
+   * penalty counts them (whatever the rules say). A failure leaves them uncounted.
+   */
+  readonly #recount = (held: Held<Plan>, units: number): void => {
+    if (this.#refuse(true) !== undefined) return
+    const keys = this.#keys(held.prefix, held.key, held.plan, false)
+    const args = this.#args(held.plan, this.#scriptNow(), 'p', units, undefined)
+    const call = this.#deadlines.start<void>()
+    this.#attempt(call, this.#script(held.plan, 'penalize'), keys, args, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -409,13 +434,17 @@ export class RedisStore implements Store {
     return call.promise
   }
 
-  /** The Redis keys of one call: each rule's, then the key's block when the call needs it. */
-  #keys(prefix: string, key: string, plan: Plan, withBlock: boolean): string[] {
+  /**
+   * The Redis keys of one call: each rule's, then the key's reset count for a batch's acts (`withResets`),
+   * then the key's block when the call needs it (the scripts read the block from the last key).
+   */
+  #keys(prefix: string, key: string, plan: Plan, withBlock: boolean, withResets = false): string[] {
     const base = keyBase(this.#prefix, prefix, key)
     const n = plan.ids.length
-    const keys = new Array<string>(withBlock ? n + 1 : n)
+    const keys = new Array<string>(n)
     for (let i = 0; i < n; i++) keys[i] = base + plan.ids[i]
-    if (withBlock) keys[n] = base + BLOCK_SUFFIX
+    if (withResets) keys.push(base + RESETS_SUFFIX)
+    if (withBlock) keys.push(base + BLOCK_SUFFIX)
     return keys
   }
 
@@ -508,7 +537,8 @@ export class RedisStore implements Store {
     const base = keyBase(this.#prefix, prefix, key)
     // The block goes too, with its escalation: DEL of a key that is not there costs nothing.
     const keys = rules.map((rule) => base + rule.id)
-    keys.push(base + BLOCK_SUFFIX)
+    // The reset count goes last: a process holding prefetched units learns of the reset from it.
+    keys.push(base + BLOCK_SUFFIX, base + RESETS_SUFFIX)
     const call = this.#deadlines.start<void>()
     this.#send(RESET, keys, []).then(
       () => {
@@ -628,7 +658,8 @@ function serverNowOf(reply: unknown): number | undefined {
 function countedAt(answer: StoreAnswer, at: number): void {
   if (answer.reason !== undefined) return
   for (const d of answer) if (!d.allowed) return
-  ;(answer as { countedAt?: number }).countedAt = at
+  // Not enumerable: the answer becomes the decision's `rules`, whose JSON stays the list of rule decisions.
+  Object.defineProperty(answer, 'countedAt', { value: at })
 }
 
 function unexpectedReply(): StoreError {
@@ -648,7 +679,7 @@ function answerOf(
 ): [StoreAnswer, number] {
   const n = rules.length
   if (reply.length === 3 && String(reply[0]) === 'blocked') return [blockedAnswer(rules, Number(reply[1])), 0]
-  if (reply.length !== n * REPLY_FIELDS + (fetch ? 3 : 2)) throw unexpectedReply()
+  if (reply.length !== n * REPLY_FIELDS + (fetch ? 4 : 2)) throw unexpectedReply()
   const out = new Array<RuleDecision>(n)
   for (let i = 0; i < n; i++) {
     const o = i * REPLY_FIELDS
@@ -687,9 +718,10 @@ function prefetchOf(
   clock: () => number,
   fetchAhead: (held: Held<Plan>, batch: Fetch) => void,
   giveBack: (held: Held<Plan>, units: number) => void,
+  recount: (held: Held<Plan>, units: number) => void,
 ): Prefetch<Plan> | undefined {
   if (option === undefined || option === false) return undefined
-  const make = (units: number, ms: number) => new Prefetch(units, ms, clock, fetchAhead, giveBack)
+  const make = (units: number, ms: number) => new Prefetch(units, ms, clock, fetchAhead, giveBack, recount)
   if (option === true) return make(DEFAULT_PREFETCH_UNITS, DEFAULT_PREFETCH_MS)
   if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
     const o = readOptions<{ units?: number; ms?: number }>('RedisStore.prefetch', option, ['units', 'ms'])

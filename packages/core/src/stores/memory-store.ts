@@ -71,6 +71,14 @@ function emptyEntry(): Entry {
 /** What `apply` answers: a consume the rules admitted says when it was counted (`countedAt`, the store's ms). */
 type Answer = RuleDecision[] & { reason?: DecisionReason; countedAt?: number }
 
+/**
+ * Says in an admitted consume's answer when it was counted. Not enumerable: the answer becomes the
+ * decision's `rules`, whose JSON and equality stay those of the list of rule decisions.
+ */
+function counted(answer: Answer, at: number): void {
+  Object.defineProperty(answer, 'countedAt', { value: at })
+}
+
 /** The keys of one prefix, in two generations. */
 interface Namespace {
   readonly prefix: string
@@ -128,11 +136,11 @@ export class MemoryStore implements Store {
     if (rules.length === 1) {
       const d = applyOne(entry, rules[0]!, now, cost, consume)
       const out: Answer = [d]
-      if (consume && d.allowed) out.countedAt = now
+      if (consume && d.allowed) counted(out, now)
       return out
     }
     const decisions = decideAll(entry, rules, now, cost, consume)
-    if (consume && decisions.allowed) decisions.out.countedAt = now
+    if (consume && decisions.allowed) counted(decisions.out, now)
     return decisions.out
   }
 
@@ -149,7 +157,7 @@ export class MemoryStore implements Store {
     if (left > 0) return blockedAnswer(rules, left)
     const decisions = decideAll(entry, rules, now, cost, consume)
     if (consume && !decisions.allowed) return this.#block(entry, decisions.out, block, now)
-    if (consume) decisions.out.countedAt = now
+    if (consume) counted(decisions.out, now)
     return decisions.out
   }
 
