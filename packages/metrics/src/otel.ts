@@ -23,13 +23,22 @@ import {
   Tally,
 } from './shared.ts'
 
+/**
+ * An OpenTelemetry `Meter` (`@opentelemetry/api`), described by the methods sluice uses, so these type
+ * declarations never import the optional peer (no TS2307 for an app without it under `skipLibCheck: false`).
+ */
+export interface OpenTelemetryMeter {
+  createHistogram(name: string, options?: never): unknown
+  createObservableCounter(name: string, options?: never): unknown
+}
+
 export interface OpenTelemetryMetricsOptions {
   /**
    * The meter to create the instruments on. Default: `metrics.getMeter('@sluice/metrics', version)` from
    * the global meter provider, which must be registered (the SDK started) before this is called: the
    * OpenTelemetry metrics API hands out no-op meters until then.
    */
-  meter?: Meter
+  meter?: OpenTelemetryMeter
 }
 
 /** One sink per meter (see `sharedSink`). */
@@ -55,7 +64,7 @@ const perMeter = sinks<Meter>()
  */
 export function openTelemetryMetrics(options: OpenTelemetryMetricsOptions = {}): MetricsSubscription {
   const meter =
-    options.meter ??
+    (options.meter as Meter | undefined) ??
     loadPeer<typeof import('@opentelemetry/api')>(
       '@opentelemetry/api',
       'openTelemetryMetrics without a meter',

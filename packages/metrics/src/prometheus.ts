@@ -23,9 +23,18 @@ import {
   Tally,
 } from './shared.ts'
 
+/**
+ * A prom-client `Registry`, described by the methods sluice uses, so these type declarations never import
+ * the optional peer `prom-client` (no TS2307 for an app without it under `skipLibCheck: false`).
+ */
+export interface PrometheusRegistry {
+  getSingleMetric(name: string): unknown
+  registerMetric(metric: never): void
+}
+
 export interface PrometheusMetricsOptions {
   /** The registry to register the metrics on. Default: prom-client's global `register`. */
-  registry?: Registry
+  registry?: PrometheusRegistry
 }
 
 type Labels = Record<string, string>
@@ -53,7 +62,7 @@ const perRegistry = sinks<Registry>()
  */
 export function prometheusMetrics(options: PrometheusMetricsOptions = {}): MetricsSubscription {
   const client = loadPeer<typeof import('prom-client')>('prom-client', 'prometheusMetrics')
-  const registry = options.registry ?? client.register
+  const registry = (options.registry as Registry | undefined) ?? client.register
   return sharedSink(perRegistry, registry, () => instruments(client, registry))
 }
 

@@ -652,7 +652,7 @@ function defaultActor(): string {
   return `${process.pid}@${hostname()}`.slice(0, MAX_ACTOR)
 }
 
-const UNSAFE_ACTOR = /[\p{Cc}\p{Cs}\p{Zl}\p{Zp}]/u
+const UNSAFE_ACTOR = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/u
 
 function actorOf(options: LimitTableChangeOptions | undefined): string {
   const o = readOptions('RedisLimitTable.set options', options, ['actor'])
@@ -664,7 +664,11 @@ function actorOf(options: LimitTableChangeOptions | undefined): string {
     actor.length > MAX_ACTOR ||
     UNSAFE_ACTOR.test(actor)
   ) {
-    throw new InvalidOptionError('actor', actor, `1 to ${MAX_ACTOR} characters without control characters`)
+    throw new InvalidOptionError(
+      'actor',
+      actor,
+      `1 to ${MAX_ACTOR} characters without control or format characters`,
+    )
   }
   return actor
 }
