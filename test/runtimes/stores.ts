@@ -8,6 +8,12 @@ import { RedisStore } from '@sluice/redis'
 import { Redis } from 'ioredis'
 import { createClient } from 'redis'
 
+/**
+ * A call may take this long before the store gives up on it (and `onStoreError` answers, with no headers):
+ * so a loaded machine slows the suites down without changing a decision.
+ */
+const TIMEOUT_MS = 5000
+
 export type StoreKind = 'memory' | 'ioredis' | 'node-redis'
 
 export interface StoreSource {
@@ -36,9 +42,18 @@ export async function storeSource(kind: StoreKind, port?: number): Promise<Store
     throw new Error(`a ${kind} store needs a redis-server port`)
   if (kind === 'ioredis') {
     const client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1 })
-    return { kind, store: () => new RedisStore({ client }), close: async () => void client.disconnect() }
+    await client.ping()
+    return {
+      kind,
+      store: () => new RedisStore({ client, timeoutMs: TIMEOUT_MS }),
+      close: async () => void client.disconnect(),
+    }
   }
   const client = createClient({ url: `redis://127.0.0.1:${port}` })
   await client.connect()
-  return { kind, store: () => new RedisStore({ client }), close: async () => void (await client.quit()) }
+  return {
+    kind,
+    store: () => new RedisStore({ client, timeoutMs: TIMEOUT_MS }),
+    close: async () => void (await client.quit()),
+  }
 }

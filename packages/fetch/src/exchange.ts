@@ -14,14 +14,19 @@ import type { HttpAdapter, RequestRecord, RequestView, ResponseBody } from '@slu
 export class FetchExchange {
   /** The handler's response, once it has answered (what `countWhen` is asked about). */
   response: Response | undefined = undefined
-  readonly #signal: AbortSignal | undefined
+  readonly #request: { readonly signal: AbortSignal } | undefined
+  #signal: AbortSignal | undefined = undefined
   #ended: ((finished: boolean) => void) | undefined = undefined
   #over = false
   readonly #left = () => this.#end(false)
 
-  /** `signal`: the request's, which aborts when its client goes away (Bun, Deno, `@hono/node-server`). */
-  constructor(signal?: AbortSignal) {
-    this.#signal = signal
+  /**
+   * `request`: whose `signal` aborts when its client goes away (Bun, Deno, `@hono/node-server`). The
+   * signal is read only when the end is watched: on some servers (`@hono/node-server`) reading it builds
+   * the whole `Request`, which a request nobody watches never needs.
+   */
+  constructor(request?: { readonly signal: AbortSignal }) {
+    this.#request = request
   }
 
   /**
@@ -31,7 +36,8 @@ export class FetchExchange {
    */
   watch(ended: (finished: boolean) => void): void {
     this.#ended = ended
-    const signal = this.#signal
+    const signal = this.#request?.signal
+    this.#signal = signal
     if (signal === undefined) return
     if (signal.aborted) this.#end(false)
     else signal.addEventListener('abort', this.#left, { once: true })
