@@ -64,7 +64,8 @@ if (spawnSync('callgrind_control', ['-h']).error !== undefined) {
 
 /** Loads the server with `amount` keep-alive requests over 8 connections; throws on any non-2xx. */
 async function send(port, amount) {
-  const r = await autocannon({ url: `http://127.0.0.1:${port}/`, connections: 8, amount })
+  // A server under callgrind on a busy machine can take longer than autocannon's default 10 s to answer.
+  const r = await autocannon({ url: `http://127.0.0.1:${port}/`, connections: 8, amount, timeout: 120 })
   if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0) {
     throw new Error(`port ${port}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`)
   }

@@ -314,23 +314,34 @@ export function buildRequestLimit<Req, Res>(
     httpChannel.publish({ limiter: prefix, key, request: req, decision, action, route })
   }
 
+  /** Decides a request under the limit's rules (skip, key, cost, the limiter). */
+  function decide(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
+    try {
+      if (skip === undefined) return count(req, res)
+      const skipped = skip(req)
+      if (!isPromise(skipped)) return skipped ? PASS : count(req, res)
+      // A native promise, whatever thenable `skip` answered with.
+      return Promise.resolve(skipped).then((s) => (s ? PASS : count(req, res)))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /** The overload guard first; a request it admits is then decided as usual. */
+  function guarded(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
+    try {
+      const shedding = enter(req, res)
+      if (shedding !== undefined) return shedding
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return decide(req, res)
+  }
+
   return {
     limiter,
-    limitRequest(req, res) {
-      try {
-        if (guard !== undefined) {
-          const shedding = enter(req, res)
-          if (shedding !== undefined) return shedding
-        }
-        if (skip === undefined) return count(req, res)
-        const skipped = skip(req)
-        if (!isPromise(skipped)) return skipped ? PASS : count(req, res)
-        // A native promise, whatever thenable `skip` answered with.
-        return Promise.resolve(skipped).then((s) => (s ? PASS : count(req, res)))
-      } catch (error) {
-        return Promise.reject(error)
-      }
-    },
+    // Without a guard, a request runs exactly the code it ran before the option existed.
+    limitRequest: guard === undefined ? decide : guarded,
     onResponseEnd: limitOnEnd,
     hold(req, res, outcome) {
       const { decision, key, cost } = outcome
