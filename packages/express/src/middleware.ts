@@ -7,11 +7,12 @@ import type { Decision, Limiter } from '@sluice/core'
 import {
   buildRequestLimit,
   functionOption,
-  type HttpAdapter,
+  type HttpAdapterBase,
   type HttpLimitOptions,
   type HttpOutcome,
   headerValues,
   isPromise,
+  type NodeResponse,
   parseHttpOptions,
   type RequestRecord,
   type RequestView,
@@ -88,7 +89,7 @@ function viewOf(self: object): RequestView<Request> {
  */
 const records = new WeakMap<object, RequestRecord>()
 
-const adapter: Omit<HttpAdapter<Request, Response>, 'view'> = {
+const adapter: Omit<HttpAdapterBase<Request>, 'view'> & { responseOf(res: Response): NodeResponse } = {
   recordOf: (req) => records.get(req),
   keepRecord(req, record) {
     records.set(req, record)
