@@ -9,7 +9,10 @@ import { type HttpAdapter, headerValues, type RequestRecord, type RequestView } 
 import type { PlatformRequest, PlatformResponse } from './options.ts'
 
 /** A platform, as the guard uses it: core's adapter and the few writes a guard makes itself. */
-export interface Platform extends HttpAdapter<PlatformRequest, PlatformResponse> {
+export type Platform = HttpAdapter<PlatformRequest, PlatformResponse> & PlatformWrites
+
+/** The writes a guard makes itself, through the platform's response. */
+interface PlatformWrites {
   setHeader(res: PlatformResponse, name: string, value: string): void
   setStatus(res: PlatformResponse, status: number): void
   /** Whether a response has been sent (by `onLimited`). */
