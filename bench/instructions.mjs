@@ -3,7 +3,8 @@
  * @module What each HTTP server costs per request in CPU instructions, counted by callgrind (valgrind):
  * a figure a busy or shared machine cannot move, for the goals that sit within a few per cent of their
  * floor, where req/s and CPU time swing more between runs than the difference measured.
- * `node bench/instructions.mjs [--requests N] [--rounds R] [--only express|fastify] [--before DIR]`; needs
+ * `node bench/instructions.mjs [--requests N] [--rounds R] [--only express|fastify] [--before DIR]
+ * [--variants bare,sluice-memory,...]`; needs
  * valgrind. Writes bench/INSTRUCTIONS.md. `--before DIR` also counts sluice from another snapshot (an older
  * build, snapshotted with lib/snapshot.mjs), in the same run: before/after figures for a change.
  *
@@ -37,7 +38,7 @@ const WARMUP = 4000
 const FRAMEWORKS = option('only', 'express,fastify').split(',')
 /** The floors and the limiters on the memory store (nothing here needs Redis). */
 const BEFORE = option('before', undefined)
-const VARIANTS = [
+const ALL_VARIANTS = [
   'bare',
   'noop',
   'noop-headers',
@@ -47,6 +48,12 @@ const VARIANTS = [
   ...(BEFORE === undefined ? [] : ['sluice-memory@before']),
   'peer-memory',
 ]
+/** `--variants` counts only these (bare is always counted: the other figures are read against it). */
+const ONLY = option('variants', undefined)?.split(',')
+const VARIANTS =
+  ONLY === undefined
+    ? ALL_VARIANTS
+    : ALL_VARIANTS.filter((v) => v === 'bare' || ONLY.includes(v.split('@')[0]))
 const PEER = { express: 'express-rate-limit', fastify: '@fastify/rate-limit' }
 const outFile = fileURLToPath(new URL('./INSTRUCTIONS.md', import.meta.url))
 
@@ -57,7 +64,8 @@ if (spawnSync('callgrind_control', ['-h']).error !== undefined) {
 
 /** Loads the server with `amount` keep-alive requests over 8 connections; throws on any non-2xx. */
 async function send(port, amount) {
-  const r = await autocannon({ url: `http://127.0.0.1:${port}/`, connections: 8, amount })
+  // A server under callgrind on a busy machine can take longer than autocannon's default 10 s to answer.
+  const r = await autocannon({ url: `http://127.0.0.1:${port}/`, connections: 8, amount, timeout: 120 })
   if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0) {
     throw new Error(`port ${port}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`)
   }
@@ -165,5 +173,6 @@ for (const framework of FRAMEWORKS) {
   }
   lines.push('')
 }
-writeFileSync(outFile, `${lines.join('\n')}`)
+// A partial run (--variants) prints its table and leaves the full one in INSTRUCTIONS.md alone.
+if (ONLY === undefined) writeFileSync(outFile, `${lines.join('\n')}`)
 console.log(`\n${lines.join('\n')}`)

@@ -4,6 +4,7 @@
  * refuses a reader's write, lets a writer edit (recorded in the table's audit trail), stops on SIGTERM,
  * exits 2 when Redis cannot be reached (within its timeout, no hang) and 1 on invalid input.
  */
+import { request as httpRequest } from 'node:http'
 import { createServer, type Server } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { freePort, type Running, request, run, stopExamples, waitFor } from './examples-harness.ts'
@@ -28,6 +29,25 @@ async function dashboard(...args: string[]): Promise<Running & { url: string }> 
   const running = run(SLUICE_BIN, ['dashboard', ...args])
   const [, url] = await waitFor(running, /^sluice dashboard on (http:\/\/\S+\/) /m)
   return Object.assign(running, { url: url! })
+}
+
+/** A request over node:http, whose Host header is what the test says (fetch would set its own). */
+function hostRequest(
+  port: number,
+  path: string,
+  { method = 'GET', body, ...headers }: Record<string, string>,
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path, method, headers }, (res) => {
+      let text = ''
+      res.on('data', (c: Buffer) => {
+        text += c.toString()
+      })
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
 }
 
 const tableUrl = (base: string, table: string) => `${base}api/tables/${table}`
@@ -160,6 +180,44 @@ describe('sluice dashboard', () => {
     expect(await running.stop()).toBe(0)
   })
 
+  it('answers a DNS-rebound Host with 421 (no page, no token, no write) even with --access write; --allowed-host names one', async () => {
+    const port = await freePort()
+    const running = await dashboard(
+      '--redis',
+      redisUrl,
+      '--port',
+      String(port),
+      '--table',
+      'rebind',
+      '--access',
+      'write',
+      '--allowed-host',
+      'ops.example.com',
+    )
+    const evil = `evil.example:${port}`
+    const page = await hostRequest(port, '/', { host: evil })
+    expect(page.status).toBe(421)
+    expect(page.text).not.toContain('sluice-csrf')
+    const csrf = /<meta name="sluice-csrf" content="([\w-]+)">/.exec((await request(running.url)).text)![1]!
+    const put = await hostRequest(port, '/api/tables/rebind/entries/PAYMENT', {
+      method: 'PUT',
+      host: evil,
+      origin: `http://${evil}`,
+      'content-type': 'application/json',
+      'x-sluice-csrf': csrf,
+      body: '["slidingLog:1000000/1s"]',
+    })
+    expect(put.status).toBe(421)
+    expect((await hostRequest(port, '/api/tables/rebind', { host: evil })).status).toBe(421)
+    expect((await hostRequest(port, '/', { host: 'ops.example.com' })).status).toBe(200)
+    const got = JSON.parse((await sluice('limits', 'list', '--table', 'rebind', '--redis', redisUrl)).stdout)
+    expect(got).toEqual({ table: 'rebind', version: 0, entries: {} })
+    expect(await running.stop()).toBe(0)
+    const bad = await sluice('dashboard', '--redis', redisUrl, '--allowed-host', 'http://x/')
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toContain('--allowed-host')
+  })
+
   it('exits 2 within its timeout when Redis cannot be reached: refused, or silent', async () => {
     const refused = await sluice('dashboard', '--redis', 'redis://127.0.0.1:1', '--port', '0')
     expect(refused.code).toBe(2)
@@ -235,8 +293,9 @@ describe('sluice dashboard', () => {
   it('prints its help, and is listed in the command help', async () => {
     const help = await sluice('dashboard', '--help')
     expect(help.code).toBe(0)
-    expect(help.stderr).toContain('--access read|write')
+    expect(help.stdout).toContain('--access read|write')
+    expect(help.stdout).toContain('--allowed-host NAME')
     const usage = await sluice('--help')
-    expect(usage.stderr).toContain('  dashboard   serve the live dashboard')
+    expect(usage.stdout).toContain('  dashboard   serve the live dashboard')
   })
 })

@@ -5,7 +5,7 @@
  */
 import { createServer, type Server } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { sluice } from './harness/cli.ts'
+import { sluice, sluiceWith } from './harness/cli.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -18,6 +18,114 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stopAll()
+})
+
+describe('sluice limits (issue 25)', () => {
+  it('a database Redis does not have (/99): exit 1, nothing written to database 0', async () => {
+    const result = await sluice(
+      'limits',
+      'set',
+      'A',
+      'slidingLog:5/1s',
+      '--table',
+      'db99',
+      '--redis',
+      `${url}/99`,
+    )
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toMatch(
+      /^ERR_SLUICE_INVALID_OPTION: Invalid option --redis: .*a database this Redis has \(DB index is out of range\)/,
+    )
+    expect((await server.cli('KEYS', '*db99*')).trim()).toBe('')
+    // A database it has is used, and only that one.
+    expect(
+      (await sluice('limits', 'set', 'A', 'slidingLog:5/1s', '--table', 'db3', '--redis', `${url}/3`)).code,
+    ).toBe(0)
+    expect(await server.cli('-n', '3', 'HGET', 'sluice:table:{db3}', 'A')).toBe(
+      '[{"kind":"slidingLog","limit":5,"windowMs":1000}]\n',
+    )
+    expect((await server.cli('KEYS', '*db3*')).trim()).toBe('')
+  })
+
+  it('a wrong password is reported as Redis said it, not as a closed connection', async () => {
+    const locked = await startRedis()
+    await locked.cli('CONFIG', 'SET', 'requirepass', 'right')
+    const result = await sluice(
+      'limits',
+      'list',
+      '--table',
+      'gw',
+      '--redis',
+      `redis://:wrong@${locked.host}:${locked.port}`,
+    )
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(
+      /^ERR_SLUICE_STORE: Cannot reach Redis at redis:\/\/…@127\.0\.0\.1:\d+: WRONGPASS/,
+    )
+    expect(result.stderr).not.toContain('wrong')
+  })
+
+  it('checks --actor before Redis is asked, and refuses bidi overrides in it', async () => {
+    for (const actor of ['', 'a'.repeat(129), 'ops\u202Eeilla', 'a\nb']) {
+      const result = await sluice(
+        'limits',
+        'set',
+        'A',
+        'slidingLog:5/1s',
+        '--table',
+        'gw',
+        '--redis',
+        'redis://127.0.0.1:1',
+        '--actor',
+        actor,
+      )
+      expect(result.code, JSON.stringify(actor)).toBe(1)
+      expect(result.stderr).toMatch(/^ERR_SLUICE_INVALID_OPTION: Invalid option --actor/)
+    }
+  })
+
+  it('refuses -1 beside rules instead of dropping it; a delete of a missing entry says deleted: false', async () => {
+    const t = ['--table', 'minus', '--redis', url]
+    const mixed = await sluice('limits', 'set', 'A', '-1', 'slidingLog:5/1s', ...t)
+    expect(mixed.code).toBe(1)
+    expect(mixed.stderr).toMatch(
+      /^ERR_SLUICE_INVALID_OPTION: Invalid option set: "-1 slidingLog:5\/1s"; expected -1 alone/,
+    )
+    expect((await server.cli('KEYS', '*minus*')).trim()).toBe('')
+    expect((await sluice('limits', 'set', 'A', 'slidingLog:5/1s', ...t)).code).toBe(0)
+    const missing = JSON.parse((await sluice('limits', 'delete', 'B', ...t)).stdout)
+    expect(missing).toEqual({ table: 'minus', version: 1, entry: 'B', deleted: false })
+    const deleted = JSON.parse((await sluice('limits', 'delete', 'A', ...t)).stdout)
+    expect(deleted).toEqual({ table: 'minus', version: 2, entry: 'A', deleted: true })
+  })
+
+  it('takes the Redis URL from SLUICE_REDIS_URL when --redis is not given', async () => {
+    const env = await sluiceWith(
+      { SLUICE_REDIS_URL: url },
+      'limits',
+      'set',
+      'A',
+      'slidingLog:7/1s',
+      '--table',
+      'env',
+    )
+    expect(env.code).toBe(0)
+    expect(await server.cli('HGET', 'sluice:table:{env}', 'A')).toBe(
+      '[{"kind":"slidingLog","limit":7,"windowMs":1000}]\n',
+    )
+    // --redis wins over the environment.
+    const given = await sluiceWith(
+      { SLUICE_REDIS_URL: 'redis://127.0.0.1:1' },
+      'limits',
+      'list',
+      '--table',
+      'env',
+      '--redis',
+      url,
+    )
+    expect(given.code).toBe(0)
+  })
 })
 
 describe('sluice limits', () => {
@@ -187,10 +295,15 @@ describe('sluice limits', () => {
     ).toBe(1)
   })
 
-  it('prints help', async () => {
+  it('prints help asked for on stdout (usage after a mistake on stderr)', async () => {
     const help = await sluice('limits', '--help')
     expect(help.code).toBe(0)
-    expect(help.stderr).toContain('tokenBucket:50+10/s')
+    expect(help.stdout).toContain('tokenBucket:50+10/s')
+    expect(help.stderr).toBe('')
+    const top = await sluice('--help')
+    expect(top).toMatchObject({ code: 0, stderr: '' })
+    expect(top.stdout).toContain('Usage: sluice <command>')
+    expect((await sluice('limits')).stderr).toContain('Usage: sluice limits')
     expect((await sluice()).code).toBe(1)
     expect((await sluice('nope')).stderr).toContain('Unknown command "nope"')
   })

@@ -76,7 +76,7 @@ describe('examples/fastify', () => {
     const missing = await request(url, pay('PAYMENT'))
     expect(missing.status).toBe(400)
     expect(missing.headers.get('content-type')).toMatch(/^application\/problem\+json\b/)
-    expect(missing.body.detail).toBe('This request needs header x-channel to be rate limited.')
+    expect(missing.body.detail).toBe('This request needs the x-channel header.')
   })
 
   it('queues GET /report at 2 a second, and refuses a request that would wait past 2 s', async () => {

@@ -98,3 +98,92 @@ describe('two Express apps on one Redis', () => {
     }
   })
 })
+
+describe('two limits in one Express app on one Redis client', () => {
+  it('two limits on the default prefix, each with its own RedisStore on one client, are refused at construction instead of sharing a count', async () => {
+    const client = await ioredis(server)
+    rateLimit({ rules: [slidingLog({ limit: 100, windowMs: 60_000 })], store: new RedisStore({ client }) })
+    let thrown: unknown
+    try {
+      rateLimit({ rules: [slidingLog({ limit: 5, windowMs: 60_000 })], store: new RedisStore({ client }) })
+    } catch (error) {
+      thrown = error
+    }
+    expect(thrown).toMatchObject({ code: 'ERR_SLUICE_PREFIX_COLLISION' })
+    expect((thrown as Error).message).toContain("its own prefix, e.g. prefix: 'login'")
+    // Another store prefix is another place.
+    rateLimit({
+      rules: [slidingLog({ limit: 5, windowMs: 60_000 })],
+      store: new RedisStore({ client, prefix: 'other' }),
+    })
+  })
+
+  it('a global limit and a route limit with their own prefixes count apart on one Redis', async () => {
+    await server.cli('FLUSHALL')
+    const client = await nodeRedis(server)
+    const { express } = flavours[0]
+    const app = express()
+    const global = rateLimit({
+      rules: [slidingLog({ limit: 100, windowMs: 60_000 })],
+      store: new RedisStore({ client }),
+      prefix: 'global',
+    })
+    const pay = rateLimit({
+      rules: [slidingLog({ limit: 5, windowMs: 60_000 })],
+      store: new RedisStore({ client }),
+      prefix: 'pay',
+    })
+    app.use(global)
+    app.post('/pay', pay, (_req, res) => {
+      res.json({ ok: true })
+    })
+    const { url, close } = await listen(app)
+    stops.push(close)
+    const statuses: number[] = []
+    for (let i = 0; i < 7; i++) statuses.push((await fetch(`${url}/pay`, { method: 'POST' })).status)
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429])
+    expect((await global.limiter.peek('127.0.0.1')).remaining).toBe(100 - 7 - 1)
+    expect((await pay.limiter.peek('127.0.0.1')).allowed).toBe(false)
+    // Two limiters given the same prefix on purpose share it.
+    const a = rateLimit({
+      rules: [slidingLog({ limit: 5, windowMs: 60_000 })],
+      store: new RedisStore({ client }),
+      prefix: 'shared',
+    })
+    const b = rateLimit({
+      rules: [slidingLog({ limit: 5, windowMs: 60_000 })],
+      store: new RedisStore({ client }),
+      prefix: 'shared',
+    })
+    await a.limiter.consume('k')
+    expect((await b.limiter.peek('k')).remaining).toBe(3)
+  })
+})
+
+describe('key, rules and cost functions that return a promise, on Redis', () => {
+  it('wait for each and count exactly on a real redis-server', async () => {
+    const client = await ioredis(server)
+    const { express } = flavours[1]
+    const app = express()
+    app.post(
+      '/pay',
+      rateLimit({
+        store: new RedisStore({ client }),
+        prefix: 'async',
+        key: async (req) => (req.headers['x-api-key'] as string | undefined) ?? null,
+        rules: async () => [slidingLog({ limit: 4, windowMs: 60_000 })],
+        cost: async () => 2,
+      }),
+      (_req, res) => {
+        res.json({ ok: true })
+      },
+    )
+    const { url, close } = await listen(app)
+    stops.push(close)
+    const statuses: number[] = []
+    for (let i = 0; i < 3; i++) {
+      statuses.push((await fetch(`${url}/pay`, { method: 'POST', headers: { 'x-api-key': 'k1' } })).status)
+    }
+    expect(statuses).toEqual([200, 200, 429])
+  })
+})

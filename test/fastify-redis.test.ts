@@ -77,3 +77,31 @@ describe.each(CLIENT_KINDS)('two Fastify apps on one Redis (%s)', (kind) => {
     ])
   })
 })
+
+describe('two registrations on one Redis client', () => {
+  it('two plugin registrations on the default prefix, each with its own RedisStore on one client, are refused instead of sharing a count', async () => {
+    const client = await clientOf('ioredis', server)
+    const app = Fastify()
+    apps.push(app)
+    const rules = [slidingLog({ limit: 5, windowMs: 60_000 })]
+    for (let i = 0; i < 2; i++) {
+      app.register(async (scope) => {
+        await scope.register(sluice, { rules, store: new RedisStore({ client }) })
+      })
+    }
+    await expect(app.ready()).rejects.toMatchObject({ code: 'ERR_SLUICE_PREFIX_COLLISION' })
+    // With a prefix each, they count apart.
+    const other = Fastify()
+    apps.push(other)
+    for (const prefix of ['a', 'b']) {
+      other.register(async (scope) => {
+        await scope.register(sluice, { rules, store: new RedisStore({ client }), prefix })
+        scope.get(`/${prefix}`, async () => prefix)
+      })
+    }
+    await other.ready()
+    for (let i = 0; i < 5; i++) expect((await other.inject('/a')).statusCode).toBe(200)
+    expect((await other.inject('/a')).statusCode).toBe(429)
+    expect((await other.inject('/b')).statusCode).toBe(200)
+  })
+})

@@ -38,6 +38,18 @@ afterAll(async () => {
 
 const asRule = (r: RuleInput): Rule => r as Rule
 
+/**
+ * The start times of a test's traces, from a seeded sequence (Park-Miller), one per run: with fast-check's
+ * seed, every trace of every run is the same, windows' edges included.
+ */
+function leads(seed: number): () => number {
+  let state = seed
+  return () => {
+    state = (state * 48_271) % 2_147_483_647
+    return 1_700_000_000_000 + (state % 1_000_000_000)
+  }
+}
+
 /** Small numbers, so traces hit limits, window edges and refills often. */
 const ruleArb: fc.Arbitrary<Rule> = fc.oneof(
   fc
@@ -174,12 +186,13 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
       leased: 0,
       released: 0,
     }
+    const nextLead = leads(24)
     await fc.assert(
       fc.asyncProperty(traceArb, async ({ block, ruleSets, steps }) => {
         // The trace clock never runs slower than real time (x4), so Redis, which expires keys by its own
         // clock, never drops a key before the memory store would.
         const started = performance.now()
-        let lead = 1_700_000_000_000 + Math.floor(Math.random() * 1e9)
+        let lead = nextLead()
         let now = lead
         const clock = () => now
         const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
@@ -268,7 +281,9 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
         memory.close()
         redis.close()
       }),
-      { numRuns: 100 },
+      // Seeded, as the start times are: a trace that fails fails again on every run, and the counts of
+      // what the traces did (asked below to pass 3) are the same on every run.
+      { numRuns: 100, seed: 24 },
     )
     // Slots given back are few here (queues need a leaky bucket with room); the next test is about them.
     for (const [what, count] of Object.entries(seen)) {
@@ -279,6 +294,7 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
   it('gives queued slots back exactly as the memory store does (leaky buckets, abandoned waits)', async () => {
     const client = await clientOf(kind, server)
     let given = 0
+    const nextLead = leads(19)
     await fc.assert(
       fc.asyncProperty(
         fc.record({
@@ -307,7 +323,7 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
         }),
         async ({ ratePerSecond, maxQueueMs, other, steps }) => {
           const started = performance.now()
-          let lead = 1_700_000_000_000 + Math.floor(Math.random() * 1e9)
+          let lead = nextLead()
           let now = lead
           const clock = () => now
           const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
@@ -381,6 +397,7 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
 
   it('agrees with the memory store on long logs: many entries, large costs, expiries of many at once', async () => {
     const client = await clientOf(kind, server)
+    const nextLead = leads(15)
     await fc.assert(
       fc.asyncProperty(
         fc.record({
@@ -405,7 +422,7 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
         }),
         async ({ limit, windowMs, steps }) => {
           const started = performance.now()
-          let lead = 1_700_000_000_000 + Math.floor(Math.random() * 1e9)
+          let lead = nextLead()
           let now = lead
           const clock = () => now
           const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
@@ -425,7 +442,7 @@ describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', 
           redis.close()
         },
       ),
-      { numRuns: 15 },
+      { numRuns: 15, seed: 15 },
     )
   })
 

@@ -37,8 +37,12 @@ afterAll(async () => {
 })
 
 const TIMEOUT_MS = 100
-/** Slack for timers and the event loop on a busy machine; the store's own bound is TIMEOUT_MS. */
-const MARGIN_MS = 100
+/**
+ * Slack for timers and the event loop on a busy machine; the store's own bound is TIMEOUT_MS. Redis stays
+ * away longer than TIMEOUT_MS + MARGIN_MS (OUTAGE_MS), so a call that waited for it would still be caught.
+ */
+const MARGIN_MS = 1400
+const OUTAGE_MS = 2000
 const asRule = (r: RuleInput): Rule => r as Rule
 
 interface Outcome {
@@ -136,7 +140,7 @@ describe.each(ALL_CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
     const rule = asRule(slidingLog({ limit: 1000, windowMs: 60_000 }))
     const prefix = `stall${run++}`
     const admin = await ioredis(server)
-    const stalled = admin.call('DEBUG', 'SLEEP', '0.6')
+    const stalled = admin.call('DEBUG', 'SLEEP', String(OUTAGE_MS / 1000))
     await sleep(20)
     const started = performance.now()
     const calls = Array.from({ length: 30 }, () =>
@@ -247,7 +251,7 @@ describe.each(ALL_CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
       const outcomes = await drive(limiter, 'k', 4, async () => {
         await sleep(50)
         await server.kill()
-        await sleep(300)
+        await sleep(OUTAGE_MS)
         await server.start()
         await recovered(store, `${prefix}-probe`, probe)
         await sleep(50)

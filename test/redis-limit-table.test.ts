@@ -192,6 +192,7 @@ describe.each(CLIENT_KINDS)('RedisLimitTable input checks (%s)', (kind) => {
     expect(keys).toEqual([
       `sluice:table:{${name}}`,
       `sluice:table:{${name}}:audit`,
+      `sluice:table:{${name}}:stamp`,
       `sluice:table:{${name}}:version`,
     ])
   })
@@ -269,5 +270,200 @@ describe.each(CLIENT_KINDS)('RedisLimitTable while Redis is away (%s)', (kind) =
     open.push(fresh)
     expect(json(fresh)).toBe(json(a))
     expect((await fresh.audit(1))[0]).toMatchObject({ version: version + 1, entry: 'PAYMENT:UNIONPAY' })
+  })
+})
+
+describe('RedisLimitTable under a hostile or failing Redis (issue 25)', () => {
+  const key = (name: string) => `sluice:table:{${name}}`
+  const LIFTED = '[{"kind":"slidingLog","limit":1000000,"windowMs":1000}]'
+  const on = async (
+    redis: RedisServer,
+    name: string,
+    options: { checkMs?: number; follow?: boolean } = {},
+  ) => {
+    const t = await RedisLimitTable.open({ client: await clientOf('ioredis', redis), name, ...options })
+    open.push(t)
+    return t
+  }
+  const hash = async (redis: RedisServer, name: string) =>
+    (await redis.cli('HGETALL', key(name))).trim().split('\n').filter(Boolean)
+  /** An entry's limits, by entry name in order (Redis hands a hash back in its own order). */
+  const table = (t: RedisLimitTable) =>
+    Object.fromEntries(
+      [...t.entries()]
+        .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))
+        .map(([e, rules]) => [e, rules?.map((r) => (r as { limit?: number }).limit)]),
+    )
+
+  it('a forged pub/sub notice rewrites no table and nothing is written back into Redis', async () => {
+    const name = `forged${run++}`
+    const a = await on(server, name)
+    const b = await on(server, name)
+    await a.set('PAYMENT:ALIPAY', [tps(5)])
+    await within(2000, () => b.version === 1, 'b at version 1')
+    const before = await hash(server, name)
+    // The next version with a lifted limit, an entry that does not exist, and a "read everything" notice.
+    await server.cli('PUBLISH', `${key(name)}:changes`, `2\nPAYMENT:ALIPAY\n${LIFTED}`)
+    await server.cli('PUBLISH', `${key(name)}:changes`, `2\nPAYMENT:EVIL\n${LIFTED}`)
+    await server.cli('PUBLISH', `${key(name)}:changes`, '3\n\n')
+    await sleep(1500)
+    for (const t of [a, b]) {
+      expect(t.version).toBe(1)
+      expect(table(t)).toEqual({ 'PAYMENT:ALIPAY': [5] })
+    }
+    expect(await hash(server, name)).toEqual(before)
+    expect((await a.audit(10)).map((r) => r.change)).toEqual(['set'])
+  })
+
+  it('a version of 2^53 - 1 in a notice, then an ordinary set: the set resolves and every process applies it', async () => {
+    const name = `huge${run++}`
+    const a = await on(server, name)
+    const b = await on(server, name)
+    await server.cli('PUBLISH', `${key(name)}:changes`, '9007199254740991\nA\nnull')
+    await sleep(300)
+    await a.set('A', [tps(2)])
+    await within(2000, () => b.version === 1, 'b applies the set')
+    expect(table(b)).toEqual({ A: [2] })
+    await b.set('B', [tps(3)])
+    await within(2000, () => a.version === 2, 'a applies the next set')
+    const fresh = await on(server, name, { follow: false })
+    expect(table(fresh)).toEqual({ A: [2], B: [3] })
+    expect(await server.cli('GET', `${key(name)}:version`)).toBe('2\n')
+    // A version at the bound in Redis itself: a set is refused, and nothing is written.
+    await server.cli('SET', `${key(name)}:version`, '9007199254740991')
+    const c = await on(server, name, { follow: false })
+    expect(c.version).toBe(9007199254740991)
+    expect(await rejection(c.set('C', [tps(1)]))).toBeInstanceOf(StoreError)
+    expect(await server.cli('GET', `${key(name)}:version`)).toBe('9007199254740991\n')
+    expect(await server.cli('HEXISTS', key(name), 'C')).toBe('0\n')
+  })
+
+  it('a Redis restarted from an older dump rolls no process back, and is brought back to their table', async () => {
+    const own = await startRedis()
+    vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    const a = await on(own, 'gw', { checkMs: 100 })
+    const b = await on(own, 'gw', { checkMs: 100 })
+    await a.set('A', [tps(5)])
+    await a.set('B', [tps(6)])
+    await own.cli('SAVE')
+    await a.set('A', [tps(50)])
+    await a.delete('B')
+    await b.set('C', [tps(7)])
+    await within(2000, () => a.version === 5 && b.version === 5, 'both at version 5')
+    await own.kill()
+    await own.start()
+    // The dump holds version 2: {A: 5, B: 6}.
+    await sleep(3000)
+    for (const t of [a, b]) {
+      expect(t.version).toBe(5)
+      expect(table(t)).toEqual({ A: [50], C: [7] })
+    }
+    const fresh = await on(own, 'gw', { follow: false })
+    expect(table(fresh)).toEqual({ A: [50], C: [7] })
+    expect(fresh.version).toBe(5)
+    // The next edit lands on the newest table, everywhere.
+    await fresh.set('D', [tps(1)])
+    await within(2000, () => a.version === 6 && b.version === 6, 'both follow the edit')
+    expect(table(a)).toEqual({ A: [50], C: [7], D: [1] })
+  })
+
+  it('after a FLUSHALL and a re-provision that reaches the same version, processes and Redis converge on one table', async () => {
+    const own = await startRedis()
+    vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    const a = await on(own, 'gw')
+    const b = await on(own, 'gw')
+    await a.set('A', [tps(5)])
+    await a.set('B', [tps(6)])
+    await a.set('C', [tps(7)])
+    await within(2000, () => b.version === 3, 'b at version 3')
+    await own.cli('FLUSHALL')
+    const ops = await on(own, 'gw', { follow: false })
+    await ops.set('A', [tps(1)])
+    await ops.set('D', [tps(2)])
+    await ops.set('E', [tps(3)])
+    const converged = () => {
+      const want = JSON.stringify({ A: [1], B: [6], C: [7], D: [2], E: [3] })
+      return JSON.stringify(table(a)) === want && JSON.stringify(table(b)) === want
+    }
+    await within(5000, converged, 'both hold the re-provision merged with their table')
+    await within(3000, () => a.version === b.version, 'at one version')
+    const fresh = await on(own, 'gw', { follow: false })
+    expect(table(fresh)).toEqual(table(a))
+    expect(fresh.version).toBe(a.version)
+  })
+
+  it('a delete right after a FLUSHALL sticks: the processes drop the entry, it never comes back', async () => {
+    const own = await startRedis()
+    vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    const a = await on(own, 'gw', { checkMs: 500 })
+    await a.set('A', [tps(5)])
+    await a.set('B', [tps(6)])
+    await own.cli('FLUSHALL')
+    const ops = await on(own, 'gw', { follow: false })
+    const version = ops.version
+    await ops.delete('A')
+    expect(ops.version).toBe(version + 1)
+    await within(3000, () => a.get('A') === null, 'a drops A')
+    await sleep(3000)
+    expect(table(a)).toEqual({ B: [6] })
+    const fresh = await on(own, 'gw', { follow: false })
+    expect(table(fresh)).toEqual({ B: [6] })
+    // Deleting an entry a table holds not is no change.
+    const now = fresh.version
+    await fresh.delete('never-there')
+    expect(fresh.version).toBe(now)
+  })
+
+  it('a value written around sluice keeps its last good value; a hash past the bound is not loaded', async () => {
+    const name = `around${run++}`
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    const a = await on(server, name, { checkMs: 100 })
+    await a.set('A', [tps(5)])
+    await a.set('B', [tps(6)])
+    await server.cli('HSET', key(name), 'A', '{not json')
+    await server.cli('HSET', key(name), 'Z', '[{"kind":"gcra"}]')
+    await server.cli('INCR', `${key(name)}:version`)
+    await server.cli('SET', `${key(name)}:stamp`, 'by-hand')
+    await within(2000, () => a.version === 3, 'a reads the table again')
+    expect(table(a)).toEqual({ A: [5], B: [6] })
+    expect(warn).toHaveBeenCalledWith(expect.stringContaining('sluice cannot read'), {
+      code: 'SLUICE_TABLE_ENTRY',
+    })
+    await server.cli(
+      'EVAL',
+      "for i = 1, 10001 do redis.call('HSET', KEYS[1], 'f' .. i, 'null') end redis.call('INCR', KEYS[2]) redis.call('SET', KEYS[3], 'many') return 1",
+      '3',
+      key(name),
+      `${key(name)}:version`,
+      `${key(name)}:stamp`,
+    )
+    await sleep(500)
+    expect(a.version).toBe(3)
+    expect(a.entries().size).toBe(2)
+    expect(warn).toHaveBeenCalledWith(expect.stringContaining('past the bound of 10000'), {
+      code: 'SLUICE_TABLE_UNREADABLE',
+    })
+  })
+
+  it('opens on an ioredis client with enableOfflineQueue: false before it is ready (the README recipe)', async () => {
+    const name = `early${run++}`
+    const setup = await on(server, name, { follow: false })
+    await setup.set('A', [tps(5)])
+    const { Redis } = await import('ioredis')
+    const client = new Redis({
+      host: server.host,
+      port: server.port,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+    })
+    client.on('error', () => {})
+    try {
+      const t = await RedisLimitTable.open({ client, name })
+      open.push(t)
+      expect(table(t)).toEqual({ A: [5] })
+    } finally {
+      for (const t of open.splice(0)) await t.close()
+      client.disconnect()
+    }
   })
 })

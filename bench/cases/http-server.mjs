@@ -1,11 +1,12 @@
 /**
  * @module One HTTP server for the HTTP section, in a process of its own, on a free loopback port.
- * params: { framework: 'express' | 'fastify', variant, redisPort }
+ * params: { framework: 'express' | 'fastify' | 'koa' | 'node', variant, redisPort }
  * Variants: `bare`, `sluice-memory`, `sluice-redis` (ioredis), `sluice-redis-node` (node-redis),
  * `sluice-redis-prefetch` (ioredis, RedisStore `prefetch: true`: batches of up to 64 units spent locally
  * for up to 100 ms),
  * `peer-memory`, `peer-redis` (express-rate-limit, with rate-limit-redis for Redis; @fastify/rate-limit,
- * with its own Redis support, which takes ioredis). Every limit is so high that nothing is denied;
+ * with its own Redis support, which takes ioredis; koa-ratelimit, memory only, on Koa; node:http has no
+ * peer). Koa and node:http serve `bare`, `sluice-memory` and (Koa) `peer-memory` only. Every limit is so high that nothing is denied;
  * every limiter keys by client IP and sends its default headers.
  * Three floors: `noop`, a middleware (Express) or `onRequest` hook (Fastify) that only goes on, the
  * least any limiter adds; `noop-headers`, the same setting the two draft-11 headers sluice sends
@@ -206,7 +207,42 @@ async function fastifyApp() {
   return app.server.address().port
 }
 
-const port = p.framework === 'express' ? await expressApp() : await fastifyApp()
+async function koaApp() {
+  const Koa = require('koa')
+  const app = new Koa()
+  if (p.variant === 'sluice-memory') {
+    const { rateLimit } = await sluice('koa')
+    app.use(rateLimit({ rules }))
+  } else if (p.variant === 'peer-memory') {
+    const ratelimit = require('koa-ratelimit')
+    app.use(ratelimit({ driver: 'memory', db: new Map(), duration: WINDOW_MS, max: HIGH }))
+  }
+  app.use((ctx) => {
+    ctx.body = { hello: 'world' }
+  })
+  return new Promise((resolve) => {
+    const server = app.listen(0, '127.0.0.1', () => resolve(server.address().port))
+    closers.push(() => server.close())
+  })
+}
+
+async function nodeApp() {
+  const { createServer } = require('node:http')
+  const handler = (_req, res) => {
+    res.setHeader('content-type', 'application/json; charset=utf-8')
+    res.end('{"hello":"world"}')
+  }
+  const listener =
+    p.variant === 'sluice-memory' ? (await sluice('node')).withRateLimit({ rules }, handler) : handler
+  const server = createServer(listener)
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => resolve(server.address().port))
+    closers.push(() => server.close())
+  })
+}
+
+const APPS = { express: expressApp, fastify: fastifyApp, koa: koaApp, node: nodeApp }
+const port = await APPS[p.framework]()
 process.stdout.write(`READY ${port}\n`)
 process.once('SIGTERM', () => {
   for (const close of closers) close()

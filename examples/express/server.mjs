@@ -7,9 +7,11 @@
  *   (queue-and-wait), one that would wait longer gets 429.
  * - GET /metrics: every decision as Prometheus metrics (@sluice/metrics).
  * - /sluice/: the live dashboard (this process's decisions per second, the most denied keys, and the
- *   table, editable), for requests from this machine only: `access` answers 'write' to loopback and
- *   'none' (403) to everyone else. Mounted before the limits, so watching it counts against nothing.
- * Run: node examples/express/server.mjs (PORT, default 3000).
+ *   table, editable) on an admin listener of its own, bound to 127.0.0.1 (ADMIN_PORT, default 3001):
+ *   only this machine reaches it, and the public port serves no dashboard at all. Access is decided by
+ *   the listener, never by the peer address: behind a reverse proxy on the same host every client's
+ *   address is loopback, but a proxy forwarding to PORT can never reach the admin listener.
+ * Run: node examples/express/server.mjs (PORT, default 3000; ADMIN_PORT, default 3001, 0 for any free one).
  */
 import { createLimitTable, leakyBucket, slidingWindow } from '@sluice/core'
 import { dashboard } from '@sluice/dashboard'
@@ -39,14 +41,13 @@ const channels = createLimitTable({
   'REFUND:ALIPAY': null,
 })
 
-const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1'])
-app.use(
+// The dashboard lives on an admin app of its own, listening on loopback only (below): whoever reaches that
+// listener is on this machine, whatever a proxy in front of the public port does. It answers only for the
+// loopback names with its port (127.0.0.1, localhost, [::1]), so a DNS-rebound name gets nothing.
+const admin = express()
+admin.use(
   '/sluice',
-  dashboard({
-    stats: liveStats({ seconds: 900 }),
-    tables: { channels },
-    access: (req) => (LOOPBACK.has(req.socket.remoteAddress) ? 'write' : 'none'),
-  }),
+  dashboard({ stats: liveStats({ seconds: 900 }), tables: { channels }, access: () => 'write' }),
 )
 
 // A prefix names each limit on the dashboard (and keeps limits apart when they share a store).
@@ -74,14 +75,27 @@ app.get(
 )
 
 const port = Number(process.env.PORT ?? 3000)
-const server = app.listen(port, (error) => {
+const adminPort = Number(process.env.ADMIN_PORT ?? 3001)
+const adminServer = admin.listen(adminPort, '127.0.0.1', (error) => {
   if (error) {
-    console.error(`Cannot listen on port ${port}: ${error.code ?? error.message}. Set PORT to a free port.`)
+    console.error(
+      `Cannot listen on port ${adminPort}: ${error.code ?? error.message}. Set ADMIN_PORT to a free port.`,
+    )
     process.exit(1)
   }
-  const url = `http://localhost:${server.address().port}`
+  const server = app.listen(port, (error) => {
+    if (error) {
+      console.error(`Cannot listen on port ${port}: ${error.code ?? error.message}. Set PORT to a free port.`)
+      process.exit(1)
+    }
+    started(server.address().port, adminServer.address().port)
+  })
+})
+
+function started(port, adminPort) {
+  const url = `http://localhost:${port}`
   console.log(`sluice express example on ${url}
-  live dashboard (from this machine only): ${url}/sluice/
+  live dashboard (this machine only, on its own listener): http://localhost:${adminPort}/sluice/
 
   # a payment: 3 a second on ALIPAY, 2 on WECHAT; REFUND/ALIPAY and unknown pairs are not limited
   curl -i -X POST ${url}/pay -H 'x-biz-type: PAYMENT' -H 'x-channel: ALIPAY'
@@ -95,4 +109,4 @@ const server = app.listen(port, (error) => {
 
   # what sluice decided, for Prometheus
   curl -s ${url}/metrics | grep sluice_`)
-})
+}

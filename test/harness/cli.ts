@@ -18,12 +18,17 @@ export interface CliResult {
 
 /** Runs `sluice ...args`; never rejects on a non-zero exit (the code is the result). */
 export function sluice(...args: string[]): Promise<CliResult> {
+  return sluiceWith({}, ...args)
+}
+
+/** Runs `sluice ...args` with more environment variables. */
+export function sluiceWith(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
   const started = performance.now()
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       [SLUICE_BIN, ...args],
-      { cwd: ROOT, timeout: 20_000 },
+      { cwd: ROOT, timeout: 20_000, env: { ...process.env, ...env } },
       (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null
         resolve({ code, stdout, stderr, ms: performance.now() - started })

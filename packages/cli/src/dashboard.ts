@@ -7,11 +7,11 @@
  */
 import { InvalidOptionError } from '@sluice/core'
 import { prefixOption } from '@sluice/core/store'
-import { type Access, type RunningDashboard, startDashboard } from '@sluice/dashboard'
+import { type Access, dashboard, type RunningDashboard, startDashboard } from '@sluice/dashboard'
 import { RedisLimitTable } from '@sluice/redis'
 import { readArgs } from './args.ts'
 import type { Io } from './io.ts'
-import { connect, shownUrl } from './redis.ts'
+import { connect, redisUrl, shownUrl } from './redis.ts'
 
 export const DASHBOARD_USAGE = `Usage: sluice dashboard --redis URL [options]
 
@@ -19,9 +19,13 @@ Serves the live dashboard: every process that publishes its statistics to Redis 
 limit tables named by --table, followed live. Stop it with Ctrl-C (SIGINT) or SIGTERM.
 
 Options:
-  --redis URL               where the statistics and tables are (required), e.g. redis://127.0.0.1:6379
+  --redis URL               where the statistics and tables are, e.g. redis://127.0.0.1:6379 (required,
+                            unless SLUICE_REDIS_URL is set)
   --port PORT               port to listen on (default 8080; 0: any free port)
   --host HOST               interface to listen on (default 127.0.0.1: this machine only)
+  --allowed-host NAME       a Host name to answer for besides the listener's own (127.0.0.1:PORT,
+                            localhost:PORT, [::1]:PORT on loopback); repeat for more. Any other Host
+                            gets 421 (no page, no data), so a DNS-rebound name reaches nothing
   --table NAME              a limit table to show; repeat for more (default none)
   --access read|write       what every visitor may do (default read); write allows editing the tables
   --prefix PREFIX           the tables' key prefix (default sluice)
@@ -30,7 +34,17 @@ Options:
 
 Exit codes: 0 stopped by a signal, 1 invalid input, 2 Redis could not be reached.`
 
-const VALUED = ['redis', 'port', 'host', 'table', 'access', 'prefix', 'stats-prefix', 'timeout']
+const VALUED = [
+  'redis',
+  'port',
+  'host',
+  'allowed-host',
+  'table',
+  'access',
+  'prefix',
+  'stats-prefix',
+  'timeout',
+]
 const FLAGS = ['help']
 
 /** Waits for SIGINT or SIGTERM; the handlers are removed once one came. */
@@ -49,15 +63,19 @@ function signalled(): Promise<NodeJS.Signals> {
 export async function dashboardCommand(argv: readonly string[], io: Io): Promise<number> {
   const { positionals, options, lists } = readArgs(argv, VALUED, FLAGS)
   if (options.has('help')) {
-    io.err(DASHBOARD_USAGE)
+    io.out(DASHBOARD_USAGE)
     return 0
   }
   if (positionals.length > 0) {
     throw new InvalidOptionError('dashboard', positionals.join(' '), 'no arguments, only options')
   }
-  const url = options.get('redis')
-  if (typeof url !== 'string' || url === '') {
-    throw new InvalidOptionError('--redis', url, 'a Redis URL such as redis://127.0.0.1:6379')
+  const url = redisUrl(options.get('redis'))
+  if (url === undefined) {
+    throw new InvalidOptionError(
+      '--redis',
+      options.get('redis'),
+      'a Redis URL such as redis://127.0.0.1:6379 (or SLUICE_REDIS_URL in the environment)',
+    )
   }
   const portText = options.get('port') ?? '8080'
   const port = Number(portText)
@@ -79,6 +97,18 @@ export async function dashboardCommand(argv: readonly string[], io: Io): Promise
   const timeoutMs = Number(options.get('timeout') ?? 2000)
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
     throw new InvalidOptionError('--timeout', options.get('timeout'), 'an integer >= 1 (ms)')
+  }
+  const allowedHosts = [...(lists.get('allowed-host') ?? [])]
+  for (const name of allowedHosts) {
+    try {
+      dashboard({ access: () => 'none', allowedHosts: [name] })
+    } catch {
+      throw new InvalidOptionError(
+        '--allowed-host',
+        name,
+        'a host name with an optional port, e.g. ops.example.com',
+      )
+    }
   }
   const prefix = options.get('prefix')
   const statsPrefix = options.get('stats-prefix')
@@ -104,6 +134,7 @@ export async function dashboardCommand(argv: readonly string[], io: Io): Promise
         host,
         tables,
         access: () => policy,
+        allowedHosts,
         ...(typeof statsPrefix === 'string' && { statsPrefix }),
       })
     } catch (error) {

@@ -10,7 +10,7 @@ import { checkEntryName, parseEntry, prefixOption } from '@sluice/core/store'
 import { RedisLimitTable } from '@sluice/redis'
 import { readArgs } from './args.ts'
 import type { Io } from './io.ts'
-import { connect } from './redis.ts'
+import { connect, redisUrl } from './redis.ts'
 
 export const LIMITS_USAGE = `Usage: sluice limits <command> --table NAME [--redis URL] [options]
 
@@ -23,9 +23,11 @@ Commands:
 
 Options:
   --table NAME              the table (required)
-  --redis URL               default redis://127.0.0.1:6379
+  --redis URL               where the table is; default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379
+                            (a database number, /N, must exist: Redis is asked)
   --prefix PREFIX           the table's key prefix (default sluice)
-  --actor NAME              who makes the change, for the audit trail (default user@host)
+  --actor NAME              who makes the change, for the audit trail: 1 to 128 characters without
+                            control or format characters (default user@host)
   --timeout MS              how long to wait for Redis (default 2000)
 
 Specs:
@@ -35,7 +37,7 @@ Specs:
   tokenBucket:50+10/s       capacity 50, refilled 10 a second
   leakyBucket:5/s[~2s]      5 a second, each call waiting up to 2 s for its turn
   KIND:...@NAME             a named rule (two rules of one kind and window need names)
-  -1                        not limited
+  -1                        not limited (alone: with other specs it is refused)
   '{"kind":"slidingLog","limit":100,"windowMs":1000}'   JSON: a spec or a list of them
 
 Exit codes: 0 done, 1 invalid input, 2 Redis could not be reached.`
@@ -45,9 +47,13 @@ const FLAGS = ['help']
 
 export async function limits(argv: readonly string[], io: Io): Promise<number> {
   const { positionals, options } = readArgs(argv, VALUED, FLAGS)
-  if (options.has('help') || positionals.length === 0) {
+  if (options.has('help')) {
+    io.out(LIMITS_USAGE)
+    return 0
+  }
+  if (positionals.length === 0) {
     io.err(LIMITS_USAGE)
-    return options.has('help') ? 0 : 1
+    return 1
   }
   const [command, ...rest] = positionals
   const table = options.get('table')
@@ -63,7 +69,8 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
   if (!Number.isSafeInteger(count) || count < 1 || count > 1000) {
     throw new InvalidOptionError('--count', options.get('count'), 'an integer from 1 to 1000')
   }
-  const actor = String(options.get('actor') ?? `${safeUser()}@${hostname()}`).slice(0, 128)
+  const given = options.get('actor')
+  const actor = given === undefined ? `${safeUser()}@${hostname()}`.slice(0, 128) : actorOption(given)
   const prefix = options.get('prefix')
 
   // Everything the command says is checked before Redis is asked anything.
@@ -92,7 +99,12 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
     case 'set': {
       if (rest.length < 2) throw new InvalidOptionError('set', rest.join(' '), 'ENTRY SPEC...')
       const entry = checkEntryName(rest[0])
-      const parsed = parseEntry(entry, parseRuleSpecs(rest.slice(1)))
+      const texts = rest.slice(1)
+      if (texts.length > 1 && texts.some((text) => text.trim() === '-1')) {
+        // -1 means "not limited": beside rules it would be dropped, and the entry limited after all.
+        throw new InvalidOptionError('set', texts.join(' '), '-1 alone (not limited), or one or more rules')
+      }
+      const parsed = parseEntry(entry, parseRuleSpecs(texts))
       run = async (t) => {
         await t.set(entry, parsed.rules, { actor })
         return { table, version: t.version, entry, rules: t.entries().get(entry) ?? null }
@@ -103,8 +115,10 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
       arity(command, rest, 1)
       const entry = checkEntryName(rest[0])
       run = async (t) => {
+        const before = t.version
         await t.delete(entry, { actor })
-        return { table, version: t.version, entry, deleted: true }
+        // A removal that changed the table raised its version; one of an entry it does not hold did not.
+        return { table, version: t.version, entry, deleted: t.version !== before }
       }
       break
     }
@@ -116,7 +130,7 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
       throw new InvalidOptionError('limits', command, 'one of list, get, set, delete, audit')
   }
 
-  const url = String(options.get('redis') ?? 'redis://127.0.0.1:6379')
+  const url = redisUrl(options.get('redis')) ?? 'redis://127.0.0.1:6379'
   const client = await connect(url, timeoutMs)
   try {
     const t = await RedisLimitTable.open({
@@ -146,6 +160,20 @@ function arity(command: string, rest: readonly string[], n: number): void {
     const expected = n === 0 ? 'no arguments' : 'ENTRY'
     throw new InvalidOptionError(command, rest.join(' '), expected)
   }
+}
+
+/** Control and format characters (bidi overrides among them), separators, lone surrogates. */
+const UNSAFE_ACTOR = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/u
+
+function actorOption(value: string | true): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 128 || UNSAFE_ACTOR.test(value)) {
+    throw new InvalidOptionError(
+      '--actor',
+      value === true ? '' : value,
+      '1 to 128 characters without control or format characters',
+    )
+  }
+  return value
 }
 
 function safeUser(): string {

@@ -26,9 +26,14 @@ Exit codes: 0 done, 1 invalid input, 2 Redis could not be reached.`
 
 export async function main(argv: readonly string[], io: Io): Promise<number> {
   const [name, ...rest] = argv
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+  if (name === undefined) {
     io.err(USAGE)
-    return name === undefined ? EXIT.invalid : EXIT.ok
+    return EXIT.invalid
+  }
+  if (name === '--help' || name === '-h' || name === 'help') {
+    // Help asked for is the command's output: stdout, so it pipes into a pager.
+    io.out(USAGE)
+    return EXIT.ok
   }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
   if (command === undefined) {

@@ -4,7 +4,7 @@
  * no offline queue; a long-running one (`dashboard`, `reconnect: true`) must reach Redis at start just the
  * same, and afterwards reconnects by itself when Redis goes away.
  */
-import { ErrorCode, StoreError } from '@sluice/core'
+import { ErrorCode, InvalidOptionError, StoreError } from '@sluice/core'
 import { Redis, type RedisOptions } from 'ioredis'
 
 export async function connect(url: string, timeoutMs: number, reconnect = false): Promise<Redis> {
@@ -26,7 +26,12 @@ export async function connect(url: string, timeoutMs: number, reconnect = false)
       `Cannot use Redis URL ${shownUrl(url)}: ${(error as Error).message}`,
     )
   }
-  client.on('error', () => {})
+  // The reason Redis gave (a wrong password, a database it does not have), which ioredis reports as an
+  // 'error' event before it closes the connection; connect() itself then only says the connection closed.
+  let reason: Error | undefined
+  client.on('error', (error: Error) => {
+    reason ??= error
+  })
   let timer: NodeJS.Timeout | undefined
   try {
     await Promise.race([
@@ -35,16 +40,36 @@ export async function connect(url: string, timeoutMs: number, reconnect = false)
         timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs)
       }),
     ])
-    return client
   } catch (error) {
     client.disconnect()
     throw new StoreError(
       ErrorCode.STORE_ERROR,
-      `Cannot reach Redis at ${shownUrl(url)}: ${(error as Error).message}`,
+      `Cannot reach Redis at ${shownUrl(url)}: ${(reason ?? (error as Error)).message}`,
     )
   } finally {
     clearTimeout(timer)
   }
+  // ioredis selects the URL's database as it connects, and a refusal there leaves the connection on
+  // database 0: select it again and wait for Redis's answer, so nothing is written anywhere else.
+  const db = client.options.db ?? 0
+  try {
+    await client.select(db)
+  } catch (error) {
+    client.disconnect()
+    throw new InvalidOptionError(
+      '--redis',
+      shownUrl(url),
+      `a database this Redis has (${(error as Error).message.replace(/^ERR /, '')})`,
+    )
+  }
+  return client
+}
+
+/** The Redis URL: `--redis`, else the environment's `SLUICE_REDIS_URL`; undefined when neither says. */
+export function redisUrl(given: string | true | undefined): string | undefined {
+  if (typeof given === 'string') return given === '' ? undefined : given
+  const env = process.env.SLUICE_REDIS_URL
+  return env === undefined || env === '' ? undefined : env
 }
 
 /** A Redis URL as printed: a password in it (`redis://user:secret@host`) is never shown. */

@@ -26,7 +26,10 @@ export type HttpAction = 'allow' | 'queue' | 'deny' | 'shadow' | 'reject'
 /** Published once per limit per request by the HTTP kit that adapters share. */
 export interface HttpMessage {
   readonly limiter: string
-  /** The request's key; `''` for a request rejected because a key part was missing. */
+  /**
+   * The request's key; `''` for a request rejected because a key part was missing, and for one an
+   * `overload` guard shed (`decision.reason === 'overload'`: no key was built).
+   */
   readonly key: string
   /** The framework's request object. */
   readonly request: unknown

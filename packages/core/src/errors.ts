@@ -15,6 +15,8 @@ export const ErrorCode = {
   INVALID_KEY: 'ERR_SLUICE_INVALID_KEY',
   /** `acquire` was denied; the error carries the decision. */
   RATE_LIMITED: 'ERR_SLUICE_RATE_LIMITED',
+  /** An `overload()` guard shed the request: the server itself is overloaded. */
+  OVERLOADED: 'ERR_SLUICE_OVERLOADED',
   /** The store failed or timed out and the limiter's `onStoreError` is `'throw'`. */
   STORE_ERROR: 'ERR_SLUICE_STORE',
   /** The store took longer than its timeout. */

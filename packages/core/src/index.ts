@@ -27,9 +27,18 @@ export {
   createLimiter,
   type Limiter,
   type LimiterOptions,
+  type RefundOptions,
   type RulesOption,
   type StoreErrorPolicy,
 } from './limiter.ts'
+export {
+  type Overload,
+  type OverloadOptions,
+  type OverloadSignals,
+  type OverloadState,
+  type OverloadTicket,
+  overload,
+} from './overload.ts'
 export { type ConcurrencyOptions, concurrency } from './rules/concurrency.ts'
 export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
 export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'

@@ -18,20 +18,29 @@ import {
 } from './errors.ts'
 import { hold } from './hold.ts'
 import { given, isPromise, prefixOption, readOptions, storeOption } from './options.ts'
-import { MAX_FIGURE } from './rules/bounds.ts'
-import { isFactoryRule } from './rules/index.ts'
+import { MAX_FIGURE, maxCost } from './rules/bounds.ts'
+import { isFactoryRule, refundMark } from './rules/index.ts'
 import { parseRuleSpec } from './rules/text.ts'
 import { isUnlimited, type RuleInput } from './rules/unlimited.ts'
 import { MemoryStore } from './stores/memory-store.ts'
-import type { Adjustment, Decision, Rule, RuleDecision, Store, StoreAnswer, StoreMode } from './types.ts'
+import type {
+  Adjustment,
+  Decision,
+  Rule,
+  RuleDecision,
+  Store,
+  StoreAnswer,
+  StoreMode,
+  StorePlace,
+} from './types.ts'
 
 /**
  * Rules for a call: a fixed list (rules, or rules as text such as `'slidingWindow:100/1m'`), or a function
- * of the key (and the caller's context) resolved per call.
+ * of the key (and the caller's context) resolved per call, which may return a promise.
  */
 export type RulesOption<C> =
   | readonly (RuleInput | string)[]
-  | ((key: string, context: C) => readonly RuleInput[] | null)
+  | ((key: string, context: C) => readonly RuleInput[] | null | Promise<readonly RuleInput[] | null>)
 
 /** What the limiter does when its store fails or times out. */
 export type StoreErrorPolicy<C = unknown> = 'allow' | 'deny' | 'throw' | Limiter<C>
@@ -41,6 +50,9 @@ export interface LimiterOptions<C = unknown> {
    * The rules every call must pass, all or nothing, each a rule or its text (`'fixedWindow:1000/1d'`, read
    * by `parseRuleSpec`); or a function `(key, context) => rules | null` resolved per call (a table of limits
    * per key: `null`, or a rule with `limit: -1`, means not limited).
+   * The function may return a promise (a plan looked up in a cache or a database): a call then waits for
+   * it, and its rejection rejects the call. A function that answers synchronously keeps a synchronous
+   * store's calls in the same tick.
    */
   rules: RulesOption<C>
   /** Where state lives. Default: a new `MemoryStore()`. */
@@ -66,7 +78,10 @@ export interface LimiterOptions<C = unknown> {
 }
 
 export interface CallOptions<C = unknown> {
-  /** Units this call takes, an integer >= 1 no greater than any rule's limit. Default 1. */
+  /**
+   * Units this call takes, an integer >= 1 no greater than any rule's limit (a leakyBucket or warmUp
+   * admits a call whose slot is free whatever its cost, up to 2^50 ms of intervals). Default 1.
+   */
   cost?: number
   /** Passed to a rules function. */
   context?: C
@@ -87,6 +102,15 @@ export interface AdjustOptions<C = unknown> {
   context?: C
 }
 
+export interface RefundOptions<C = unknown> extends AdjustOptions<C> {
+  /**
+   * The admitted decision of the consume the refund undoes (`consume`'s answer, or its JSON read back).
+   * Each rule then gives back that call's units only while they still count in its state (see `refund`).
+   * Without it, the newest units go back, whichever call counted them.
+   */
+  decision?: Decision
+}
+
 export interface Limiter<C = unknown> {
   readonly prefix: string
   readonly store: Store
@@ -105,16 +129,28 @@ export interface Limiter<C = unknown> {
   /** Forgets the key's state under every rule that applies to it, and lifts its block (forgetting its escalation). */
   reset(key: string, options?: { context?: C }): Promise<void>
   /**
-   * Gives back up to `cost` units the key's rules counted, never below empty: fixedWindow lowers the
-   * current window's count; slidingLog drops the newest entries; slidingWindow lowers the newest non-empty
-   * buckets; tokenBucket adds tokens up to capacity; leakyBucket moves its last slot back by `cost`
-   * intervals, but not before now. A block stays. Rejects with a `StoreError` when the store fails.
+   * Gives back up to `cost` units the key's rules counted, never below empty. With `decision` (the
+   * admitted decision of the call it undoes), each rule gives back that call's units only while they still
+   * count in its state, never a newer call's: fixedWindow while the call's window lasts; slidingLog while
+   * the call's entry is live and the newest; slidingWindow while the call's bucket is live; tokenBucket
+   * while nothing has been written to the bucket since the call's ms (up to capacity); leakyBucket while
+   * the call's slot is ahead, warmUp while the next slot it set is ahead (both move back by `cost`
+   * intervals, not before now). A decision that counted nothing in the store (denied, unlimited, from
+   * `onStoreError` or the insurance limiter) gives nothing back. Without `decision`, the newest units go
+   * back: fixedWindow lowers the current window's count; slidingLog drops the newest entries;
+   * slidingWindow lowers the newest non-empty buckets; tokenBucket adds tokens up to capacity; the meters
+   * move back as above. That is inexact across a window's edge: a refund that comes after its call's
+   * window (entry, bucket, slot) has passed takes a newer call's units. A block stays. Rejects with a
+   * `StoreError` when the store fails.
    */
-  refund(key: string, options?: AdjustOptions<C>): Promise<void>
+  refund(key: string, options?: RefundOptions<C>): Promise<void>
   /**
    * Counts `cost` units against the key whatever its rules say: they may go past their limit (by at most
    * `cost`; a token bucket below zero by at most `cost`), so later calls wait longer. Resolves with what a
-   * `peek` answers right after. Begins no block. Rejects with a `StoreError` when the store fails.
+   * `peek` answers right after. Begins no block. Rejects with an `InvalidCostError` when the penalty would
+   * leave a rule waiting past 2^50 ms (a tokenBucket refilling more than `refillPerSecond × 2^50 / 1000 −
+   * capacity` tokens; a leakyBucket or warmUp queueing more than 2^50 ms of intervals), and with a
+   * `StoreError` when the store fails.
    */
   penalize(key: string, options?: AdjustOptions<C>): Promise<Decision>
   /**
@@ -163,7 +199,8 @@ export const UNLIMITED_DECISION: Decision = Object.freeze({
 
 const LIMITER_OPTIONS = ['rules', 'store', 'prefix', 'onStoreError', 'block']
 
-const prefixesInUse = new WeakMap<Store, Set<string>>()
+/** Prefixes claimed per store object, and per place (`Store.place`'s owner) for default prefixes. */
+const prefixesInUse = new WeakMap<object, Set<string>>()
 
 /** Builds a limiter. Every option is checked here; a bad one throws `InvalidOptionError`. */
 export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<C> {
@@ -173,7 +210,10 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   const prefix = prefixOption('createLimiter.prefix', given(o.prefix, 'sluice'))
   const onStoreError = storeErrorPolicyOption<C>('createLimiter.onStoreError', o.onStoreError)
   const block = o.block === undefined ? undefined : blockOption('createLimiter.block', o.block)
-  claimPrefix(store, prefix)
+  // A prefix left to its default is claimed in the store's place too: two stores on one Redis client would
+  // otherwise share every count unseen. A prefix given on purpose may be shared on purpose.
+  const place = o.prefix === undefined ? placeOf(store) : undefined
+  claimPrefix(store, prefix, place)
   /**
    * Whether the store has answered every call so far synchronously (then an observed call is not timed: it
    * took no time). A store that has answered by promise once is timed on every call: a RedisStore that
@@ -191,7 +231,22 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     const storageKey = keyOf(key)
     const cost = costOf(options?.cost)
     const context = options?.context as C
-    const rules = resolveRules(key, context)
+    const resolved = resolveRules(key, context)
+    if (isPromise(resolved)) {
+      return resolved.then((rules) => decideUnder(rules, key, storageKey, cost, context, mode))
+    }
+    return decideUnder(resolved, key, storageKey, cost, context, mode)
+  }
+
+  /** Decides a call under its resolved rules. Throws on a cost no rule can admit. */
+  function decideUnder(
+    rules: readonly Rule[],
+    key: string,
+    storageKey: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+  ): Decision | Promise<Decision> {
     if (cost !== 1) checkCost(cost, rules)
     const observed = decisionChannel.hasSubscribers
     if (rules.length === 0) {
@@ -208,10 +263,11 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     if (isPromise(answer)) {
       promised = true
       synchronous = false
-      return later(answer as PromiseLike<StoreAnswer>, key, cost, context, mode, started)
+      return later(answer as PromiseLike<StoreAnswer>, rules.length, key, cost, context, mode, started)
     }
     synchronous = !promised
-    const decision = compose(answer as StoreAnswer)
+    if (!answers(answer, rules.length)) return fallback(malformed(answer), key, cost, context, mode, started)
+    const decision = compose(answer)
     if (observed) publishDecision(prefix, key, cost, mode, decision, 0)
     return decision
   }
@@ -219,6 +275,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   /** The decision of a store that answered with a promise: a native promise even for another thenable. */
   function later(
     answer: PromiseLike<StoreAnswer>,
+    n: number,
     key: string,
     cost: number,
     context: C,
@@ -227,6 +284,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
   ): Promise<Decision> {
     return Promise.resolve(answer).then(
       (rulesSaid) => {
+        if (!answers(rulesSaid, n)) return fallback(malformed(rulesSaid), key, cost, context, mode, started)
         const decision = compose(rulesSaid)
         if (decisionChannel.hasSubscribers) {
           const storeMs = started === 0 ? 0 : performance.now() - started
@@ -284,23 +342,28 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     key: string,
     options: AdjustOptions<C> | undefined,
     adjustment: Adjustment,
-    marks?: readonly (string | undefined)[],
+    marksOf?: readonly (string | undefined)[] | ((rules: readonly Rule[]) => readonly (string | undefined)[]),
   ): Promise<StoreAnswer | undefined> {
     const storageKey = keyOf(key)
     const cost = adjustCostOf(options?.cost)
-    const rules = resolveRules(key, options?.context as C)
+    const rules = await resolveRules(key, options?.context as C)
     if (rules.length === 0) return undefined
+    if (adjustment === 'penalize') checkCost(cost, rules, true)
+    const marks = typeof marksOf === 'function' ? marksOf(rules) : marksOf
     if (typeof store.adjust !== 'function') {
       throw new SluiceError(
         ErrorCode.UNSUPPORTED,
         `This store cannot ${adjustment}: it has no adjust method.`,
       )
     }
+    let answer: StoreAnswer | undefined
     try {
-      return await store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
+      answer = await store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
     } catch (error) {
       throw asStoreError(error)
     }
+    if (adjustment === 'penalize' && !answers(answer, rules.length)) throw malformed(answer)
+    return answer
   }
 
   const limiter: Limiter<C> = {
@@ -314,7 +377,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     async reset(key, options) {
       // The key is checked before the store is tried, so a bad key is never taken for a store failure.
       const storageKey = keyOf(key)
-      const rules = resolveRules(key, options?.context as C)
+      const rules = await resolveRules(key, options?.context as C)
       // With blocks a key no rule limits now may still be blocked from before: its block is lifted all the same.
       if (rules.length === 0 && block === undefined) return
       // The insurance limiter is reset too, or its old counts would greet the next outage.
@@ -328,7 +391,29 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     },
 
     async refund(key, options) {
-      await adjust(key, options, 'refund')
+      const decision = options?.decision
+      if (decision === undefined) {
+        await adjust(key, options, 'refund')
+        return
+      }
+      // Only a call the store counted has units to give back.
+      if (!decision.allowed || (decision.reason !== 'rules' && decision.reason !== 'prefetch')) return
+      const at = (decision as { countedAt?: unknown }).countedAt
+      if (at === undefined) {
+        // A store that does not say when it counted a call: its newest units, as without a decision.
+        await adjust(key, options, 'refund')
+        return
+      }
+      if (typeof at !== 'number' || !Number.isSafeInteger(at) || !Array.isArray(decision.rules)) {
+        throw new InvalidOptionError('refund.decision', decision, 'a decision from consume')
+      }
+      await adjust(key, options, 'refund', (rules) =>
+        rules.map((rule, i) => {
+          // The rules may have changed since (a table edit): a rule the call was not decided by gives nothing.
+          const d = decision.rules[i]
+          return d !== undefined && d.rule === rule.name ? refundMark(rule, d, at) : undefined
+        }),
+      )
     },
 
     async penalize(key, options) {
@@ -354,6 +439,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
 
     close() {
       prefixesInUse.get(store)?.delete(prefix)
+      if (place !== undefined) prefixesInUse.get(place.owner)?.delete(placed(place, prefix))
     },
 
     async acquire(key, options) {
@@ -387,14 +473,20 @@ function publishDecision(
  * Checks a `rules` option (`option` names it in errors) and turns it into a per-call resolver that returns
  * only limiting rules. For `createLimiter` and for the HTTP kit, which checks it in the adapter's words.
  */
-export function rulesOption<C>(option: string, value: unknown): (key: string, context: C) => readonly Rule[] {
+export function rulesOption<C>(
+  option: string,
+  value: unknown,
+): (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]> {
   if (typeof value === 'function') {
-    const fn = value as (key: string, context: C) => readonly RuleInput[] | null
+    const fn = value as (key: string, context: C) => readonly RuleInput[] | null | PromiseLike<unknown>
+    const checked = (rules: unknown) =>
+      rules === null || rules === undefined
+        ? []
+        : checkRules(rules as readonly RuleInput[], 'the rules function', ErrorCode.INVALID_RULES)
     return (key, context) => {
       const rules = fn(key, context)
-      return rules === null || rules === undefined
-        ? []
-        : checkRules(rules, 'the rules function', ErrorCode.INVALID_RULES)
+      // A native promise, whatever thenable the function answered with.
+      return isPromise(rules) ? Promise.resolve(rules).then(checked) : checked(rules)
     }
   }
   if (!Array.isArray(value) || value.length === 0) {
@@ -481,19 +573,48 @@ export function limiterOption<C>(
   return value as Limiter<C>
 }
 
-function claimPrefix(store: Store, prefix: string): void {
-  let inUse = prefixesInUse.get(store)
-  if (inUse === undefined) {
-    inUse = new Set()
-    prefixesInUse.set(store, inUse)
-  }
-  if (inUse.has(prefix)) {
+function claimPrefix(store: Store, prefix: string, place: StorePlace | undefined): void {
+  const inStore = claimsOf(store)
+  if (inStore.has(prefix)) {
     throw new SluiceError(
       ErrorCode.PREFIX_COLLISION,
       `Another limiter on this store already uses prefix "${prefix}": give each limiter its own prefix, or share one limiter.`,
     )
   }
-  inUse.add(prefix)
+  if (place !== undefined) {
+    const inPlace = claimsOf(place.owner)
+    if (inPlace.has(placed(place, prefix))) {
+      throw new SluiceError(
+        ErrorCode.PREFIX_COLLISION,
+        `Another limiter already counts under the default prefix "${prefix}" on this store's client, in another store: the two would share every count. Give each limiter (each rate-limit middleware) its own prefix, e.g. prefix: 'login'; give two the same prefix only to share their counts.`,
+      )
+    }
+    inPlace.add(placed(place, prefix))
+  }
+  inStore.add(prefix)
+}
+
+/** A store's place, when it names one an object can stand for (a custom store's odd answer names none). */
+function placeOf(store: Store): StorePlace | undefined {
+  const place = store.place
+  if (place === null || typeof place !== 'object') return undefined
+  const { owner, namespace } = place
+  const isObject = (typeof owner === 'object' && owner !== null) || typeof owner === 'function'
+  return isObject && typeof namespace === 'string' ? place : undefined
+}
+
+function claimsOf(owner: object): Set<string> {
+  let inUse = prefixesInUse.get(owner)
+  if (inUse === undefined) {
+    inUse = new Set()
+    prefixesInUse.set(owner, inUse)
+  }
+  return inUse
+}
+
+/** A prefix claimed in a place, apart from the same prefix under another store prefix there. */
+function placed(place: StorePlace, prefix: string): string {
+  return `${place.namespace}\u0000${prefix}`
 }
 
 function keyOf(key: unknown): string {
@@ -524,18 +645,39 @@ function adjustCostOf(cost: unknown): number {
   return cost
 }
 
-function checkCost(cost: number, rules: readonly Rule[]): void {
+/** Refuses a cost some rule cannot take in one consume (or, `penalty`, one penalty): see `maxCost`. */
+function checkCost(cost: number, rules: readonly Rule[], penalty = false): void {
   for (const rule of rules) {
-    const limit = 'limit' in rule ? rule.limit : rule.capacity
-    if (cost > limit) throw new InvalidCostError(cost, `rule ${rule.name} can never admit more than ${limit}`)
+    const { max, why } = maxCost(rule, penalty)
+    if (cost > max) throw new InvalidCostError(cost, why)
   }
+}
+
+/**
+ * Whether a store's answer is what the Store contract says: one RuleDecision per rule. A custom store's
+ * answer is data to check like any other: a wrong one is a store failure, for `onStoreError` to decide.
+ */
+function answers(answer: unknown, n: number): answer is StoreAnswer {
+  if (!Array.isArray(answer) || answer.length !== n) return false
+  for (let i = 0; i < n; i++) {
+    const d: unknown = answer[i]
+    if (d === null || typeof d !== 'object') return false
+  }
+  return true
+}
+
+function malformed(answer: unknown): StoreError {
+  return new StoreError(
+    ErrorCode.STORE_ERROR,
+    `The store answered ${describe(answer)}: expected one decision per rule of the call.`,
+  )
 }
 
 /** One Decision from the store's per-rule answers. */
 function compose(rules: StoreAnswer): Decision {
   if (rules.length > 1) return composeSeveral(rules)
   const d = rules[0]!
-  const decision: Decision = {
+  const decision: { -readonly [F in keyof Decision]: Decision[F] } = {
     allowed: d.allowed,
     limit: d.limit,
     remaining: d.remaining,
@@ -546,6 +688,7 @@ function compose(rules: StoreAnswer): Decision {
     rules,
     reason: rules.reason ?? 'rules',
   }
+  if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
   return d.lease === undefined ? decision : { ...decision, lease: d.lease }
 }
 
@@ -563,7 +706,7 @@ function composeSeveral(rules: StoreAnswer): Decision {
       allowed = false
     } else if (allowed && d.remaining < deciding.remaining) deciding = d
   }
-  const decision: Decision = {
+  const decision: { -readonly [F in keyof Decision]: Decision[F] } = {
     allowed,
     limit: deciding.limit,
     remaining: deciding.remaining,
@@ -574,6 +717,7 @@ function composeSeveral(rules: StoreAnswer): Decision {
     rules,
     reason: rules.reason ?? 'rules',
   }
+  if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
   return lease === undefined ? decision : { ...decision, lease }
 }
 

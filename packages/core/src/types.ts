@@ -160,7 +160,8 @@ export interface RuleDecision {
  * Who decided a call: `'rules'`, the rules in the store; `'unlimited'`, no rule applied to the key;
  * `'cache'`, the store's memory of a recent denial; `'blocked'`, an active block on the key;
  * `'store-error'`, the `onStoreError` policy after the store failed; `'insurance'`, the limiter given as
- * `onStoreError`; `'prefetch'`, units a Redis store fetched ahead.
+ * `onStoreError`; `'prefetch'`, units a Redis store fetched ahead; `'overload'`, an `overload()` guard shed
+ * the request before any rule was asked (the server itself was overloaded).
  */
 export type DecisionReason =
   | 'rules'
@@ -170,6 +171,7 @@ export type DecisionReason =
   | 'store-error'
   | 'insurance'
   | 'prefetch'
+  | 'overload'
 
 /** What a limiter answers for one call. Plain data: a JSON round trip keeps every field (`Infinity` reads back as `null`). */
 export interface Decision {
@@ -195,6 +197,11 @@ export interface Decision {
   readonly reason: DecisionReason
   /** concurrency rules only, when admitted: the id to hand to `limiter.release(key, decision)`. */
   readonly lease?: string
+  /**
+   * An admitted call counted by the store: the store's ms its units were counted at (for units a Redis
+   * store prefetched, when their batch was counted). `limiter.refund(key, { decision })` finds the call by it.
+   */
+  readonly countedAt?: number
 }
 
 /** What a store does with a call: `'consume'` records it when admitted, `'peek'` never records. */
@@ -202,7 +209,8 @@ export type StoreMode = 'consume' | 'peek'
 
 /**
  * What `Store.adjust` does to a key's rule state, `cost` units at a time:
- * - `'refund'` gives back up to `cost` units (never below empty);
+ * - `'refund'` gives back up to `cost` units (never below empty): the newest ones; or, with `marks`, only
+ *   the units of the call each mark names (`refundMark`), while they still count in its rule's state;
  * - `'penalize'` counts `cost` units whatever the rules say (at most `cost` past a rule's limit);
  * - `'unqueue'` gives a queued leakyBucket call's slot back, only where the queue is still exactly as that
  *   call left it (`RuleDecision.queue`); other rules are left alone;
@@ -212,9 +220,14 @@ export type Adjustment = 'refund' | 'penalize' | 'unqueue' | 'release'
 
 /**
  * A store's answer: one RuleDecision per rule, in order. A store that answered without running the rules
- * says so in `reason` (its denied-key cache: `'cache'`); without it the rules decided.
+ * says so in `reason` (its denied-key cache: `'cache'`); without it the rules decided. A consume the rules
+ * admitted says in `countedAt` the store's ms its units were counted at (`Decision.countedAt`; not `at`,
+ * which every array has).
  */
-export type StoreAnswer = readonly RuleDecision[] & { readonly reason?: DecisionReason }
+export type StoreAnswer = readonly RuleDecision[] & {
+  readonly reason?: DecisionReason
+  readonly countedAt?: number
+}
 
 /**
  * Where rule state lives. A store applies all of a call's rules to one key atomically:
@@ -240,7 +253,8 @@ export interface Store {
    * Changes the state of `rules` for `key` outside a call (see `Adjustment`), atomically. `cost` is an
    * integer from 1 to 2^50 and may exceed a rule's limit. For `'penalize'` it answers what a peek of cost 1
    * (with `block`) answers right after; for the others, nothing. `marks` holds, per rule in order, what
-   * the call left: its `RuleDecision.queue` for `'unqueue'`, its `RuleDecision.lease` for `'release'`.
+   * the call left: its `RuleDecision.queue` for `'unqueue'`, its `RuleDecision.lease` for `'release'`, its
+   * `refundMark` for `'refund'` (a rule whose mark is undefined gives nothing back).
    * Optional: a store without it cannot refund or penalize.
    */
   adjust?(
@@ -260,4 +274,17 @@ export interface Store {
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> | void
   /** Releases timers and connections the store owns. */
   close?(): Promise<void> | void
+  /**
+   * Where the store keeps its state, when other store objects can write the same place: a RedisStore
+   * names its client and its own prefix. Two limiters left on the default prefix whose stores name one
+   * place are refused (`ERR_SLUICE_PREFIX_COLLISION`), as two on one store object are, instead of silently
+   * sharing counts. Default: the store object is its own place.
+   */
+  readonly place?: StorePlace
+}
+
+/** A place state is kept (see `Store.place`): an object standing for it, and a namespace inside it. */
+export interface StorePlace {
+  readonly owner: object
+  readonly namespace: string
 }

@@ -486,4 +486,70 @@ describe('RequestRecord and the response-end phase', () => {
     res.emit('close')
     expect(seen).toEqual([1, 2])
   })
+
+  it('an end callback added after the response ended runs at once, with how it ended', () => {
+    const record = new RequestRecord()
+    record.onEnd(() => {})
+    record.end(false)
+    const seen: boolean[] = []
+    expect(record.onEnd((finished) => seen.push(finished))).toBe(false)
+    expect(seen).toEqual([false])
+  })
+
+  /** An adapter with its own end signal (as a Fetch adapter's), and no Node response behind it. */
+  function signalledAdapter() {
+    const records = new WeakMap<FakeRequest, RequestRecord>()
+    const watching: Array<(finished: boolean) => void> = []
+    const adapter: HttpAdapter<FakeRequest, object> = {
+      view,
+      recordOf: (req) => records.get(req),
+      keepRecord: (req, record) => records.set(req, record),
+      onEnd: (_res, ended) => watching.push(ended),
+    }
+    return { adapter, watching }
+  }
+
+  it("reaches the response-end phase through the adapter's onEnd, asked once per request", () => {
+    const { adapter, watching } = signalledAdapter()
+    const limit = buildRequestLimit(
+      parseHttpOptions<FakeRequest, object>('t', { rules: [fixedWindow({ limit: 1, windowMs: 1 })] }),
+      adapter,
+    )
+    const req = request()
+    const res = {}
+    const seen: string[] = []
+    limit.onResponseEnd(req, res, (finished) => seen.push(`a:${finished}`))
+    limit.onResponseEnd(req, res, (finished) => seen.push(`b:${finished}`))
+    expect(watching).toHaveLength(1)
+    watching[0]!(true)
+    watching[0]!(false)
+    expect(seen).toEqual(['a:true', 'b:true'])
+  })
+
+  it("a held request stops waiting when the adapter's end signal says its client left, and its slot is given back", async () => {
+    const { adapter, watching } = signalledAdapter()
+    const store = new MemoryStore()
+    const limit = buildRequestLimit(
+      parseHttpOptions<FakeRequest, object>('t', {
+        rules: [leakyBucket({ ratePerSecond: 1, maxQueueMs: 600_000 })],
+        store,
+      }),
+      adapter,
+    )
+    const res = {}
+    const first = await limit.limitRequest(request(), res)
+    const req = request()
+    const second = await limit.limitRequest(req, res)
+    expect(first.action).toBe('allow')
+    if (second.action !== 'allow') throw new Error(`expected a queued request, got ${second.action}`)
+    expect(second.decision.waitMs).toBe(1000)
+    const waited = limit.hold(req, res, second)
+    expect(watching).toHaveLength(1)
+    watching[0]!(false)
+    expect(await waited).toBe(false)
+    // The slot went back: the next request waits as long as the second did.
+    const third = await limit.limitRequest(request(), res)
+    expect(third.action === 'allow' && third.decision.waitMs).toBe(1000)
+    limit.limiter.close()
+  })
 })

@@ -18,8 +18,9 @@ const view: RequestView<Req> = {
   header: (req, name) => req.headers?.[name],
 }
 
+/** A key built by synchronous parts, which answer in the same tick (never a promise). */
 const key = (spec: KeySpec<Req>, req: Req, options?: KeyOptions): KeyResult =>
-  compileKey(spec, view, options)(req)
+  compileKey(spec, view, options)(req) as KeyResult
 
 const ok = (k: string): KeyResult => ({ ok: true, key: k })
 
@@ -240,7 +241,7 @@ describe('compileKey parts', () => {
     const tuple = fc.tuple(fc.oneof(text, several), text, text)
     const build = compileKey<Req>([{ header: 'x-h' }, (req) => req.a, (req) => req.b], view)
     const keyOf = ([h, a, b]: [string | string[], string, string]) => {
-      const result = build({ headers: { 'x-h': h }, a, b })
+      const result = build({ headers: { 'x-h': h }, a, b }) as KeyResult
       if (!result.ok) throw new Error('expected a key')
       return result.key
     }
@@ -282,7 +283,7 @@ describe('compileKey parts', () => {
   it('handles a hostile 64 KB header in linear time', () => {
     const big = ':\\'.repeat(32_768)
     const build = compileKey<Req>(['ip', { header: 'x-h' }], view)
-    const result = build({ ip: '10.0.0.1', headers: { 'x-h': big } })
+    const result = build({ ip: '10.0.0.1', headers: { 'x-h': big } }) as KeyResult
     expect(result.ok).toBe(true)
     expect((result as { key: string }).key.length).toBe('10.0.0.1:'.length + 2 * big.length)
     const many = build({ ip: '10.0.0.1', headers: { 'x-h': Array.from({ length: 10_000 }, () => 'a:b') } })
@@ -311,12 +312,23 @@ describe('compileKey missing parts', () => {
     ['key function #1', (req: Req) => req.a, { a: '' }],
   ]
 
+  /** What a client is told: the header it must send, else a plain sentence (never "key function #1"). */
+  const detailOf = (missing: string) =>
+    missing.startsWith('header ')
+      ? `This request needs the ${missing.slice('header '.length)} header.`
+      : 'This request cannot be identified for rate limiting.'
+
   it.each(absent)('rejects by default when %s is absent', (missing, spec, req) => {
-    expect(key(spec, req)).toEqual({ ok: false, missing, policy: 'reject' })
+    expect(key(spec, req)).toEqual({ ok: false, missing, detail: detailOf(missing), policy: 'reject' })
   })
 
   it.each(absent)('skips when asked and %s is absent', (missing, spec, req) => {
-    expect(key(spec, req, { onMissingKey: 'skip' })).toEqual({ ok: false, missing, policy: 'skip' })
+    expect(key(spec, req, { onMissingKey: 'skip' })).toEqual({
+      ok: false,
+      missing,
+      detail: detailOf(missing),
+      policy: 'skip',
+    })
   })
 
   it.each(absent)('uses the default when %s is absent', (_missing, spec, req) => {
@@ -346,11 +358,13 @@ describe('compileKey missing parts', () => {
     expect(key(spec, { route: 'GET /', headers: {} })).toEqual({
       ok: false,
       missing: 'header x-biz-type',
+      detail: 'This request needs the x-biz-type header.',
       policy: 'reject',
     })
     expect(key(spec, { route: 'GET /', headers: { 'x-biz-type': 'P' } })).toEqual({
       ok: false,
       missing: 'header x-channel',
+      detail: 'This request needs the x-channel header.',
       policy: 'reject',
     })
   })
@@ -377,6 +391,7 @@ describe('compileKey options', () => {
     expect(key('ip', {}, { ipv6Subnet: undefined, onMissingKey: undefined })).toEqual({
       ok: false,
       missing: 'ip',
+      detail: 'This request cannot be identified for rate limiting.',
       policy: 'reject',
     })
   })

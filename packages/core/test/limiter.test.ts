@@ -344,14 +344,14 @@ describe('cost', () => {
     },
   )
 
-  it('rejects a cost above any rule limit, bucket capacity or leaky-bucket queue, and takes the largest that fits', async () => {
+  it('rejects a cost above any rule limit or bucket capacity, and takes the largest that fits (a leaky bucket takes any cost whose slot is free)', async () => {
     const l = limiter()
-    // Limits: slidingLog 5, tokenBucket capacity 4, leakyBucket floor(200 * 10 / 1000) + 1 = 3.
-    for (const cost of [4, 5, 6]) {
+    // Limits: slidingLog 5, tokenBucket capacity 4; the leakyBucket's (3) bounds no cost: its slot is free.
+    for (const cost of [5, 6]) {
       const error = await rejection(l.consume('k', { cost }))
       expect(error).toMatchObject({ code: ErrorCode.INVALID_COST, cost })
     }
-    expect((await l.consume('k', { cost: 3 })).allowed).toBe(true)
+    expect((await l.consume('k', { cost: 4 })).allowed).toBe(true)
   })
 
   it('defaults to 1', async () => {
@@ -686,5 +686,34 @@ describe('close', () => {
     )
     first.close()
     expect(() => createLimiter({ rules, store, prefix: 'app' })).not.toThrow()
+  })
+})
+
+describe('a rules function that returns a promise', () => {
+  it('waits for the rules (a plan looked up in a cache), and its rejection rejects the call', async () => {
+    const store = new MemoryStore({ clock: () => 1_000_000, sweepIntervalMs: 0 })
+    const limiter = createLimiter({
+      store,
+      rules: async (key: string) => (key === 'free' ? [fixedWindow({ limit: 1, windowMs: 60_000 })] : null),
+    })
+    expect((await limiter.consume('free')).allowed).toBe(true)
+    expect((await limiter.consume('free')).allowed).toBe(false)
+    expect((await limiter.consume('gold')).reason).toBe('unlimited')
+    await limiter.reset('free')
+    expect((await limiter.peek('free')).allowed).toBe(true)
+    const failing = createLimiter({
+      store,
+      prefix: 'failing',
+      rules: () => Promise.reject(new Error('db down')),
+    })
+    await expect(failing.consume('k')).rejects.toThrow('db down')
+  })
+
+  it('keeps a synchronous rules function on a memory store in the same tick', () => {
+    const limiter = createLimiter({
+      store: new MemoryStore({ clock: () => 1_000_000, sweepIntervalMs: 0 }),
+      rules: () => [fixedWindow({ limit: 1, windowMs: 60_000 })],
+    })
+    expect(limiter.consumeNow('k')).toMatchObject({ allowed: true })
   })
 })

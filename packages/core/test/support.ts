@@ -6,9 +6,15 @@ import {
   type CallOptions,
   createLimiter,
   type Decision,
+  fixedWindow,
   type Limiter,
+  leakyBucket,
   MemoryStore,
   type RuleInput,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+  warmUp,
 } from '@sluice/core'
 
 /** The figures of a decision that a trace asserts on. */
@@ -80,4 +86,26 @@ export function catchError(fn: () => unknown): unknown {
     return error
   }
   throw new Error('expected a throw')
+}
+
+/** Rules of each refundable kind that admit 3 calls in 1100–1120 after one at 100, and no 4th by 1160. */
+export const LATE_REFUND_RULES: Record<string, RuleInput> = {
+  fixedWindow: fixedWindow({ limit: 3, windowMs: 1000 }),
+  slidingLog: slidingLog({ limit: 3, windowMs: 1000 }),
+  slidingWindow: slidingWindow({ limit: 3, windowMs: 1000, buckets: 10 }),
+  tokenBucket: tokenBucket({ capacity: 3, refillPerSecond: 3 }),
+  leakyBucket: leakyBucket({ ratePerSecond: 3, maxQueueMs: 700 }),
+  warmUp: warmUp({ ratePerSecond: 3, warmUpMs: 1000, coldFactor: 1, maxQueueMs: 700 }),
+}
+
+/** Meters that admit a call whose slot is free whatever its cost (issue 24: cost 2 threw at request time). */
+export const WEIGHTED_METERS: Record<string, RuleInput> = {
+  leakyBucket: leakyBucket({ ratePerSecond: 1 }),
+  warmUp: warmUp({ ratePerSecond: 1, warmUpMs: 1000 }),
+}
+
+/** Rules whose penalties leave a wait: at 1 a second, a penalty of 1e14 would wait about 1e17 ms. */
+export const HUGE_PENALTY_RULES: Record<string, RuleInput> = {
+  tokenBucket: tokenBucket({ capacity: 1, refillPerSecond: 1 }),
+  ...WEIGHTED_METERS,
 }

@@ -92,6 +92,7 @@ describe('entry points', () => {
       'positiveOption',
       'prefixOption',
       'readOptions',
+      'refundMark',
       'ruleDecision',
       'storeOption',
       'tooManyEntries',

@@ -27,18 +27,32 @@ const state = {
 
 // ---- DOM helpers: text only -------------------------------------------------------------------------
 
+/** Control and format characters (bidi overrides, zero-width ones), separators, lone surrogates. */
+const UNSAFE = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu
+/** Longest text shown of one string from the API; the rest is cut (a 100 KB name must not be a 48,000 px row). */
+const MAX_SHOWN = 300
+
+/**
+ * A string from the API as shown: each control or format character as a visible `\u{…}` (a bidi
+ * override would otherwise reverse what follows it), cut at MAX_SHOWN characters.
+ */
+function shown(text) {
+  const safe = text.replace(UNSAFE, (c) => `\\u{${c.codePointAt(0).toString(16).toUpperCase()}}`)
+  return safe.length > MAX_SHOWN ? `${safe.slice(0, MAX_SHOWN)}…` : safe
+}
+
 function h(tag, props = {}, ...children) {
   const el = document.createElement(tag)
   for (const [name, value] of Object.entries(props)) {
     if (value === undefined || value === null || value === false) continue
     if (name === 'class') el.className = value
-    else if (name === 'text') el.textContent = String(value)
+    else if (name === 'text') el.textContent = shown(String(value))
     else if (name.startsWith('on')) el.addEventListener(name.slice(2), value)
     else el.setAttribute(name, value === true ? '' : String(value))
   }
   for (const child of children.flat()) {
     if (child === undefined || child === null || child === false) continue
-    el.append(child instanceof Node ? child : document.createTextNode(String(child)))
+    el.append(child instanceof Node ? child : document.createTextNode(shown(String(child))))
   }
   return el
 }
@@ -93,7 +107,8 @@ async function api(path, init = {}) {
 }
 
 function write(method, table, entry, rules) {
-  return api(`api/tables/${encodeURIComponent(table)}/entries/${encodeURIComponent(entry)}`, {
+  // The entry goes in the query: in a path, "." and ".." would be resolved away by the URL itself.
+  return api(`api/tables/${encodeURIComponent(table)}/entry?name=${encodeURIComponent(entry)}`, {
     method,
     headers: { 'content-type': 'application/json', 'x-sluice-csrf': CSRF },
     ...(method === 'PUT' ? { body: JSON.stringify(rules) } : {}),
@@ -583,6 +598,13 @@ function renderTable(view) {
           h('tbody', {}, rows),
         ),
   )
+  if (view.auditError !== undefined) {
+    // Redis is away: the entries shown are the table the process holds; the trail waits for Redis.
+    card.audit.replaceChildren(
+      h('p', { class: 'audit-error', text: `audit trail unavailable: ${view.auditError.message}` }),
+    )
+    return
+  }
   if (view.audit.length === 0) {
     card.audit.replaceChildren()
     return

@@ -48,8 +48,10 @@ export interface TableView {
   version: number
   /** Sorted by entry name, `"*"` first. */
   entries: TableEntryView[]
-  /** Newest first; empty when the table keeps no trail. */
+  /** Newest first; empty when the table keeps no trail, or when it could not be read. */
   audit: TableAuditRecord[]
+  /** Set when the trail could not be read (Redis away): the entries are still the table's own. */
+  auditError?: { code: string; message: string }
 }
 
 export class DashboardApi<Request extends IncomingMessage> {
@@ -138,7 +140,14 @@ export class DashboardApi<Request extends IncomingMessage> {
           actor: r.actor,
         }))
       } catch (error) {
-        throw unavailable(error)
+        // The trail is in Redis; the entries are the table's own copy, served while Redis is away.
+        return {
+          name,
+          version: table.version,
+          entries,
+          audit,
+          auditError: { code: codeOf(error), message: messageOf(error) },
+        }
       }
     }
     return { name, version: table.version, entries, audit }
@@ -192,6 +201,11 @@ function refusal(error: unknown): DashboardError {
 
 function unavailable(error: unknown): DashboardError {
   return new DashboardError(500, DashboardErrorCode.UNAVAILABLE, messageOf(error))
+}
+
+function codeOf(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' && code.startsWith('ERR_SLUICE_') ? code : DashboardErrorCode.UNAVAILABLE
 }
 
 function messageOf(error: unknown): string {

@@ -137,6 +137,15 @@ export class DashboardServer<Request extends IncomingMessage> {
 
   async serve(req: Request, res: ServerResponse, located: Located): Promise<void> {
     try {
+      // Before anything else, access included: a Host this dashboard does not serve gets nothing.
+      if (!this.#config.hosts.serves(req, req.headers.host)) {
+        return sendError(
+          res,
+          421,
+          DashboardErrorCode.HOST,
+          'This dashboard does not answer for that Host; name it in allowedHosts to serve it.',
+        )
+      }
       let access: Access = 'none'
       try {
         const answer = await this.#config.access(req)
@@ -192,13 +201,18 @@ export class DashboardServer<Request extends IncomingMessage> {
       if (!read) throw methodNotAllowed(res, 'GET, HEAD')
       return sendJson(res, 200, await this.#api.table(name))
     }
-    if (parts.length !== 4 || parts[2] !== 'entries') {
+    let entry: string
+    if (parts.length === 3 && parts[2] === 'entry') {
+      // `entry?name=…`: any entry name, "." and ".." included, which a path cannot carry (URLs resolve them).
+      entry = entryOf(query)
+    } else if (parts.length === 4 && parts[2] === 'entries') {
+      entry = pathPart(parts[3]!, 'entry name', MAX_ENTRY_LENGTH)
+    } else {
       throw new DashboardError(404, DashboardErrorCode.NOT_FOUND, 'Not found.')
     }
-    const entry = pathPart(parts[3]!, 'entry name', MAX_ENTRY_LENGTH)
     if (method !== 'PUT' && method !== 'DELETE') throw methodNotAllowed(res, 'PUT, DELETE')
     this.#checkWrite(req, access)
-    const actor = String(this.#config.actor(req)).slice(0, 200)
+    const actor = actorText(this.#config.actor(req))
     if (method === 'DELETE') return sendJson(res, 200, await this.#api.delete(name, entry, actor))
     const body = await readJsonBody(req, res, this.#config.maxBodyBytes)
     let rules: ReturnType<typeof readRuleSpecs>
@@ -225,7 +239,7 @@ export class DashboardServer<Request extends IncomingMessage> {
       )
     }
     const origin = req.headers.origin
-    if (origin !== undefined && !this.#sameOrigin(origin, req)) {
+    if (origin !== undefined && !this.#config.hosts.ownOrigin(req, origin)) {
       throw new DashboardError(
         403,
         DashboardErrorCode.CROSS_ORIGIN,
@@ -240,18 +254,6 @@ export class DashboardServer<Request extends IncomingMessage> {
         'A change needs the header x-sluice-csrf with the token of the dashboard page.',
       )
     }
-  }
-
-  #sameOrigin(origin: string, req: Request): boolean {
-    const normal = origin.replace(/\/+$/, '').toLowerCase()
-    if (this.#config.trustedOrigins.includes(normal)) return true
-    let host: string
-    try {
-      host = new URL(normal).host
-    } catch {
-      return false
-    }
-    return host !== '' && host === req.headers.host?.toLowerCase()
   }
 
   #page(res: ServerResponse, access: Access): void {
@@ -302,6 +304,28 @@ function hasControlCharacter(text: string): boolean {
     if (c < 0x20 || c === 0x7f) return true
   }
   return false
+}
+
+/** The entry named by `?name=` (URL-encoded), bounded as a path's. */
+function entryOf(query: string): string {
+  const name = new URLSearchParams(query).get('name')
+  if (name === null || name.length === 0 || name.length > MAX_ENTRY_LENGTH || hasControlCharacter(name)) {
+    throw new DashboardError(
+      400,
+      DashboardErrorCode.BAD_REQUEST,
+      `The entry name (?name=) must be 1 to ${MAX_ENTRY_LENGTH} characters, URL-encoded, without control characters.`,
+    )
+  }
+  return name
+}
+
+/** Control and format characters (bidi overrides among them), separators, lone surrogates. */
+const UNSAFE_TEXT = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu
+
+/** Who a change is recorded as: the `actor` option's answer, each unsafe character replaced, at most 128. */
+function actorText(value: unknown): string {
+  const text = String(value).replace(UNSAFE_TEXT, '\uFFFD').slice(0, 128)
+  return text === '' ? 'dashboard' : text
 }
 
 /** `?since=T` (whole seconds): only the seconds after T are wanted. */

@@ -7,6 +7,7 @@ import type { IncomingMessage } from 'node:http'
 import { InvalidOptionError, type RuleSpec } from '@sluice/core'
 import { readOptions } from '@sluice/core/store'
 import type { LiveStatsSnapshot, StatsRedisClient } from '@sluice/metrics'
+import { allowedHostsOption, HostPolicy } from './hosts.ts'
 
 /** What a request may do: change tables, look, or nothing at all. */
 export type Access = 'write' | 'read' | 'none'
@@ -91,8 +92,17 @@ export interface DashboardOptions<Request extends IncomingMessage = IncomingMess
    */
   basePath?: string
   /**
-   * Origins besides the request's own from which writes are accepted (e.g. `'https://ops.example.com'`
-   * when a proxy changes the `Host`). Default none.
+   * Host names the dashboard answers for besides its own listener's: `'ops.example.com'` (any port) or
+   * `'ops.example.com:8443'`. By default it answers only for the address the connection reached with the
+   * listener's port (`127.0.0.1:PORT`, `localhost:PORT` and `[::1]:PORT` on a loopback listener; the
+   * listener's address and the machine's host name otherwise). Any other `Host` gets 421 and no page, no
+   * token and no data, so a name rebound to this machine (DNS rebinding) reaches nothing. Name here the
+   * names a proxy in front passes on. Default none.
+   */
+  allowedHosts?: string[]
+  /**
+   * Origins besides the dashboard's own (its served Hosts, with the listener's scheme) from which writes
+   * are accepted, e.g. `'https://ops.example.com'` behind a proxy that ends TLS. Default none.
    */
   trustedOrigins?: string[]
   /**
@@ -114,6 +124,8 @@ export interface DashboardOptions<Request extends IncomingMessage = IncomingMess
 export const DashboardErrorCode = {
   /** The request's access is `'none'`, or a reader tried to change a table (403). */
   FORBIDDEN: 'ERR_SLUICE_DASHBOARD_FORBIDDEN',
+  /** The request's `Host` is not one the dashboard serves (421): nothing is answered for it. */
+  HOST: 'ERR_SLUICE_DASHBOARD_HOST',
   /** A write came from another origin (403). */
   CROSS_ORIGIN: 'ERR_SLUICE_DASHBOARD_CROSS_ORIGIN',
   /** A write without the page's `x-sluice-csrf` token, or with a wrong one (403). */
@@ -145,7 +157,7 @@ export interface DashboardConfig<Request extends IncomingMessage> {
   readonly topKeys: number
   readonly auditCount: number
   readonly basePath: string
-  readonly trustedOrigins: readonly string[]
+  readonly hosts: HostPolicy
   readonly csrfToken: string | undefined
   readonly actor: (request: Request) => string
   readonly maxBodyBytes: number
@@ -163,6 +175,7 @@ const OPTION_NAMES = [
   'topKeys',
   'auditCount',
   'basePath',
+  'allowedHosts',
   'trustedOrigins',
   'csrfToken',
   'actor',
@@ -259,7 +272,10 @@ export function dashboardConfig<Request extends IncomingMessage>(
     topKeys: integerOption('dashboard.topKeys', o.topKeys ?? 20, 1, 1000),
     auditCount: integerOption('dashboard.auditCount', o.auditCount ?? 50, 0, 1000),
     basePath,
-    trustedOrigins: trustedOrigins.map((t) => t.replace(/\/+$/, '').toLowerCase()),
+    hosts: new HostPolicy(
+      allowedHostsOption(o.allowedHosts),
+      trustedOrigins.map((t) => t.replace(/\/+$/, '').toLowerCase()),
+    ),
     csrfToken,
     actor,
     maxBodyBytes: integerOption('dashboard.maxBodyBytes', o.maxBodyBytes ?? 65_536, 256, 1_048_576),

@@ -72,7 +72,20 @@ export function combineSnapshots(
   now: number,
   options: CombineOptions,
 ): StatsView {
-  snapshots = snapshots.filter(isSnapshot)
+  // Each publisher's clock is its own: one far off the dashboard's is re-based onto it, so a clock minutes
+  // fast neither pushes the span past every other instance's seconds nor hides them.
+  const nowSecond = Math.floor(now / 1000)
+  snapshots = snapshots.filter(isSnapshot).map((s) => {
+    const offset = Math.floor(s.at / 1000) - nowSecond
+    if (Math.abs(offset) <= MAX_SKEW_SECONDS) return s
+    const limiters: InstanceSnapshot['limiters'] = Object.create(null)
+    for (const [name, stats] of Object.entries(s.limiters)) {
+      if (!isObject(stats)) continue
+      const series = Array.isArray(stats.series) ? stats.series.filter(isObject) : []
+      limiters[name] = { ...stats, series: series.map((p) => ({ ...p, t: p.t - offset })) }
+    }
+    return { ...s, at: s.at - offset * 1000, limiters }
+  })
   let until = 0
   let seconds = 0
   for (const s of snapshots) {
@@ -100,7 +113,8 @@ export function combineSnapshots(
     })
     for (const name of names) {
       const stats = s.limiters[name]
-      if (stats === undefined) continue
+      // Published by another process, as JSON: anything but an object counts nothing.
+      if (!isObject(stats)) continue
       let combined = limiters.get(name)
       if (combined === undefined) {
         const series = new Array<SecondCounts>(length)
@@ -111,6 +125,7 @@ export function combineSnapshots(
       }
       combined.instances.push(s.instance)
       for (const point of Array.isArray(stats.series) ? stats.series : []) {
+        if (!isObject(point) || !Number.isSafeInteger(point.t)) continue
         const i = point.t - from
         if (!(i >= 0 && i < length)) continue
         const into = combined.series[i]!
@@ -119,9 +134,9 @@ export function combineSnapshots(
         into.denied += count(point.denied)
         into.shadow += count(point.shadow)
       }
-      for (const { key, count: n } of Array.isArray(stats.topDenied) ? stats.topDenied : []) {
-        if (typeof key !== 'string') continue
-        combined.denied.set(key, (combined.denied.get(key) ?? 0) + count(n))
+      for (const item of Array.isArray(stats.topDenied) ? stats.topDenied : []) {
+        if (!isObject(item) || typeof item.key !== 'string') continue
+        combined.denied.set(item.key, (combined.denied.get(item.key) ?? 0) + count(item.count))
       }
     }
   }
@@ -150,6 +165,13 @@ function isSnapshot(s: InstanceSnapshot): boolean {
     s.limiters !== null &&
     typeof s.limiters === 'object'
   )
+}
+
+/** Seconds a publisher's clock may differ from the dashboard's before its snapshot is re-based onto it. */
+const MAX_SKEW_SECONDS = 5
+
+function isObject<T>(value: T): value is T & object {
+  return value !== null && typeof value === 'object'
 }
 
 /** A count from another process's JSON: a finite number >= 0, else 0. */

@@ -46,6 +46,41 @@ function snapshot(
   return { at: until * 1000 + 400, seconds, limiters: out, instance, meta }
 }
 
+describe('combineSnapshots with a bad or skewed publisher (issue 25)', () => {
+  const options = { maxSeconds: 900, topKeys: 5 }
+  const healthy = () => snapshot('healthy', T0, 60, { api: { counts: () => ({ allowed: 2 }) } })
+
+  it('one malformed snapshot (limiters: { x: null }, series: [null]) answers, and the healthy ones still count', () => {
+    const bad = [
+      { ...healthy(), instance: 'null-limiter', limiters: { x: null } },
+      {
+        ...healthy(),
+        instance: 'null-point',
+        limiters: { api: { series: [null, { t: 'x' }], topDenied: [null, 5] } },
+      },
+    ] as unknown as InstanceSnapshot[]
+    const view = combineSnapshots([healthy(), ...bad], T0 * 1000 + 500, options)
+    const api = view.limiters.find((l) => l.limiter === 'api')!
+    expect(api.series.reduce((n, p) => n + p.allowed, 0)).toBe(120)
+    expect(view.instances.map((i) => i.instance)).toEqual(['healthy', 'null-limiter', 'null-point'])
+  })
+
+  it('a publisher 2 or 20 minutes fast, or far in the future, hides no healthy instance nor its chart', () => {
+    for (const skew of [120, 1200, 10 ** 9]) {
+      const fast = snapshot('fast', T0 + skew, 60, { api: { counts: () => ({ denied: 1 }) } })
+      const view = combineSnapshots([healthy(), fast], T0 * 1000 + 500, options)
+      expect(view.until, String(skew)).toBe(T0)
+      const api = view.limiters.find((l) => l.limiter === 'api')!
+      expect(api.series.reduce((n, p) => n + p.allowed, 0)).toBe(120)
+      expect(api.series.reduce((n, p) => n + p.denied, 0)).toBe(60)
+      expect(view.instances.map((i) => [i.instance, i.lastSeen])).toEqual([
+        ['fast', T0 * 1000 + 400],
+        ['healthy', T0 * 1000 + 400],
+      ])
+    }
+  })
+})
+
 describe('combineSnapshots', () => {
   it('sums instances second by second over the longest history held, at most maxSeconds', () => {
     const a = snapshot('a', T0, 900, { api: { counts: (t) => ({ allowed: 2, denied: t === T0 ? 5 : 0 }) } })

@@ -7,17 +7,19 @@ import type { Decision, Limiter } from '@sluice/core'
 import {
   buildRequestLimit,
   functionOption,
-  type HttpAdapter,
+  type HttpAdapterBase,
   type HttpLimitOptions,
   type HttpOutcome,
   headerValues,
   isPromise,
+  type NodeResponse,
   parseHttpOptions,
   type RequestRecord,
   type RequestView,
   type ResponseBody,
 } from '@sluice/core/http'
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
+import { mountTemplate } from './route.ts'
 
 declare global {
   // Express types its request through this global namespace; merging here types `req.rateLimit`.
@@ -56,22 +58,28 @@ type OnLimited = NonNullable<ExpressRateLimitOptions['onLimited']>
 const OWN_OPTIONS = { onLimited: functionOption }
 
 /**
- * How sluice reads an Express request. `'ip'` is `req.ip`, so Express's `trust proxy` setting decides
- * whether `X-Forwarded-For` counts. `'route'` is the matched route's template under its mount path
- * when a route has matched (per-route use), else, at `app.use` level, the mount path plus the path
- * without its query string. Headers are read line by line (`headersDistinct`).
+ * How sluice reads an Express request for the middleware `self`. `'ip'` is `req.ip`, so Express's
+ * `trust proxy` setting decides whether `X-Forwarded-For` counts. `'route'` is the matched route's template
+ * under its mounts' templates (route.ts: never the raw text a client's letter case or parameter values
+ * chose) when a route has matched (per-route use), else, at `app.use` level, the mount template plus the
+ * path without its query string. Headers are read line by line (`headersDistinct`).
  */
-const view: RequestView<Request> = {
-  ip: (req) => req.ip,
-  route: (req) => {
-    const route = req.route as { path?: unknown } | undefined
-    return `${req.method} ${req.baseUrl}${route === undefined ? req.path : String(route.path)}`
-  },
-  routeTemplate: (req) => {
-    const route = req.route as { path?: unknown } | undefined
-    return route === undefined ? undefined : `${req.method} ${req.baseUrl}${String(route.path)}`
-  },
-  header: (req, name) => headerValues(req, name),
+function viewOf(self: object): RequestView<Request> {
+  return {
+    ip: (req) => req.ip,
+    route: (req) => {
+      const route = req.route as { path?: unknown } | undefined
+      // A mount this cannot read keeps the raw text (route.ts says when).
+      const mount = mountTemplate(req, route ?? self) ?? req.baseUrl
+      return `${req.method} ${mount}${route === undefined ? req.path : String(route.path)}`
+    },
+    routeTemplate: (req) => {
+      const route = req.route as { path?: unknown } | undefined
+      const mount = route === undefined ? undefined : mountTemplate(req, route)
+      return mount === undefined ? undefined : `${req.method} ${mount}${String(route!.path)}`
+    },
+    header: (req, name) => headerValues(req, name),
+  }
 }
 
 /**
@@ -81,8 +89,7 @@ const view: RequestView<Request> = {
  */
 const records = new WeakMap<object, RequestRecord>()
 
-const adapter: HttpAdapter<Request, Response> = {
-  view,
+const adapter: Omit<HttpAdapterBase<Request>, 'view'> & { responseOf(res: Response): NodeResponse } = {
   recordOf: (req) => records.get(req),
   keepRecord(req, record) {
     records.set(req, record)
@@ -106,7 +113,7 @@ const adapter: HttpAdapter<Request, Response> = {
 export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware {
   const parsed = parseHttpOptions<Request, Response>('rateLimit', options, OWN_OPTIONS)
   const onLimited = parsed.own.onLimited as OnLimited | undefined
-  const limit = buildRequestLimit(parsed, adapter)
+  const limit = buildRequestLimit(parsed, { ...adapter, view: viewOf(sluiceRateLimit) })
 
   /**
    * Not an async function: on a memory store the outcome is there at once, and `next()` runs in the same

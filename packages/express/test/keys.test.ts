@@ -1,3 +1,4 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { fixedWindow, slidingLog } from '@sluice/core'
 import { rateLimit } from '@sluice/express'
 import request from 'supertest'
@@ -81,6 +82,94 @@ describe.each(flavours)('keys on $name', ({ express }) => {
     expect(await used(limit, 'GET /other')).toBe(0)
   })
 
+  it("a per-route limit is not evaded by letter case: 'route' keys /API/pay where /api/pay counts", async () => {
+    const app = express()
+    const router = express.Router()
+    const { calls, handle } = handler()
+    const limit = rateLimit({
+      rules: [fixedWindow({ limit: 2, windowMs: 60_000 })],
+      store: clocked().store,
+      key: 'route',
+    })
+    router.get('/pay', limit, handle)
+    app.use('/api', router)
+
+    const statuses: number[] = []
+    for (const path of ['/api/pay', '/API/pay', '/Api/pay', '/aPi/pay']) {
+      statuses.push((await request(app).get(path)).status)
+    }
+    expect(statuses).toEqual([200, 200, 429, 429])
+    expect(calls).toHaveLength(2)
+    expect((await limit.limiter.peek('GET /api/pay')).allowed).toBe(false)
+    expect((await limit.limiter.peek('GET /API/pay')).remaining).toBe(1)
+  })
+
+  it("a per-route limit is not evaded by parameter values: 'route' keys a parameterised mount by its template", async () => {
+    const app = express()
+    const tenants = express.Router()
+    const limit = rateLimit({ rules: ten, store: clocked().store, key: 'route' })
+    tenants.get('/pay', limit, handler().handle)
+    app.use('/t/:tenant', tenants)
+
+    const routes: unknown[] = []
+    const listener = (message: unknown) => routes.push((message as { route?: unknown }).route)
+    subscribe('sluice:http', listener)
+    try {
+      for (const tenant of ['acme', 'globex', 'ACME', 'initech']) await request(app).get(`/t/${tenant}/pay`)
+      await request(app).get('/T/acme/pay')
+    } finally {
+      unsubscribe('sluice:http', listener)
+    }
+    // The metrics label is the template too: one series, not one per tenant.
+    expect(routes).toEqual(Array(5).fill('GET /t/:tenant/pay'))
+    expect(await used(limit, 'GET /t/:tenant/pay')).toBe(5)
+    expect(await used(limit, 'GET /t/acme/pay')).toBe(0)
+  })
+
+  it("'route' reads each mount of nested routers, and tells apart one router mounted at two paths", async () => {
+    const app = express()
+    const outer = express.Router()
+    const inner = express.Router()
+    const limit = rateLimit({ rules: ten, store: clocked().store, key: 'route' })
+    inner.get('/orders/:id', limit, handler().handle)
+    outer.use('/v/:version', inner)
+    app.use('/api', outer)
+    app.use('/legacy', inner)
+
+    await request(app).get('/API/v/1/orders/7')
+    await request(app).get('/api/V/2/orders/8')
+    await request(app).get('/Legacy/orders/9')
+    expect(await used(limit, 'GET /api/v/:version/orders/:id')).toBe(2)
+    expect(await used(limit, 'GET /legacy/orders/:id')).toBe(1)
+  })
+
+  it("'route' at app.use level inside a parameterised mount keys the mount's template, not the tenant", async () => {
+    const app = express()
+    const tenants = express.Router()
+    const limit = rateLimit({ rules: ten, store: clocked().store, key: 'route' })
+    tenants.use('/reports', limit)
+    tenants.use(handler().handle)
+    app.use('/t/:tenant', tenants)
+
+    await request(app).get('/t/acme/reports/summary')
+    await request(app).get('/t/globex/reports/summary')
+    expect(await used(limit, 'GET /t/:tenant/reports/summary')).toBe(2)
+  })
+
+  it("'route' reads a mounted sub-app's mount path", async () => {
+    const app = express()
+    const sub = express()
+    const router = express.Router()
+    const limit = rateLimit({ rules: ten, store: clocked().store, key: 'route' })
+    router.get('/:id', limit, handler().handle)
+    sub.use('/users', router)
+    app.use('/v/:version', sub)
+
+    await request(app).get('/v/1/users/7')
+    await request(app).get('/V/2/Users/8')
+    expect(await used(limit, 'GET /v/:version/users/:id')).toBe(2)
+  })
+
   it('joins header parts into one key, such as x-biz-type + x-channel', async () => {
     const app = express()
     const limit = rateLimit({
@@ -121,7 +210,7 @@ describe.each(flavours)('keys on $name', ({ express }) => {
       type: 'about:blank',
       title: 'Bad Request',
       status: 400,
-      detail: 'This request needs header x-channel to be rate limited.',
+      detail: 'This request needs the x-channel header.',
     })
     const empty = await request(app).post('/pay').set('x-biz-type', 'PAYMENT').set('x-channel', '')
     expect(empty.status).toBe(400)
@@ -171,7 +260,10 @@ describe.each(flavours)('keys on $name', ({ express }) => {
     await request(app).get('/reports/1?tenant=acme')
     await request(app).get('/reports/2?tenant=acme')
     expect(await used(limit, 'GET /reports/\\:id:acme')).toBe(2)
-    expect((await request(app).get('/reports/3')).status).toBe(400)
+    const missing = await request(app).get('/reports/3')
+    expect(missing.status).toBe(400)
+    // A client is told what it can act on, never sluice's numbering of the key's parts ("key function #1").
+    expect(JSON.parse(missing.text).detail).toBe('This request cannot be identified for rate limiting.')
   })
 
   it('gives each bizType + channel its own limit from a table; missing or -1 is not limited', async () => {
@@ -213,5 +305,55 @@ describe.each(flavours)('keys on $name', ({ express }) => {
     expect(unlimited.body).toEqual({ ok: true, remaining: null })
     expect(calls).toHaveLength(2 + 1 + 5 + 5 + 1)
     expect(new Set(contexts)).toEqual(new Set(['/pay']))
+  })
+})
+
+describe.each(flavours)('key, rules and cost functions that return a promise, on $name', ({ express }) => {
+  it('waits for a key, rules and cost looked up asynchronously (a plan per API key), and counts exactly', async () => {
+    const plans: Record<string, number> = { gold: 2, free: 1 }
+    const owners: Record<string, string> = { k1: 'gold', k2: 'free' }
+    const app = express()
+    const limit = rateLimit({
+      store: clocked().store,
+      key: async (req) => owners[String(req.headers['x-api-key'])] ?? null,
+      rules: async (plan) => [fixedWindow({ limit: 2 * (plans[plan] ?? 0), windowMs: 60_000 })],
+      cost: async (req) => (req.method === 'POST' ? 2 : 1),
+    })
+    app.use(limit)
+    app.use(handler().handle)
+    const statuses: number[] = []
+    for (const [method, apiKey] of [
+      ['post', 'k1'],
+      ['get', 'k1'],
+      ['post', 'k1'],
+      ['get', 'k1'],
+      ['get', 'k2'],
+      ['get', 'k2'],
+      ['get', 'k2'],
+    ] as const) {
+      statuses.push((await request(app)[method]('/').set('x-api-key', apiKey)).status)
+    }
+    // gold: 4 units a minute, a POST taking 2; free: 2.
+    expect(statuses).toEqual([200, 200, 429, 200, 200, 200, 429])
+    expect((await request(app).get('/').set('x-api-key', 'nobody')).status).toBe(400)
+  })
+
+  it("sends a key, rules or cost function's rejection to the error path", async () => {
+    for (const failing of [
+      { key: async () => Promise.reject(new Error('cache down')) },
+      { rules: async () => Promise.reject(new Error('cache down')) },
+      { cost: async () => Promise.reject(new Error('cache down')) },
+    ]) {
+      const app = express()
+      const seen: unknown[] = []
+      app.use(rateLimit({ rules: ten, store: clocked().store, ...failing }))
+      app.use(handler().handle)
+      app.use(((error, _req, res, _next) => {
+        seen.push(error)
+        res.status(503).end()
+      }) as import('express').ErrorRequestHandler)
+      expect((await request(app).get('/')).status).toBe(503)
+      expect(seen).toEqual([new Error('cache down')])
+    }
   })
 })

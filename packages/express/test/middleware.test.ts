@@ -133,6 +133,7 @@ describe.each(flavours)('rateLimit on $name', ({ express }) => {
         },
       ],
       reason: 'rules',
+      countedAt: 1_000_020_000,
     })
   })
 

@@ -8,7 +8,13 @@ import { sluice } from './register.ts'
 
 export type { Decision } from '@sluice/core'
 export type { RateLimitHook } from './augmentation.ts'
-export type { OnLimited, OnLimitedResult, RouteRateLimitOptions, SluicePluginOptions } from './options.ts'
+export type {
+  OnLimited,
+  OnLimitedResult,
+  RateLimitHookName,
+  RouteRateLimitOptions,
+  SluicePluginOptions,
+} from './options.ts'
 export { RateLimitRejection } from './rejection.ts'
 export { sluice, sluice as fastifySluice }
 export default sluice

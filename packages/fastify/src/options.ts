@@ -3,7 +3,7 @@
  * Everything a limit decides is core's (`HttpLimitOptions`); this file adds the Fastify-only options and
  * their checks, which core's parser runs with its own.
  */
-import type { Decision } from '@sluice/core'
+import { type Decision, InvalidOptionError } from '@sluice/core'
 import { booleanOption, functionOption, type HttpLimitOptions, type OptionCheck } from '@sluice/core/http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
@@ -32,6 +32,21 @@ export type OnLimitedResult = void | FastifyReply
 export interface RouteRateLimitOptions extends HttpLimitOptions<FastifyRequest, FastifyReply> {
   /** Answers denied requests yourself; see `OnLimited`. Default: sluice's 429 through the error path. */
   onLimited?: OnLimited
+  /**
+   * The route hook the limit runs in: `'onRequest'` (default: before the body is read, the cheapest place
+   * to turn a request away) or `'preHandler'` (after `preValidation` and validation, so `key`, `rules`,
+   * `cost` and `skip` see what authentication set, such as `request.user`). For the plugin and a route's
+   * `config.rateLimit`; `fastify.rateLimit()` returns a hook you place yourself.
+   */
+  hook?: RateLimitHookName
+}
+
+/** The route hooks a limit can run in. */
+export type RateLimitHookName = 'onRequest' | 'preHandler'
+
+function hookOption(option: string, value: unknown): RateLimitHookName {
+  if (value === 'onRequest' || value === 'preHandler') return value
+  throw new InvalidOptionError(option, value, "'onRequest' or 'preHandler'")
 }
 
 /** Options of `app.register(sluice, options)`. */
@@ -47,6 +62,7 @@ export interface SluicePluginOptions extends RouteRateLimitOptions {
 /** The Fastify-only options of a route's `config.rateLimit` and of `fastify.rateLimit()`, with their checks. */
 export const ROUTE_OWN_OPTIONS: Readonly<Record<string, OptionCheck>> = Object.freeze({
   onLimited: functionOption,
+  hook: hookOption,
 })
 
 /** The Fastify-only options of the plugin, with their checks. */

@@ -9,7 +9,12 @@ import type { FastifyInstance, FastifyPluginAsync, onRequestHookHandler, RouteOp
 import fp from 'fastify-plugin'
 import type { RateLimitHook } from './augmentation.ts'
 import { adapter, hookFor, RECORD, routeAdapter } from './hook.ts'
-import { PLUGIN_OWN_OPTIONS, type RouteRateLimitOptions, type SluicePluginOptions } from './options.ts'
+import {
+  PLUGIN_OWN_OPTIONS,
+  type RateLimitHookName,
+  type RouteRateLimitOptions,
+  type SluicePluginOptions,
+} from './options.ts'
 import { type BuiltLimit, RouteLimits } from './route-limits.ts'
 
 async function sluicePlugin(fastify: FastifyInstance, options: SluicePluginOptions): Promise<void> {
@@ -37,6 +42,7 @@ async function sluicePlugin(fastify: FastifyInstance, options: SluicePluginOptio
   }
 
   const hookOf = ({ limit, onLimited }: BuiltLimit) => hookFor(limit, onLimited)
+  const pluginPhase = (plugin.own.hook as RateLimitHookName | undefined) ?? 'onRequest'
   const pluginLimit = limits.plugin
   const globalHook = global && pluginLimit !== undefined ? hookOf(pluginLimit) : undefined
 
@@ -47,6 +53,7 @@ async function sluicePlugin(fastify: FastifyInstance, options: SluicePluginOptio
     const config = (route.config as { rateLimit?: unknown } | undefined)?.rateLimit
     if (config === false) return
     let hook: onRequestHookHandler
+    let phase = pluginPhase
     if (config === undefined) {
       if (globalHook === undefined) return
       hook = globalHook
@@ -70,12 +77,24 @@ async function sluicePlugin(fastify: FastifyInstance, options: SluicePluginOptio
         }
         byRoute.set(`${methods} ${url}`, hook)
       }
+      phase = ((config as { hook?: RateLimitHookName }).hook ?? pluginPhase) as RateLimitHookName
     }
-    route.onRequest = appended(route.onRequest, hook)
+    // preHandler runs after authentication's hooks, so the limit can key on what they set.
+    if (phase === 'preHandler')
+      route.preHandler = appended(route.preHandler, hook) as RouteOptions['preHandler']
+    else route.onRequest = appended(route.onRequest, hook)
   })
 
   let hookCount = 0
   function rateLimit(options?: RouteRateLimitOptions): RateLimitHook {
+    const hook = (options as { hook?: unknown } | undefined)?.hook
+    if (hook !== undefined) {
+      throw new InvalidOptionError(
+        'rateLimit.hook',
+        hook,
+        'no hook: place the returned hook yourself, as { onRequest: ... } or { preHandler: ... }',
+      )
+    }
     const built = limits.limitFor('rateLimit', options, () => `rateLimit#${++hookCount}`, adapter)
     return Object.defineProperty(hookOf(built), 'limiter', {
       value: built.limit.limiter,

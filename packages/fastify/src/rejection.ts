@@ -14,7 +14,10 @@ import { limitedDetail, type ResponseBody } from '@sluice/core/http'
 export class RateLimitRejection {
   /** `'RateLimitRejection'`, as on an error, for logs. */
   readonly name = 'RateLimitRejection'
-  /** `ERR_SLUICE_RATE_LIMITED` for a denial; `ERR_SLUICE_INVALID_KEY` when a key part is missing. */
+  /**
+   * `ERR_SLUICE_RATE_LIMITED` for a denial; `ERR_SLUICE_OVERLOADED` for a request the `overload` guard shed;
+   * `ERR_SLUICE_INVALID_KEY` when a key part is missing.
+   */
   readonly code: ErrorCode
   /** The response status: the limit's `statusCode` (default 429), or 400 for a missing key part. */
   readonly statusCode: number
@@ -61,7 +64,7 @@ export function denial(
   contentType: string,
 ): RateLimitRejection {
   return new RateLimitRejection(
-    ErrorCode.RATE_LIMITED,
+    decision.reason === 'overload' ? ErrorCode.OVERLOADED : ErrorCode.RATE_LIMITED,
     statusCode,
     limitedDetail(decision),
     decision,

@@ -16,19 +16,18 @@
  * Every limit of a registration counts under one owner token; registrations given the same `limiter`
  * share it, so one limiter counts a request once.
  */
-import { createHash } from 'node:crypto'
 import { InvalidOptionError, type Limiter, MemoryStore, type Store } from '@sluice/core'
 import {
   buildRequestLimit,
   type HttpAdapter,
   LIMITER_OPTION_NAMES,
+  labelledPrefix,
   mergeHttpOptions,
   type ParsedHttpOptions,
   parseHttpOptions,
   REQUEST_OPTION_NAMES,
   type RequestLimit,
 } from '@sluice/core/http'
-import { isValidPrefix } from '@sluice/core/store'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { adapter } from './hook.ts'
 import { type OnLimited, ROUTE_OWN_OPTIONS } from './options.ts'
@@ -129,8 +128,9 @@ export class RouteLimits {
 
   #prefixFor(label: string): string {
     // Routes with one method and URL but different constraints (host, version) get `#2`, `#3`, ...
-    let prefix = labelled(this.#basePrefix, label)
-    for (let n = 2; this.#prefixes.has(prefix); n++) prefix = labelled(this.#basePrefix, `${label}#${n}`)
+    let prefix = labelledPrefix(this.#basePrefix, label)
+    for (let n = 2; this.#prefixes.has(prefix); n++)
+      prefix = labelledPrefix(this.#basePrefix, `${label}#${n}`)
     this.#prefixes.add(prefix)
     return prefix
   }
@@ -143,13 +143,4 @@ function ownerOf(limiter: object): object {
     limiterOwners.set(limiter, owner)
   }
   return owner
-}
-
-/** `<prefix>:<label>` when that is a valid prefix (printable ASCII, no `"` `\` `{` `}`, at most 128), else a digest. */
-function labelled(prefix: string, label: string): string {
-  const candidate = `${prefix}:${label}`
-  if (isValidPrefix(candidate)) return candidate
-  const digest = createHash('sha256').update(candidate).digest('base64url').slice(0, 22)
-  const short = `${prefix}:#${digest}`
-  return short.length <= 128 ? short : `#${digest}`
 }

@@ -468,6 +468,47 @@ describe('keys', () => {
     ])
   })
 
+  it("'route' is the template under case-insensitive routing and parameterised prefixes, key and label alike", async () => {
+    const recording = new RecordingStore(clocked().store)
+    const a = Fastify({ routerOptions: { caseSensitive: false } })
+    open.push(a)
+    await a.register(sluice, {
+      rules: [fixedWindow({ limit: 100, windowMs: 60_000 })],
+      store: recording,
+      key: 'route',
+    })
+    await a.register(
+      async (tenant) => {
+        tenant.get('/pay', handler().handle)
+      },
+      { prefix: '/t/:tenant' },
+    )
+    a.get('/api/pay', { config: { rateLimit: { key: 'route', rules: twoPerMinute() } } }, handler().handle)
+    await a.ready()
+    const routes: unknown[] = []
+    const listener = (message: unknown) => routes.push((message as { route?: unknown }).route)
+    subscribe('sluice:http', listener)
+    try {
+      for (const url of ['/t/acme/pay', '/T/globex/pay', '/t/ACME/PAY']) {
+        expect((await a.inject(url)).statusCode).toBe(200)
+      }
+      const statuses: number[] = []
+      for (const url of ['/api/pay', '/API/pay', '/Api/Pay']) statuses.push((await a.inject(url)).statusCode)
+      expect(statuses).toEqual([200, 200, 429])
+    } finally {
+      unsubscribe('sluice:http', listener)
+    }
+    expect(recording.calls.map((c) => c.key)).toEqual([
+      'GET /t/:tenant/pay',
+      'GET /t/:tenant/pay',
+      'GET /t/:tenant/pay',
+      'GET /api/pay',
+      'GET /api/pay',
+      'GET /api/pay',
+    ])
+    expect(routes).toEqual([...Array(3).fill('GET /t/:tenant/pay'), ...Array(3).fill('GET /api/pay')])
+  })
+
   it('keys by headers and functions; a table of limits per key from a rules function', async () => {
     const table: Record<string, number> = { 'PAYMENT:ALIPAY': 1, 'PAYMENT:WECHAT': -1 }
     const a = await track(
@@ -518,7 +559,7 @@ describe('keys', () => {
     expect(rejected.headers['content-type']).toBe('application/problem+json; charset=utf-8')
     expect(rejected.body).toBe(
       '{"type":"about:blank","title":"Bad Request","status":400,' +
-        '"detail":"This request needs header x-channel to be rate limited."}',
+        '"detail":"This request needs the x-channel header."}',
     )
     expect(rejected.body).not.toContain('undefined')
     for (let i = 0; i < 2; i++) {
@@ -531,6 +572,30 @@ describe('keys', () => {
     expect((await a.inject({ url: '/default', headers: { 'x-channel': 'none' } })).statusCode).toBe(429)
     expect((await a.inject({ url: '/default', headers: { 'x-channel': 'other' } })).statusCode).toBe(200)
     expect(h.calls).toHaveLength(4)
+  })
+
+  it('a missing key says what a client can act on, never "key function #1"', async () => {
+    const a = await track(
+      app(
+        {
+          rules: one(),
+          store: clocked().store,
+          key: ['ip', (request) => request.headers['x-api-key'] as string],
+        },
+        (a) => {
+          a.get('/', handler().handle)
+        },
+      ),
+    )
+    const rejected = await a.inject('/')
+    expect(rejected.statusCode).toBe(400)
+    expect(rejected.json()).toEqual({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'This request cannot be identified for rate limiting.',
+    })
+    expect((await a.inject({ url: '/', headers: { 'x-api-key': 'k1' } })).statusCode).toBe(200)
   })
 })
 
@@ -641,6 +706,118 @@ describe('shadow mode', () => {
   })
 })
 
+describe('hook: onRequest or preHandler', () => {
+  const one = () => [fixedWindow({ limit: 1, windowMs: 60_000 })]
+  /** An app whose authentication (a preValidation hook, after onRequest) sets request.user from a token. */
+  async function authenticated(options: Parameters<typeof app>[0], routes?: (a: FastifyInstance) => void) {
+    return track(
+      app(options, (a) => {
+        a.addHook('preValidation', async (request) => {
+          const token = request.headers.authorization
+          if (token !== undefined)
+            (request as unknown as { user: string }).user = token.replace('Bearer ', '')
+        })
+        a.get('/', handler().handle)
+        routes?.(a)
+      }),
+    )
+  }
+  const user = (request: unknown) => (request as { user?: string }).user
+  const as = (name: string, url = '/') => ({ url, headers: { authorization: `Bearer ${name}` } })
+
+  it('a preHandler limit keys on the user authentication set; at onRequest (the default) there is none yet', async () => {
+    const early = await authenticated({ rules: one(), store: clocked().store, key: user })
+    expect((await early.inject(as('ann'))).statusCode).toBe(400)
+
+    const store = clocked().store
+    const late = await authenticated({ rules: one(), store, key: user, hook: 'preHandler' })
+    expect((await late.inject(as('ann'))).statusCode).toBe(200)
+    expect((await late.inject(as('ann'))).statusCode).toBe(429)
+    expect((await late.inject(as('bob'))).statusCode).toBe(200)
+    const denied = await late.inject(as('bob'))
+    expect(denied.statusCode).toBe(429)
+    expect(denied.headers['retry-after']).toBe('20')
+  })
+
+  it('a route config chooses its own hook over the plugin', async () => {
+    const a = await authenticated({ rules: one(), store: clocked().store, key: 'ip' }, (a) => {
+      a.get(
+        '/mine',
+        { config: { rateLimit: { key: user, hook: 'preHandler', rules: twoPerMinute() } } },
+        handler().handle,
+      )
+    })
+    const statuses: number[] = []
+    for (const name of ['ann', 'ann', 'ann', 'bob'])
+      statuses.push((await a.inject(as(name, '/mine'))).statusCode)
+    expect(statuses).toEqual([200, 200, 429, 200])
+  })
+
+  it('checks hook: only onRequest or preHandler, and not on fastify.rateLimit()', async () => {
+    await expect(app({ rules: one(), hook: 'onSend' as 'onRequest' }, () => {})).rejects.toMatchObject({
+      code: ErrorCode.INVALID_OPTION,
+      message: expect.stringContaining('sluice.hook'),
+    })
+    const a = await track(app({ rules: one() }, () => {}))
+    expect(() => a.rateLimit({ hook: 'preHandler' })).toThrow(/rateLimit\.hook/)
+  })
+})
+
+describe('key, rules and cost functions that return a promise', () => {
+  it('waits for a key, rules and cost looked up asynchronously, and counts exactly', async () => {
+    const owners: Record<string, string> = { k1: 'gold', k2: 'free' }
+    const plans: Record<string, number> = { gold: 4, free: 2 }
+    const a = await track(
+      app(
+        {
+          store: clocked().store,
+          key: async (request) => owners[String(request.headers['x-api-key'])] ?? null,
+          rules: async (plan) => [fixedWindow({ limit: plans[plan] ?? 0, windowMs: 60_000 })],
+          cost: async (request) => (request.method === 'POST' ? 2 : 1),
+        },
+        (a) => {
+          a.get('/', handler().handle)
+          a.post('/', handler().handle)
+        },
+      ),
+    )
+    const statuses: number[] = []
+    for (const [method, apiKey] of [
+      ['POST', 'k1'],
+      ['GET', 'k1'],
+      ['POST', 'k1'],
+      ['GET', 'k1'],
+      ['GET', 'k2'],
+      ['GET', 'k2'],
+      ['GET', 'k2'],
+    ] as const) {
+      statuses.push((await a.inject({ method, url: '/', headers: { 'x-api-key': apiKey } })).statusCode)
+    }
+    expect(statuses).toEqual([200, 200, 429, 200, 200, 200, 429])
+    expect((await a.inject('/')).statusCode).toBe(400)
+  })
+
+  it("sends a key, rules or cost function's rejection to Fastify's error handler", async () => {
+    for (const failing of [
+      { key: async () => Promise.reject(new Error('cache down')) },
+      { rules: async () => Promise.reject(new Error('cache down')) },
+      { cost: async () => Promise.reject(new Error('cache down')) },
+    ]) {
+      const seen: unknown[] = []
+      const a = Fastify()
+      open.push(a)
+      a.setErrorHandler((error, _request, reply) => {
+        seen.push(error)
+        return reply.code(503).send()
+      })
+      await a.register(sluice, { rules: twoPerMinute(), store: clocked().store, ...failing })
+      a.get('/', handler().handle)
+      expect((await a.inject('/')).statusCode).toBe(503)
+      expect(seen).toEqual([new Error('cache down')])
+    }
+  })
+})
+
 describe("Fastify's error path", () => {
   it("hands denials to the user's error handler, headers already on the reply", async () => {
     const seen: unknown[] = []
@@ -683,7 +860,7 @@ describe("Fastify's error path", () => {
       expect(rejected.statusCode).toBe(400)
       expect(rejected.json()).toMatchObject({
         status: 400,
-        detail: 'This request needs header x-channel to be rate limited.',
+        detail: 'This request needs the x-channel header.',
       })
       if (!custom) {
         expect(rejected.headers['content-type']).toBe('application/problem+json; charset=utf-8')

@@ -14,8 +14,8 @@ export {
   type SecondCounts,
 } from './live-stats.ts'
 export { CHANNELS, type DecisionResult, resultOf } from './messages.ts'
-export { type OpenTelemetryMetricsOptions, openTelemetryMetrics } from './otel.ts'
-export { type PrometheusMetricsOptions, prometheusMetrics } from './prometheus.ts'
+export { type OpenTelemetryMeter, type OpenTelemetryMetricsOptions, openTelemetryMetrics } from './otel.ts'
+export { type PrometheusMetricsOptions, type PrometheusRegistry, prometheusMetrics } from './prometheus.ts'
 export {
   DEFAULT_STATS_PREFIX,
   type PublishedStats,

@@ -13,7 +13,7 @@
 import type { DecisionMessage, HttpMessage } from '@sluice/core'
 import { InvalidOptionError } from '@sluice/core'
 import { readOptions } from '@sluice/core/store'
-import { CHANNELS, resultOf } from './messages.ts'
+import { CHANNELS, resultOf, wasShed } from './messages.ts'
 import { subscribe } from './shared.ts'
 
 export interface LiveStatsOptions {
@@ -37,7 +37,7 @@ export interface SecondCounts {
   allowed: number
   /** Consumes admitted after a wait (leakyBucket). */
   queued: number
-  /** Consumes denied, whatever denied them (rules, cache, block, `onStoreError: 'deny'`). */
+  /** Consumes denied, whatever denied them (rules, cache, block, `onStoreError: 'deny'`), and requests an `overload` guard shed. */
   denied: number
   /** Requests a shadowed limit let through although its rules denied them (also counted in `denied`). */
   shadow: number
@@ -149,9 +149,14 @@ class Recorder {
   }
 
   http(message: HttpMessage): void {
-    if (message.action !== 'shadow') return
+    // A request an overload guard shed asked no rule, so it is counted here: denied, with no key to rank.
+    const shed = wasShed(message)
+    if (message.action !== 'shadow' && !shed) return
     const second = Math.floor(this.#config.clock() / 1000)
-    this.#series(message.limiter, second)?.count(second, SHADOW)
+    const series = this.#series(message.limiter, second)
+    if (series === undefined) return
+    if (shed) series.count(second, DENIED)
+    if (message.action === 'shadow') series.count(second, SHADOW)
   }
 
   #series(limiter: string, second: number): LimiterSeries | undefined {

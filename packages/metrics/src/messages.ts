@@ -3,7 +3,7 @@
  * are core's (`DecisionMessage`, `HttpMessage`, `StoreErrorMessage` from `@sluice/core`). The result of a
  * decision (`allowed | queued | denied`) is worked out in one place, {@link resultOf}, so every sink agrees.
  */
-import type { Decision, DecisionMessage } from '@sluice/core'
+import type { Decision, DecisionMessage, HttpMessage } from '@sluice/core'
 
 /** The channel names core publishes on. */
 export const CHANNELS = {
@@ -40,4 +40,13 @@ export function errorCodeOf(error: unknown): string {
     if (typeof code === 'string' && code !== '') return code
   }
   return 'unknown'
+}
+
+/**
+ * Whether an `overload` guard shed this request (`action: 'deny'`, or `'shadow'` under a shadowed limit).
+ * A shed request asks no rule, so no `sluice:decision` is published for it: the sinks count its decision
+ * from `sluice:http` instead (result `denied`, reason `overload`), as a shadowed denial is counted denied.
+ */
+export function wasShed(message: HttpMessage): boolean {
+  return message.decision?.reason === 'overload'
 }

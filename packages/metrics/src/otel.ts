@@ -8,7 +8,7 @@
  */
 import type { Attributes, Histogram, Meter, ObservableCallback, ObservableCounter } from '@opentelemetry/api'
 import type { DecisionMessage, HttpMessage, StoreErrorMessage } from '@sluice/core'
-import { CHANNELS, errorCodeOf, resultOf, storeWasAsked } from './messages.ts'
+import { CHANNELS, errorCodeOf, resultOf, storeWasAsked, wasShed } from './messages.ts'
 import {
   AttributeCache,
   loadPeer,
@@ -23,13 +23,22 @@ import {
   Tally,
 } from './shared.ts'
 
+/**
+ * An OpenTelemetry `Meter` (`@opentelemetry/api`), described by the methods sluice uses, so these type
+ * declarations never import the optional peer (no TS2307 for an app without it under `skipLibCheck: false`).
+ */
+export interface OpenTelemetryMeter {
+  createHistogram(name: string, options?: never): unknown
+  createObservableCounter(name: string, options?: never): unknown
+}
+
 export interface OpenTelemetryMetricsOptions {
   /**
    * The meter to create the instruments on. Default: `metrics.getMeter('@sluice/metrics', version)` from
    * the global meter provider, which must be registered (the SDK started) before this is called: the
    * OpenTelemetry metrics API hands out no-op meters until then.
    */
-  meter?: Meter
+  meter?: OpenTelemetryMeter
 }
 
 /** One sink per meter (see `sharedSink`). */
@@ -39,7 +48,8 @@ const perMeter = sinks<Meter>()
  * Records sluice's decisions on an OpenTelemetry meter:
  *
  * - `sluice.decisions` (counter): consumes (peeks are not counted), by `sluice.limiter`, `sluice.rule`,
- *   `sluice.result` (`allowed | queued | denied`) and `sluice.reason`.
+ *   `sluice.result` (`allowed | queued | denied`) and `sluice.reason`; a request an `overload` guard shed
+ *   counts here too, `denied` with reason `overload` (and rule `''`: no rule was asked).
  * - `sluice.http.requests` (counter): what each limit did to each request, by `sluice.limiter`,
  *   `sluice.action` and `http.route` (left out when the adapter does not know the route).
  * - `sluice.queue.wait` (histogram, s): how long queued consumes are held, by `sluice.limiter`.
@@ -54,7 +64,7 @@ const perMeter = sinks<Meter>()
  */
 export function openTelemetryMetrics(options: OpenTelemetryMetricsOptions = {}): MetricsSubscription {
   const meter =
-    options.meter ??
+    (options.meter as Meter | undefined) ??
     loadPeer<typeof import('@opentelemetry/api')>(
       '@opentelemetry/api',
       'openTelemetryMetrics without a meter',
@@ -137,6 +147,7 @@ function instruments(meter: Meter): () => () => void {
       },
       [CHANNELS.http]: (message: HttpMessage) => {
         httpCounts.add(message.limiter, message.action, message.route, undefined)
+        if (wasShed(message)) decisionCounts.add(message.limiter, '', 'denied', 'overload')
       },
       [CHANNELS.storeError]: (message: StoreErrorMessage) => {
         errorCounts.add(errorCodeOf(message.error), undefined, undefined, undefined)

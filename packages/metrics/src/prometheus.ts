@@ -9,7 +9,7 @@
 import type { DecisionMessage, HttpMessage, StoreErrorMessage } from '@sluice/core'
 import { InvalidOptionError } from '@sluice/core'
 import type { Counter, Histogram, Metric, Registry } from 'prom-client'
-import { CHANNELS, errorCodeOf, resultOf, storeWasAsked } from './messages.ts'
+import { CHANNELS, errorCodeOf, resultOf, storeWasAsked, wasShed } from './messages.ts'
 import {
   AttributeCache,
   loadPeer,
@@ -23,9 +23,18 @@ import {
   Tally,
 } from './shared.ts'
 
+/**
+ * A prom-client `Registry`, described by the methods sluice uses, so these type declarations never import
+ * the optional peer `prom-client` (no TS2307 for an app without it under `skipLibCheck: false`).
+ */
+export interface PrometheusRegistry {
+  getSingleMetric(name: string): unknown
+  registerMetric(metric: never): void
+}
+
 export interface PrometheusMetricsOptions {
   /** The registry to register the metrics on. Default: prom-client's global `register`. */
-  registry?: Registry
+  registry?: PrometheusRegistry
 }
 
 type Labels = Record<string, string>
@@ -37,7 +46,8 @@ const perRegistry = sinks<Registry>()
  * Records sluice's decisions on a prom-client registry:
  *
  * - `sluice_decisions_total{limiter,rule,result,reason}`: consumes (peeks are not counted); `result` is
- *   `allowed`, `queued` or `denied`.
+ *   `allowed`, `queued` or `denied`. A request an `overload` guard shed counts here too: `denied`,
+ *   `reason="overload"`, `rule=""` (no rule was asked).
  * - `sluice_http_requests_total{limiter,action,route}`: what each limit did to each request; `route` is
  *   empty (Prometheus's "absent") when the adapter does not know the route.
  * - `sluice_queue_wait_seconds{limiter}` (histogram): how long queued consumes are held.
@@ -52,7 +62,7 @@ const perRegistry = sinks<Registry>()
  */
 export function prometheusMetrics(options: PrometheusMetricsOptions = {}): MetricsSubscription {
   const client = loadPeer<typeof import('prom-client')>('prom-client', 'prometheusMetrics')
-  const registry = options.registry ?? client.register
+  const registry = (options.registry as Registry | undefined) ?? client.register
   return sharedSink(perRegistry, registry, () => instruments(client, registry))
 }
 
@@ -167,6 +177,7 @@ function instruments(client: typeof import('prom-client'), registry: Registry): 
       },
       [CHANNELS.http]: (message: HttpMessage) => {
         count(httpRequests, httpCounts, message.limiter, message.action, message.route)
+        if (wasShed(message)) count(decisions, decisionCounts, message.limiter, '', 'denied', 'overload')
       },
       [CHANNELS.storeError]: (message: StoreErrorMessage) => {
         count(storeErrors, errorCounts, errorCodeOf(message.error))

@@ -5,10 +5,11 @@
  * Keys, with the default prefix `sluice:stats`:
  * - `sluice:stats:instance:<instance>`: the latest snapshot as JSON, written with `SET … EX ttlSeconds`, so a
  *   process that stops publishing vanishes by itself.
- * - `sluice:stats:instances`: a sorted set of instance names scored by their last write (ms), trimmed on
- *   every write to the `maxInstances` most recent and to entries younger than twice the TTL, and expiring
- *   with the TTL itself. It is only an index: the instance keys are the truth, so a reader skips names
- *   whose key has expired.
+ * - `sluice:stats:instances`: a sorted set of instance names scored by their last write (ms, the
+ *   publisher's clock), trimmed on every write to the `maxInstances` most recent, and expiring with the TTL
+ *   itself. It is only an index: the instance keys are the truth (they expire by Redis's clock), so a
+ *   reader skips names whose key has expired and removes them. No publisher prunes by its own clock: one
+ *   whose clock runs fast would evict every other.
  *
  * Every command touches one key, so this works on Redis Cluster as it is. Neither Redis library is
  * imported: the client is reached through `call` (ioredis) or `sendCommand` (node-redis).
@@ -172,7 +173,6 @@ export function publishStats(options: PublishStatsOptions): StatsPublisher {
       await Promise.all([
         send(['SET', statsKey, json, 'EX', ttl]),
         send(['ZADD', index, String(now), instance]),
-        send(['ZREMRANGEBYSCORE', index, '-inf', `(${now - 2 * ttlSeconds * 1000}`]),
         send(['ZREMRANGEBYRANK', index, '0', String(-maxInstances - 1)]),
         send(['EXPIRE', index, ttl]),
       ])
@@ -250,10 +250,15 @@ export async function readPublishedStats(options: ReadPublishedStatsOptions): Pr
   const instances = names.map(String)
   const values = await Promise.all(instances.map((instance) => send(['GET', instanceKey(prefix, instance)])))
   const out: PublishedStats[] = []
-  for (const value of values) {
+  const gone: string[] = []
+  for (const [i, value] of values.entries()) {
+    if (value === null || value === undefined) gone.push(instances[i]!)
     const parsed = parseStats(value)
     if (parsed !== undefined) out.push(parsed)
   }
+  // An instance whose entry expired (by Redis's clock, never a publisher's) leaves the index here: no
+  // publisher prunes others by its own clock, so one whose clock runs fast evicts nobody.
+  if (gone.length > 0) await send(['ZREM', indexKey(prefix), ...gone]).catch(() => {})
   out.sort((a, b) => (a.instance < b.instance ? -1 : a.instance > b.instance ? 1 : 0))
   return out
 }

@@ -63,13 +63,19 @@ export class AttributeCache<T> {
   readonly #root = new Map<Part, Map<Part, Map<Part, Map<Part, T>>>>()
   readonly #max: number
   readonly #make: (a: Part, b: Part, c: Part, d: Part) => T
+  readonly #keep: (value: T) => boolean
   #size = 0
   /** The last combination asked for, and its value: steady traffic asks for the same one again and again. */
   #last: [Part, Part, Part, Part, T] | undefined
 
-  constructor(max: number, make: (a: Part, b: Part, c: Part, d: Part) => T) {
+  constructor(
+    max: number,
+    make: (a: Part, b: Part, c: Part, d: Part) => T,
+    keep: (value: T) => boolean = () => true,
+  ) {
     this.#max = max
     this.#make = make
+    this.#keep = keep
   }
 
   get(a: Part, b: Part, c: Part, d: Part): T {
@@ -81,6 +87,15 @@ export class AttributeCache<T> {
   }
 
   #lookup(a: Part, b: Part, c: Part, d: Part): T {
+    const found = this.#root.get(a)?.get(b)?.get(c)?.get(d)
+    if (found !== undefined) return found
+    if (this.#size >= this.#max) {
+      this.#root.clear()
+      this.#size = 0
+    }
+    const value = this.#make(a, b, c, d)
+    // A value the maker says not to keep (a tally's overflow) is indexed nowhere: no map grows for it.
+    if (!this.#keep(value)) return value
     let level1 = this.#root.get(a)
     if (level1 === undefined) {
       level1 = new Map()
@@ -96,17 +111,8 @@ export class AttributeCache<T> {
       level3 = new Map()
       level2.set(c, level3)
     }
-    let value = level3.get(d)
-    if (value === undefined) {
-      if (this.#size >= this.#max) {
-        this.#root.clear()
-        this.#size = 0
-        return this.#lookup(a, b, c, d)
-      }
-      value = this.#make(a, b, c, d)
-      level3.set(d, value)
-      this.#size++
-    }
+    level3.set(d, value)
+    this.#size++
     return value
   }
 
@@ -140,21 +146,25 @@ export class Tally<T> {
 
   constructor(make: (a: Part, b: Part, c: Part, d: Part) => T) {
     const overflow: Tallied<T> = { attributes: undefined as T, count: 0, reported: 0 }
-    this.#cache = new AttributeCache(Number.POSITIVE_INFINITY, (a, b, c, d) => {
-      if (this.entries.length >= MAX_CACHED_ATTRIBUTES) {
-        if (!this.#warned) {
-          this.#warned = true
-          process.emitWarning(
-            `sluice: more than ${MAX_CACHED_ATTRIBUTES} combinations of metric attributes; new ones are not counted`,
-            { code: 'SLUICE_METRICS_CARDINALITY' },
-          )
+    this.#cache = new AttributeCache(
+      Number.POSITIVE_INFINITY,
+      (a, b, c, d) => {
+        if (this.entries.length >= MAX_CACHED_ATTRIBUTES) {
+          if (!this.#warned) {
+            this.#warned = true
+            process.emitWarning(
+              `sluice: more than ${MAX_CACHED_ATTRIBUTES} combinations of metric attributes; new ones are not counted`,
+              { code: 'SLUICE_METRICS_CARDINALITY' },
+            )
+          }
+          return overflow
         }
-        return overflow
-      }
-      const entry: Tallied<T> = { attributes: make(a, b, c, d), count: 0, reported: 0 }
-      this.entries.push(entry)
-      return entry
-    })
+        const entry: Tallied<T> = { attributes: make(a, b, c, d), count: 0, reported: 0 }
+        this.entries.push(entry)
+        return entry
+      },
+      (entry) => entry !== overflow,
+    )
   }
 
   add(a: Part, b: Part, c: Part, d: Part): void {

@@ -71,6 +71,17 @@ describe('liveStats', () => {
     })
   })
 
+  it('counts requests an overload guard shed as denied (a shadowed one also as shadow), with no key to rank', () => {
+    const s = stats({ seconds: 2, topKeys: 2 })
+    now = 2_000_100
+    publishHttp('api', '', 'deny', '/pay', { allowed: false, rule: '', reason: 'overload' })
+    publishHttp('api', '', 'deny', '/pay', { allowed: false, rule: '', reason: 'overload' })
+    publishHttp('api', '', 'shadow', '/pay', { allowed: false, rule: '', reason: 'overload' })
+    expect(s.snapshot().limiters).toEqual({
+      api: { series: series(2000, 2, { 2000: { denied: 3, shadow: 1 } }), topDenied: [] },
+    })
+  })
+
   it('resets stale seconds when time jumps past the window, and forgets idle limiters', () => {
     const s = stats({ seconds: 5, topKeys: 3 })
     now = 1_000_000

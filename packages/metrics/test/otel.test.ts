@@ -95,6 +95,29 @@ describe('openTelemetryMetrics', () => {
     ])
   })
 
+  it('counts a request an overload guard shed (or a shadowed limit would have) as a denied decision with reason overload', async () => {
+    const { reader, meter } = setup()
+    closers.push(openTelemetryMetrics({ meter }))
+    publishHttp('api', '', 'deny', '/pay', { allowed: false, rule: '', reason: 'overload' })
+    publishHttp('api', '', 'shadow', '/pay', { allowed: false, rule: '', reason: 'overload' })
+    const data = await collect(reader)
+    expect(points(data.get('sluice.decisions'))).toEqual([
+      [
+        {
+          'sluice.limiter': 'api',
+          'sluice.rule': '',
+          'sluice.result': 'denied',
+          'sluice.reason': 'overload',
+        },
+        2,
+      ],
+    ])
+    expect(points(data.get('sluice.http.requests'))).toEqual([
+      [{ 'sluice.limiter': 'api', 'sluice.action': 'deny', 'http.route': '/pay' }, 1],
+      [{ 'sluice.limiter': 'api', 'sluice.action': 'shadow', 'http.route': '/pay' }, 1],
+    ])
+  })
+
   it('records queue waits and store durations in seconds, and store errors by code', async () => {
     const { reader, meter } = setup()
     closers.push(openTelemetryMetrics({ meter }))

@@ -1,9 +1,11 @@
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { ErrorCode, InvalidOptionError } from '@sluice/core'
 import { prometheusMetrics } from '@sluice/metrics'
 import { Counter, type MetricObjectWithValues, type MetricValue, Registry, register } from 'prom-client'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { QUEUE_WAIT_BUCKETS, STORE_DURATION_BUCKETS } from '../src/shared.ts'
-import { publishDecision, publishTrace, TRACE_KEYS } from './trace.ts'
+import { publishDecision, publishHttp, publishTrace, TRACE_KEYS } from './trace.ts'
 
 const closers: { close(): void }[] = []
 afterEach(() => {
@@ -33,6 +35,28 @@ const byLabels = (a: [Record<string, unknown>, number], b: [Record<string, unkno
   JSON.stringify(a[0]).localeCompare(JSON.stringify(b[0]))
 
 describe('prometheusMetrics', () => {
+  it('past its 10,000 series, new routes cost no memory: bounded means bounded memory', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const registry = new Registry()
+    closers.push(prometheusMetrics({ registry }))
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    for (let i = 0; i < 10_000; i++) publishHttp('api', 'k', 'allow', `/r/${i}`)
+    gc()
+    const before = process.memoryUsage().heapUsed
+    // Each route a new string never seen again, as a scanner's URLs would be without a route template.
+    for (let i = 0; i < 300_000; i++) publishHttp('api', 'k', 'allow', `/scan/${i}/${'x'.repeat(20)}`)
+    gc()
+    const grown = process.memoryUsage().heapUsed - before
+    // The old index kept a map entry per new route: about 87 MB here.
+    expect(grown).toBeLessThan(20 * 1024 * 1024)
+    expect(warn).toHaveBeenCalledWith(expect.stringContaining('new ones are not counted'), {
+      code: 'SLUICE_METRICS_CARDINALITY',
+    })
+    expect((await metricsOf(registry)).get('sluice_http_requests_total')?.values).toHaveLength(10_000)
+    warn.mockRestore()
+  }, 120_000)
+
   it('counts consumes by limiter, rule, result and reason; peeks are not counted', async () => {
     const registry = new Registry()
     closers.push(prometheusMetrics({ registry }))
@@ -77,6 +101,21 @@ describe('prometheusMetrics', () => {
     expect(samples(all.get('sluice_store_errors_total'))).toEqual([
       [{ code: 'ERR_SLUICE_STORE_TIMEOUT' }, 2],
       [{ code: 'unknown' }, 1],
+    ])
+  })
+
+  it('counts a request an overload guard shed (or a shadowed limit would have) as a denied decision with reason overload', async () => {
+    const registry = new Registry()
+    closers.push(prometheusMetrics({ registry }))
+    publishHttp('api', '', 'deny', '/pay', { allowed: false, rule: '', reason: 'overload' })
+    publishHttp('api', '', 'shadow', '/pay', { allowed: false, rule: '', reason: 'overload' })
+    const all = await metricsOf(registry)
+    expect(samples(all.get('sluice_decisions_total'))).toEqual([
+      [{ limiter: 'api', rule: '', result: 'denied', reason: 'overload' }, 2],
+    ])
+    expect(samples(all.get('sluice_http_requests_total'))).toEqual([
+      [{ limiter: 'api', action: 'deny', route: '/pay' }, 1],
+      [{ limiter: 'api', action: 'shadow', route: '/pay' }, 1],
     ])
   })
 

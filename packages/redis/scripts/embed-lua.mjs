@@ -49,7 +49,7 @@ export const RULE_LUA = {
 ${rules}
 } as const
 
-/** reset.lua: deletes a key's rule keys. */
+/** reset.lua: deletes a key's rule keys and block, and counts the reset. */
 export const RESET_LUA = ${literal(read('reset.lua'))}
 
 /** table-write.lua: one limit table change, its audit record and its notice. */

@@ -65,7 +65,15 @@ function paramsOf(kind: Kind, first: number): string {
  * What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`); or, for a
  * store that prefetches, consume a batch of units (`fetch`) and give unspent ones back (`giveBack`).
  */
-export type Act = 'apply' | 'penalize' | 'refund' | 'unqueue' | 'release' | 'fetch' | 'giveBack'
+export type Act =
+  | 'apply'
+  | 'penalize'
+  | 'refund'
+  | 'refundCall'
+  | 'unqueue'
+  | 'release'
+  | 'fetch'
+  | 'giveBack'
 
 /**
  * A fetch takes no more than this share of what any of its rules has left: 1/16 of it, rounded down, so
@@ -80,12 +88,19 @@ export const REPLY_FIELDS = 6
  * The Lua after the chunks. `apply`: decide every rule, admit all or none, begin a block when a consume is
  * denied (with a `block`), reply `REPLY_FIELDS` values per rule, then the block begun (its ms, or 0), then
  * the server's ms; a blocked key replies `{ 'blocked', ms left, server ms }` before any rule is read.
- * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `unqueue`:
- * change the state, reply `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
+ * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `refundCall`
+ * (one call's units, each rule's mark after the params), `unqueue`: change the state, reply
+ * `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
  * batch (ARGV after the params: the units wanted, at most `1 / FETCH_SHARE` of every rule's remaining,
  * at least the call's cost; a fetch ahead has cost 0 and takes 2 units or more, or none, counting
- * nothing), replying the batch taken before the server's ms. `giveBack`: each rule's
- * `<kind>GiveBack` of units counted at the ms after the params.
+ * nothing), replying the batch taken and the key's reset count before the server's ms. `giveBack`: each
+ * rule's `<kind>GiveBack` of units counted at the ms after the params.
+ *
+ * Resets under prefetch: `fetch` and `giveBack` also get the key's reset count key (after the rule keys,
+ * before the block key) and, after their own ARGV, the reset count the process last saw ('' for none) and
+ * the units it spent locally since its previous round trip. When the count has moved (another process
+ * reset the key), those units are counted in the new state, as a penalty counts them, and a `giveBack`
+ * gives nothing back: its units were counted in the state the reset removed.
  */
 export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
   const params: string[] = []
@@ -100,9 +115,32 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
       "return { 'ok', serverNow }",
     ].join('\n')
   }
+  if (act === 'refundCall') {
+    // Each rule's mark (the ms that names the call in its state, see @sluice/core's refundMark) follows
+    // the params; '' for a rule that gives nothing back.
+    return [
+      ...kinds.map(
+        (kind, i) =>
+          `if ARGV[${argv + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, cost, ${params[i]}, tonumber(ARGV[${argv + i}])) end`,
+      ),
+      "return { 'ok', serverNow }",
+    ].join('\n')
+  }
+  // A batch's acts: units spent after another process's reset are counted in the new state (see above).
+  const recount = (first: number) => [
+    `local resets = redis.call('GET', KEYS[${kinds.length + 1}]) or '0'`,
+    `local wasReset = ARGV[${first}] ~= '' and ARGV[${first}] ~= resets`,
+    `if wasReset and tonumber(ARGV[${first + 1}]) > 0 then`,
+    ...kinds.map(
+      (kind, i) => `  ${kind}Penalize(KEYS[${i + 1}], now, tonumber(ARGV[${first + 1}]), ${params[i]})`,
+    ),
+    'end',
+  ]
   if (act === 'giveBack') {
     return [
       `local at = tonumber(ARGV[${argv}])`,
+      ...recount(argv + 1),
+      "if wasReset then return { 'ok', serverNow } end",
       ...kinds.map((kind, i) => `${kind}GiveBack(KEYS[${i + 1}], now, cost, ${params[i]}, at)`),
       "return { 'ok', serverNow }",
     ].join('\n')
@@ -124,6 +162,7 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
     return lines.join('\n')
   }
   const head: string[] = []
+  if (act === 'fetch') head.push(...recount(argv + 1))
   if (act === 'penalize') {
     kinds.forEach((kind, i) => {
       head.push(`${kind}Penalize(KEYS[${i + 1}], now, cost, ${params[i]})`)
@@ -154,8 +193,8 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
       'if cost == 0 then consume = false end',
     )
   }
-  // A fetch replies the units it took before the server's ms.
-  const tail = act === 'fetch' ? 'cost, serverNow' : 'serverNow'
+  // A fetch replies the units it took and the key's reset count before the server's ms.
+  const tail = act === 'fetch' ? 'cost, resets, serverNow' : 'serverNow'
   // A call with a concurrency rule brings its lease id (made by the store) after the params.
   if (kinds.includes('concurrency')) head.push(`local lease = ARGV[${argv}]`)
   const admitOf = (kind: Kind, i: number, indent: string, mark: string, waitMs: string) => {

@@ -5,8 +5,16 @@
  * earlier (short of a `reset`, a refund or a slot given back). So a call with the same rules and a cost at
  * least the denied one's is still denied until the denial's `retryAfterMs` has passed. A block is kept the
  * same way, until its end, and answers every call on the key `reason: 'blocked'`; a plain denial is
- * answered `reason: 'cache'`. Until then it is answered from here, with its ms figures counted down. Entries are dropped when the key is admitted or reset through this store,
- * when they expire, and oldest first when the cache is full.
+ * answered `reason: 'cache'`. Until then it is answered from here, with its ms figures counted down.
+ * Entries are dropped when the key is admitted or reset through this store, when they expire, and oldest
+ * first when the cache is full.
+ *
+ * What it promises to each rule: a denial is kept only as long as its rules say for certain. fixedWindow,
+ * slidingLog, slidingWindow and tokenBucket report the exact time their units come back; leakyBucket and
+ * warmUp the exact time their slot comes round. Those are kept until their `retryAfterMs`. A concurrency
+ * rule's `retryAfterMs` is only an upper bound (the oldest lease's end: a release frees units at once),
+ * so its denial is never kept on its own: a call with several rules is kept until the latest certain
+ * `retryAfterMs` among the rules that denied it, and not at all when only concurrency rules denied it.
  */
 import type { RuleDecision, StoreAnswer } from '@sluice/core'
 
@@ -61,7 +69,9 @@ export class DeniedCache {
   /** Remembers a denial of `cost` decided at local time `now`. */
   set(id: string, plan: string, cost: number, now: number, decisions: readonly RuleDecision[]): void {
     let retryAfterMs = 0
-    for (const d of decisions) if (!d.allowed && d.retryAfterMs > retryAfterMs) retryAfterMs = d.retryAfterMs
+    for (const d of decisions) {
+      if (!d.allowed && !retryIsUpperBound(d) && d.retryAfterMs > retryAfterMs) retryAfterMs = d.retryAfterMs
+    }
     if (retryAfterMs <= 0) return
     this.#put(id, {
       plan,
@@ -117,4 +127,12 @@ function countDown(d: RuleDecision, at: number, now: number): RuleDecision {
   const resetMs = Math.max(0, Math.ceil(at + d.resetMs - now))
   const retryAfterMs = d.allowed ? 0 : Math.max(1, Math.ceil(at + d.retryAfterMs - now))
   return { ...d, resetMs, retryAfterMs }
+}
+
+/**
+ * Whether a denying rule's `retryAfterMs` is only an upper bound: a concurrency rule's (the units it
+ * reports are leases, `unit: 'concurrent-requests'`), since a release can free units before it.
+ */
+function retryIsUpperBound(d: RuleDecision): boolean {
+  return d.unit === 'concurrent-requests'
 }

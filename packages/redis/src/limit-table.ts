@@ -7,12 +7,27 @@
  * bounds, writes the entry, raises the version, appends to the audit stream and publishes the change.
  *
  * Each process serves `get` from a local copy (core's `TableState`), so `get` is synchronous and never
- * throws, and keeps serving the last table it had while Redis is away. It follows changes through pub/sub
- * (a duplicate connection), applies a change whose version is the next one, and reads the whole table
- * again when a version was skipped, when its subscriber reconnects, and when a check of the version (every
- * `checkMs`) finds it moved. It never adopts a table older than the one it holds: when Redis is behind
- * (it restarted without its data), the process warns, keeps serving its table and writes it back.
+ * throws, and keeps serving the last table it had while Redis is away.
+ *
+ * What it promises (its consistency): beside the version, Redis keeps a stamp, a random id written with
+ * every change, and each audit record keeps the stamp it made and the one before; a version alone never
+ * proves two tables equal. A pub/sub notice is only a hint: on one, and every `checkMs`, the process reads
+ * the version and stamp, and reads the table (with the stamps of its recent changes) when they differ from
+ * its own. Then:
+ * - Redis's table descends from the one held (the held stamp is in its recent trail): adopted.
+ * - Redis holds a table this process held before, or passed on its way (restarted from an older dump,
+ *   flushed): the process never adopts it; it warns and writes its own table back, replacing Redis's, so
+ *   Redis returns to the newest table the processes hold.
+ * - Redis holds a table this process never saw at a version no higher than its own (lost, then
+ *   re-provisioned): the process writes back its table with the entries Redis changed since the last
+ *   table both held (every entry Redis holds when there is none) at a version past both; every process
+ *   then adopts that one, so processes and Redis converge on one table.
+ * Writes never land on a Redis that is behind the writer: it writes its table back first. Every write of
+ * a whole table is conditional on the stamp it read (no two processes overwrite each other). Versions
+ * stop at 2^53 - 1. Entries Redis holds that sluice cannot read keep their last good value; a table past
+ * the bound of entries is not read at all.
  */
+import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import {
   ErrorCode,
@@ -38,6 +53,7 @@ import {
 import type { RedisClientLike } from './redis-store.ts'
 import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
 import { TABLE_RESTORE_LUA, TABLE_WRITE_LUA } from './scripts.generated.ts'
+import { type Subscriber, subscribe, whenReady } from './table-subscriber.ts'
 
 export interface RedisLimitTableOptions {
   /**
@@ -80,7 +96,10 @@ export interface LimitTableAuditRecord {
   readonly version: number
   /** When it was made, in ms since the epoch, by Redis's clock. */
   readonly time: number
-  /** `set`, `delete`, or `restore` (a process wrote the table back into a Redis that had lost it). */
+  /**
+   * `set`, `delete`, or `restore` (a process wrote its whole table into a Redis that was behind it, or
+   * that held a table it never saw).
+   */
   readonly change: 'set' | 'delete' | 'restore'
   /** The entry changed; `""` for a restore. */
   readonly entry: string
@@ -94,18 +113,46 @@ export interface LimitTableAuditRecord {
 const KNOWN_OPTIONS = ['client', 'name', 'prefix', 'timeoutMs', 'checkMs', 'auditLength', 'follow']
 const STORE_PREFIX = /^[\x21-\x7e]{1,128}$/
 const MAX_ACTOR = 128
+/** Versions stop here: past it a version is no longer an exact number in JavaScript (nor in Lua). */
+const MAX_VERSION = Number.MAX_SAFE_INTEGER
+/** Audit records read with the table, to tell where Redis's table comes from. */
+const TRAIL = 100
+/** Stamps remembered of tables held or passed on the way. */
+const HISTORY = 4096
 
 const WRITE = script(TABLE_WRITE_LUA)
 const RESTORE = script(TABLE_RESTORE_LUA)
-const LOAD = script(
-  "local v = redis.call('GET', KEYS[2]) or '0'\nreturn { v, redis.call('HGETALL', KEYS[1]) }",
-)
-const VERSION = script("return redis.call('GET', KEYS[1]) or '0'")
+/**
+ * The version, the stamp (`''` for no table; `v<version>` for a table written before stamps), the hash
+ * (or its length, past the bound: not read), and the last TRAIL records as { stamp, from, entry, change }.
+ */
+const LOAD = script(`local v = redis.call('GET', KEYS[2]) or '0'
+local s = redis.call('GET', KEYS[4]) or ''
+if s == '' and v ~= '0' then s = 'v' .. v end
+local trail = {}
+for _, record in ipairs(redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', ARGV[2])) do
+  local f = { stamp = '', from = '', entry = '', change = '' }
+  local flat = record[2]
+  for i = 1, #flat, 2 do
+    if f[flat[i]] ~= nil then f[flat[i]] = flat[i + 1] end
+  end
+  trail[#trail + 1] = { f.stamp, f.from, f.entry, f.change }
+end
+local n = redis.call('HLEN', KEYS[1])
+if n > tonumber(ARGV[1]) then return { v, s, n, trail } end
+return { v, s, redis.call('HGETALL', KEYS[1]), trail }`)
+const CHECK = script(`local v = redis.call('GET', KEYS[1]) or '0'
+local s = redis.call('GET', KEYS[2]) or ''
+if s == '' and v ~= '0' then s = 'v' .. v end
+return { v, s }`)
 const AUDIT = script("return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])")
 
-/** The subscriber connection, whichever library made it. */
-interface Subscriber {
-  close(): void
+/** One audit record as read with the table. */
+interface TrailRecord {
+  stamp: string
+  from: string
+  entry: string
+  change: string
 }
 
 /** A limit table in Redis. Open it with `RedisLimitTable.open`. */
@@ -113,18 +160,23 @@ export class RedisLimitTable implements LimitTable {
   /** The table's name. */
   readonly name: string
   readonly #runner: ScriptRunner
-  readonly #keys: readonly [string, string, string]
+  /** hash, version, audit, stamp. */
+  readonly #keys: readonly [string, string, string, string]
   readonly #channel: string
   readonly #timeoutMs: number
   readonly #checkMs: number
   readonly #auditLength: number
   readonly #state = new TableState()
-  /** The highest version seen anywhere: the local one, Redis's, any notice's. */
-  #highest = 0
+  /** The stamp of the table held; `''` for the empty table at version 0. */
+  #stamp = ''
+  /** Stamps of tables this process held or passed on its way to the one it holds, oldest first. */
+  readonly #history = new Set<string>([''])
   #subscriber: Subscriber | undefined
   #timer: NodeJS.Timeout | undefined
   #reading: Promise<void> | undefined
   #readAgain = false
+  #checking = false
+  #checkAgain = false
   /** True while Redis is known to be behind this process (warned once per episode). */
   #behind = false
   #closed = false
@@ -145,14 +197,15 @@ export class RedisLimitTable implements LimitTable {
     this.#checkMs = integerOption('RedisLimitTable.checkMs', o.checkMs ?? 1000, 0, 3_600_000)
     this.#auditLength = integerOption('RedisLimitTable.auditLength', o.auditLength ?? 1000, 1, 1_000_000)
     const base = `${prefix}:table:{${this.name}}`
-    this.#keys = [base, `${base}:version`, `${base}:audit`]
+    this.#keys = [base, `${base}:version`, `${base}:audit`, `${base}:stamp`]
     this.#channel = `${base}:changes`
   }
 
   /**
-   * Opens the table `name` in Redis: checks the options (`InvalidOptionError`), reads the table (rejects
-   * with `StoreError` when Redis cannot be reached), and, unless `follow` is false, subscribes to its
-   * changes and starts the version check. A table never written is empty, at version 0.
+   * Opens the table `name` in Redis: checks the options (`InvalidOptionError`), waits for a client that
+   * is still connecting (up to `timeoutMs`), reads the table (rejects with `StoreError` when Redis cannot
+   * be reached), and, unless `follow` is false, subscribes to its changes and starts the version check.
+   * A table never written is empty, at version 0. It only ever rejects: it never throws elsewhere.
    */
   static async open(options: RedisLimitTableOptions): Promise<RedisLimitTable> {
     const table = new RedisLimitTable(options)
@@ -160,11 +213,16 @@ export class RedisLimitTable implements LimitTable {
     if (typeof follow !== 'boolean') {
       throw new InvalidOptionError('RedisLimitTable.follow', follow, 'true or false')
     }
+    try {
+      await whenReady(options.client, table.#timeoutMs)
+    } catch (error) {
+      throw storeError(error)
+    }
     await table.#read()
     if (follow) {
       try {
         table.#subscriber = await subscribe(options.client, table.#channel, table.#timeoutMs, {
-          message: (text) => table.#onNotice(text),
+          message: () => table.#check(),
           reconnected: () => table.#refresh(),
         })
       } catch (error) {
@@ -195,8 +253,10 @@ export class RedisLimitTable implements LimitTable {
 
   /**
    * Sets an entry, checked before anything is written (as `createLimitTable` checks it; and the table may
-   * hold at most 10,000 entries). Resolves once the change is in Redis and applied here, listeners told.
-   * Rejects with `StoreError` when Redis cannot be reached (the change may still land if Redis got it).
+   * hold at most 10,000 entries). Resolves once the change is in Redis (applied here, listeners told, or,
+   * when others changed the table meanwhile, the table read again when Redis answers). Rejects with
+   * `StoreError` when Redis cannot be reached (the change may still land if Redis got it); a change that
+   * was written never rejects.
    */
   async set(
     entry: string,
@@ -213,7 +273,11 @@ export class RedisLimitTable implements LimitTable {
     await this.#write(name, parsed, actor)
   }
 
-  /** Removes an entry (it then falls to `"*"`). Removing an entry the table does not hold changes nothing. */
+  /**
+   * Removes an entry (it then falls to `"*"`). Removing an entry Redis's table does not hold changes
+   * nothing, unless Redis holds no table at all (lost): then the removal is recorded, so processes that
+   * write their table back drop the entry. A removal that changed the table raises `version`.
+   */
   async delete(entry: string, options?: LimitTableChangeOptions): Promise<void> {
     this.#open()
     const name = checkEntryName(entry)
@@ -243,54 +307,76 @@ export class RedisLimitTable implements LimitTable {
       throw new SluiceError(ErrorCode.TABLE_CLOSED, `The limit table "${this.name}" is closed.`)
   }
 
-  async #write(entry: string, parsed: ParsedEntry | undefined, actor: string): Promise<void> {
-    const reply = await this.#run(WRITE, this.#keys, [
-      entry,
-      parsed === undefined ? '' : parsed.json,
-      actor,
-      String(this.#highest),
-      String(this.#auditLength),
-      this.#channel,
-      String(TABLE_BOUNDS.entries),
-      String(TABLE_BOUNDS.entryJson),
-    ])
-    const [version, changed] = pair(reply)
-    if (version === -1) throw tooManyEntries(TABLE_BOUNDS.entries + 1)
-    if (version === -2) {
-      throw new SluiceError(ErrorCode.TABLE_TOO_LARGE, `Limit table entry ${describe(entry)} is too large.`)
+  /** Writes one change; resolves with whether it changed Redis's table. */
+  async #write(entry: string, parsed: ParsedEntry | undefined, actor: string): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      const stamp = newStamp()
+      const [version, changed, before] = triple(
+        await this.#run(WRITE, this.#keys, [
+          entry,
+          parsed === undefined ? '' : parsed.json,
+          actor,
+          String(this.#state.version),
+          this.#stamp,
+          String(this.#auditLength),
+          this.#channel,
+          String(TABLE_BOUNDS.entries),
+          String(TABLE_BOUNDS.entryJson),
+          stamp,
+        ]),
+      )
+      if (version === -1) throw tooManyEntries(TABLE_BOUNDS.entries + 1)
+      if (version === -2) {
+        throw new SluiceError(ErrorCode.TABLE_TOO_LARGE, `Limit table entry ${describe(entry)} is too large.`)
+      }
+      if (version === -4) {
+        throw new StoreError(
+          ErrorCode.STORE_ERROR,
+          `Limit table "${this.name}" in Redis is at its last version (${MAX_VERSION}) or holds no valid version; nothing was written.`,
+        )
+      }
+      if (version === -3) {
+        // Redis is behind this process: its table goes back first, then the change is made on it.
+        if (attempt > 0)
+          throw new StoreError(
+            ErrorCode.STORE_ERROR,
+            `Limit table "${this.name}": Redis stays behind this process; nothing was written.`,
+          )
+        await this.#read()
+        continue
+      }
+      if (changed === 1 && before === this.#stamp && version === this.#state.version + 1) {
+        this.#adopted(stamp)
+        this.#state.apply(entry, parsed, version)
+      } else if (changed === 1 || before !== this.#stamp) {
+        // Others changed the table meanwhile: read it. The change is written, so this never rejects.
+        await this.#read().catch(() => {})
+      }
+      return changed === 1
     }
-    if (version > this.#highest) this.#highest = version
-    if (changed === 0) {
-      if (version > this.#state.version) await this.#read()
-      return
-    }
-    if (version === this.#state.version + 1) this.#state.apply(entry, parsed, version)
-    else await this.#read()
   }
 
-  /** A notice from pub/sub: `<version>\n<entry>\n<spec JSON, or '' when deleted>`; an empty entry: read all. */
-  #onNotice(text: string): void {
+  /** A notice or a tick: reads the version and stamp, and the table when either moved. One at a time. */
+  #check(): void {
     if (this.#closed) return
-    const first = text.indexOf('\n')
-    const second = text.indexOf('\n', first + 1)
-    const version = Number(text.slice(0, first))
-    if (first < 0 || second < 0 || !Number.isSafeInteger(version)) {
-      this.#refresh()
+    if (this.#checking) {
+      this.#checkAgain = true
       return
     }
-    if (version > this.#highest) this.#highest = version
-    if (version <= this.#state.version) return
-    const entry = text.slice(first + 1, second)
-    const after = text.slice(second + 1)
-    let parsed: ParsedEntry | undefined
-    try {
-      if (version !== this.#state.version + 1 || entry === '') throw new Error('read the whole table')
-      parsed = after === '' ? undefined : parseEntryJson(checkEntryName(entry), after)
-    } catch {
-      this.#refresh()
-      return
-    }
-    this.#state.apply(entry, parsed, version)
+    this.#checking = true
+    void (async () => {
+      try {
+        do {
+          this.#checkAgain = false
+          const [version, stamp] = checkReply(await this.#run(CHECK, [this.#keys[1], this.#keys[3]], []))
+          if (stamp !== this.#stamp || version !== this.#state.version || this.#behind) await this.#read()
+        } while (this.#checkAgain && !this.#closed)
+      } catch {
+        // Redis is away: keep serving the table held, and try again at the next check.
+      } finally {
+        this.#checking = false
+      }
+    })()
   }
 
   /** Reads the table again in the background; failures wait for the next check. */
@@ -320,62 +406,167 @@ export class RedisLimitTable implements LimitTable {
   }
 
   async #readOnce(): Promise<void> {
-    const reply = await this.#run(LOAD, this.#keys.slice(0, 2), [])
-    if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) throw unexpected()
+    const reply = await this.#run(LOAD, this.#keys, [String(TABLE_BOUNDS.entries), String(TRAIL)])
+    if (!Array.isArray(reply) || reply.length !== 4 || !Array.isArray(reply[3])) throw unexpected()
     const version = Number(reply[0])
-    if (!Number.isSafeInteger(version)) throw unexpected()
-    if (version > this.#highest) this.#highest = version
+    const stamp = String(reply[1])
+    if (!Number.isSafeInteger(version) || version < 0) {
+      this.#warnOnce(
+        'version',
+        `Limit table "${this.name}" in Redis has no valid version (${describe(String(reply[0]))}); this process keeps serving its table.`,
+      )
+      return
+    }
+    if (!Array.isArray(reply[2])) {
+      this.#warnOnce(
+        'size',
+        `Limit table "${this.name}" in Redis holds ${Number(reply[2])} entries, past the bound of ${TABLE_BOUNDS.entries}; it is not read, and this process keeps serving its table.`,
+      )
+      return
+    }
+    const trail = (reply[3] as unknown[]).map(trailRecord)
     const held = this.#state.version
-    if (version < held) return this.#restore(version)
+    if (stamp === this.#stamp) {
+      this.#behind = false
+      return
+    }
+    const descends =
+      version > held &&
+      (this.#stamp === '' || trail.some((r) => r.stamp === this.#stamp || r.from === this.#stamp))
+    if (descends) {
+      this.#behind = false
+      for (const r of [...trail].reverse()) if (r.stamp !== '') this.#remember(r.stamp)
+      this.#adopted(stamp)
+      this.#state.replace(this.#entriesOf(reply[2] as unknown[]), version)
+      return
+    }
+    if (this.#history.has(stamp) && version <= held) {
+      // Redis holds a table this process passed: an older dump, or a flushed Redis. Its own goes back.
+      this.#warnBehind(
+        version,
+        'holds a table this process has already passed (restarted from an older dump, or flushed?)',
+      )
+      return this.#writeBack(stamp, held, this.#stamp, this.#state.snapshot())
+    }
+    // A table this process never saw: lost and re-provisioned, or this process fell far behind.
+    const redis = this.#entriesOf(reply[2] as unknown[])
+    const changed = changedSince(trail, this.#history)
+    if (version > held && (changed === undefined || changed === 'all')) {
+      for (const r of [...trail].reverse()) if (r.stamp !== '') this.#remember(r.stamp)
+      this.#adopted(stamp)
+      this.#state.replace(redis, version)
+      return
+    }
+    const merged = this.#state.snapshot()
+    if (changed === undefined || changed === 'all') {
+      for (const [entry, parsed] of redis) merged.set(entry, parsed)
+    } else {
+      for (const entry of changed) {
+        const value = redis.get(entry)
+        if (value === undefined) merged.delete(entry)
+        else merged.set(entry, value)
+      }
+    }
+    const next = Math.max(version, held) + 1
+    if (next > MAX_VERSION || merged.size > TABLE_BOUNDS.entries) return
+    this.#warnBehind(version, 'holds a table this process never saw (lost, then written again?)')
+    return this.#writeBack(stamp, next, newStamp(), merged)
+  }
+
+  /** Writes a whole table over Redis's (if Redis still holds `over`), then holds it. */
+  async #writeBack(
+    over: string,
+    version: number,
+    stamp: string,
+    entries: Map<string, ParsedEntry>,
+  ): Promise<void> {
+    const args = [
+      over,
+      String(version),
+      stamp,
+      this.#stamp,
+      String(this.#auditLength),
+      this.#channel,
+      `restore by ${defaultActor()}`,
+    ]
+    for (const [entry, parsed] of entries) args.push(entry, parsed.json)
+    const [, written] = pair(await this.#run(RESTORE, this.#keys, args))
+    if (written !== 1) {
+      // Someone changed Redis meanwhile: read it again.
+      this.#readAgain = true
+      return
+    }
     this.#behind = false
-    if (version === held) return
-    const flat = reply[1] as unknown[]
+    this.#adopted(stamp)
+    this.#state.replace(entries, version)
+  }
+
+  /** The entries of an HGETALL reply; one sluice cannot read keeps its last good value, if any. */
+  #entriesOf(flat: unknown[]): Map<string, ParsedEntry> {
     const entries = new Map<string, ParsedEntry>()
+    const unreadable: string[] = []
     for (let i = 0; i + 1 < flat.length; i += 2) {
       const entry = String(flat[i])
       try {
         entries.set(checkEntryName(entry), parseEntryJson(entry, String(flat[i + 1])))
-      } catch (error) {
-        // Written around sluice (by hand); the rest of the table still applies.
-        process.emitWarning(
-          `Limit table "${this.name}" holds an entry ${describe(entry)} sluice cannot read; it is left out: ${String(error)}`,
-          { code: 'SLUICE_TABLE_ENTRY' },
-        )
+      } catch {
+        unreadable.push(entry)
+        const last = this.#state.parsed(entry)
+        if (last !== undefined) entries.set(entry, last)
       }
     }
-    this.#state.replace(entries, version)
-  }
-
-  /** Redis is behind this process: warn once, keep serving, and write the table back. */
-  async #restore(stored: number): Promise<void> {
-    const held = this.#state.version
-    if (!this.#behind) {
-      this.#behind = true
+    if (unreadable.length > 0) {
+      // Written around sluice (by hand): each such entry keeps the value this process last had, if any.
       process.emitWarning(
-        `Limit table "${this.name}" in Redis is at version ${stored}, behind version ${held} held by this ` +
-          'process (did Redis restart without its data?). This process keeps serving its table and writes it back.',
-        { code: 'SLUICE_TABLE_BEHIND' },
+        `Limit table "${this.name}" holds ${unreadable.length} entr${unreadable.length === 1 ? 'y' : 'ies'} sluice cannot read (${describe(unreadable[0]!)}${unreadable.length > 1 ? ', …' : ''}); each keeps the last good value this process had, if any.`,
+        { code: 'SLUICE_TABLE_ENTRY' },
       )
     }
-    const args = [String(held), String(this.#auditLength), this.#channel, `restore by ${defaultActor()}`]
-    for (const [entry, parsed] of this.#state.snapshot()) args.push(entry, parsed.json)
-    const [version, done] = pair(await this.#run(RESTORE, this.#keys, args))
-    if (version > this.#highest) this.#highest = version
-    if (done === 1) this.#behind = false
-    // Entries written meanwhile were merged in at a version past ours: read the merge.
-    if (version > held) this.#readAgain = true
+    return entries
   }
 
-  /** Checks the version every `checkMs`; reads the table when it moved either way. */
+  /** Holds the table stamped `stamp` from now on. */
+  #adopted(stamp: string): void {
+    this.#stamp = stamp
+    this.#remember(stamp)
+  }
+
+  #remember(stamp: string): void {
+    this.#history.delete(stamp)
+    this.#history.add(stamp)
+    if (this.#history.size > HISTORY) {
+      for (const oldest of this.#history) {
+        if (oldest === '') continue
+        this.#history.delete(oldest)
+        break
+      }
+    }
+  }
+
+  #warned = new Set<string>()
+
+  #warnOnce(what: string, message: string): void {
+    if (this.#warned.has(what)) return
+    this.#warned.add(what)
+    process.emitWarning(message, { code: 'SLUICE_TABLE_UNREADABLE' })
+  }
+
+  /** Redis is behind this process or apart from it: warn once per episode. */
+  #warnBehind(stored: number, why: string): void {
+    if (this.#behind) return
+    this.#behind = true
+    process.emitWarning(
+      `Limit table "${this.name}" in Redis is at version ${stored} and ${why}; this process, at version ` +
+        `${this.#state.version}, keeps serving its table and writes it back.`,
+      { code: 'SLUICE_TABLE_BEHIND' },
+    )
+  }
+
+  /** Checks the version and stamp every `checkMs`. */
   #schedule(): void {
     if (this.#checkMs === 0 || this.#closed) return
-    this.#timer = setTimeout(async () => {
-      try {
-        const version = Number(await this.#run(VERSION, [this.#keys[1]], []))
-        if (version !== this.#state.version || this.#behind) await this.#read()
-      } catch {
-        // Redis is away: keep serving the table held, and try again at the next check.
-      }
+    this.#timer = setTimeout(() => {
+      this.#check()
       this.#schedule()
     }, this.#checkMs)
     this.#timer.unref()
@@ -412,6 +603,46 @@ export class RedisLimitTable implements LimitTable {
   }
 }
 
+/** A random stamp for a table as it stands after a change. */
+function newStamp(): string {
+  return randomBytes(12).toString('base64url')
+}
+
+function trailRecord(item: unknown): TrailRecord {
+  const [stamp, from, entry, change] = Array.isArray(item) ? item.map(String) : []
+  return { stamp: stamp ?? '', from: from ?? '', entry: entry ?? '', change: change ?? '' }
+}
+
+/**
+ * The entries Redis's trail changed since the newest table this process knows (a record whose stamp it
+ * holds in its history, or whose parent it does); 'all' when a whole table was written meanwhile;
+ * undefined when no known table is in the trail.
+ */
+function changedSince(
+  trail: readonly TrailRecord[],
+  history: ReadonlySet<string>,
+): Set<string> | 'all' | undefined {
+  const changed = new Set<string>()
+  let whole = false
+  for (const record of trail) {
+    if (record.stamp !== '' && history.has(record.stamp)) return whole ? 'all' : changed
+    if (record.change === 'restore' || record.entry === '') whole = true
+    else changed.add(record.entry)
+    if (history.has(record.from)) return whole ? 'all' : changed
+  }
+  return undefined
+}
+
+function checkReply(reply: unknown): [number, string] {
+  if (!Array.isArray(reply) || reply.length !== 2) throw unexpected()
+  return [Number(reply[0]), String(reply[1])]
+}
+
+function triple(reply: unknown): [number, number, string] {
+  if (!Array.isArray(reply) || reply.length !== 3) throw unexpected()
+  return [Number(reply[0]), Number(reply[1]), String(reply[2])]
+}
+
 /** An entry name for a message: quoted, and cut at 64 characters. */
 function describe(entry: string): string {
   return JSON.stringify(entry.length > 64 ? `${entry.slice(0, 64)}…` : entry)
@@ -421,7 +652,7 @@ function defaultActor(): string {
   return `${process.pid}@${hostname()}`.slice(0, MAX_ACTOR)
 }
 
-const UNSAFE_ACTOR = /[\p{Cc}\p{Cs}\p{Zl}\p{Zp}]/u
+const UNSAFE_ACTOR = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/u
 
 function actorOf(options: LimitTableChangeOptions | undefined): string {
   const o = readOptions('RedisLimitTable.set options', options, ['actor'])
@@ -433,7 +664,11 @@ function actorOf(options: LimitTableChangeOptions | undefined): string {
     actor.length > MAX_ACTOR ||
     UNSAFE_ACTOR.test(actor)
   ) {
-    throw new InvalidOptionError('actor', actor, `1 to ${MAX_ACTOR} characters without control characters`)
+    throw new InvalidOptionError(
+      'actor',
+      actor,
+      `1 to ${MAX_ACTOR} characters without control or format characters`,
+    )
   }
   return actor
 }
@@ -487,98 +722,4 @@ function auditRecord(item: unknown): LimitTableAuditRecord {
   if (before !== undefined) record.before = before
   if (after !== undefined) record.after = after
   return record
-}
-
-/** Resolves when an ioredis connection that is already connecting is ready; rejects after `timeoutMs`. */
-function readyWithin(sub: IoRedisSubscriber, timeoutMs: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`not ready within ${timeoutMs} ms`)), timeoutMs)
-    sub.on('ready', () => {
-      clearTimeout(timer)
-      resolve()
-    })
-  })
-}
-
-/** What a pub/sub subscriber tells the table. */
-interface SubscriberEvents {
-  message(text: string): void
-  /** The connection came back after a drop: notices may have been missed. */
-  reconnected(): void
-}
-
-/** The parts of the clients used to subscribe; both libraries resubscribe by themselves on reconnect. */
-interface IoRedisSubscriber {
-  status: string
-  connect(): Promise<void>
-  subscribe(channel: string): Promise<unknown>
-  on(event: string, listener: (...args: unknown[]) => void): unknown
-  disconnect(): void
-}
-interface NodeRedisSubscriber {
-  connect(): Promise<unknown>
-  subscribe(channel: string, listener: (message: string, channel: string) => void): Promise<unknown>
-  on(event: string, listener: (...args: unknown[]) => void): unknown
-  destroy?(): void
-  disconnect?(): Promise<void>
-}
-
-/**
- * Subscribes to `channel` on a duplicate of `client`: ioredis `duplicate()` then `subscribe` and the
- * `message` event; node-redis (4 to 6, client or cluster) `duplicate()`, `connect()`, `subscribe(channel,
- * listener)`. A `ready` after the first one means the connection came back.
- */
-async function subscribe(
-  client: unknown,
-  channel: string,
-  timeoutMs: number,
-  events: SubscriberEvents,
-): Promise<Subscriber> {
-  const c = client as { duplicate?: () => unknown; defineCommand?: unknown }
-  if (typeof c.duplicate !== 'function') {
-    throw new InvalidOptionError(
-      'RedisLimitTable.client',
-      client,
-      'a client with duplicate() (ioredis or node-redis)',
-    )
-  }
-  let ready = 0
-  const onReady = () => {
-    ready++
-    if (ready > 1) events.reconnected()
-  }
-  if (typeof c.defineCommand === 'function') {
-    const sub = c.duplicate() as IoRedisSubscriber
-    sub.on('error', () => {})
-    sub.on('ready', onReady)
-    sub.on('message', (ch, message) => {
-      if (ch === channel) events.message(String(message))
-    })
-    try {
-      if (sub.status === 'wait') await sub.connect()
-      else if (sub.status !== 'ready') await readyWithin(sub, timeoutMs)
-      await sub.subscribe(channel)
-    } catch (error) {
-      sub.disconnect()
-      throw error
-    }
-    if (ready === 0) ready = 1
-    return { close: () => sub.disconnect() }
-  }
-  const sub = c.duplicate() as NodeRedisSubscriber
-  const close = () => {
-    if (typeof sub.destroy === 'function') sub.destroy()
-    else sub.disconnect?.().catch(() => {})
-  }
-  sub.on('error', () => {})
-  sub.on('ready', onReady)
-  try {
-    await sub.connect()
-    await sub.subscribe(channel, (message) => events.message(String(message)))
-  } catch (error) {
-    close()
-    throw error
-  }
-  if (ready === 0) ready = 1
-  return { close }
 }

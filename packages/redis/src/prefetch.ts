@@ -49,6 +49,14 @@ export interface Held<P extends Batchable> {
   block: BlockPolicy | undefined
   /** Units counted in Redis and not spent yet, spendable until `until` (local ms). */
   left: number
+  /**
+   * The key's reset count as the latest reply said ('' before any), and the units spent here since the
+   * latest round trip claimed them: sent with the next one, which counts them again in the new state when
+   * another process has reset the key meanwhile (so the units a process holds are counted in whatever state
+   * the key has, at the latest at its next round trip).
+   */
+  resets: string
+  spent: number
   until: number
   /** The newest batch: when its fetch was sent (local ms), when Redis counted it, and its size. */
   at: number
@@ -77,6 +85,7 @@ export class Prefetch<P extends Batchable> {
   readonly #clock: () => number
   readonly #fetchAhead: (held: Held<P>, batch: Fetch) => void
   readonly #giveBack: (held: Held<P>, units: number) => void
+  readonly #recount: (held: Held<P>, units: number) => void
   readonly #held = new Map<string, Held<P>>()
   /** Keys in the order they fall due (nearly: a batch cut short by its fixed window falls due earlier). */
   #queue: Held<P>[] = []
@@ -89,12 +98,14 @@ export class Prefetch<P extends Batchable> {
     clock: () => number,
     fetchAhead: (held: Held<P>, batch: Fetch) => void,
     giveBack: (held: Held<P>, units: number) => void,
+    recount: (held: Held<P>, units: number) => void,
   ) {
     this.units = units
     this.ms = ms
     this.#clock = clock
     this.#fetchAhead = fetchAhead
     this.#giveBack = giveBack
+    this.#recount = recount
   }
 
   get(id: string): Held<P> | undefined {
@@ -111,6 +122,7 @@ export class Prefetch<P extends Batchable> {
   spend(held: Held<P>, cost: number, now: number): StoreAnswer | undefined {
     if (held.left < cost || now >= held.until) return undefined
     held.left -= cost
+    held.spent += cost
     const answer = answerAt(held, now, true)
     // Half the newest batch spent, nothing on its way, and room for Redis to give 2 units or more: the next
     // batch is fetched now, twice as big.
@@ -122,6 +134,18 @@ export class Prefetch<P extends Batchable> {
       this.#fetchAhead(held, batch)
     }
     return answer
+  }
+
+  /** The units spent since the latest round trip, which the round trip being sent now takes with it. */
+  claim(held: Held<P>): number {
+    const spent = held.spent
+    held.spent = 0
+    return spent
+  }
+
+  /** Units a round trip claimed but never delivered (it failed): the next one takes them. */
+  unclaim(held: Held<P>, spent: number): void {
+    held.spent += spent
   }
 
   /** Has the call wait for the key's latest fetch when that covers it; undefined when it does not. */
@@ -169,6 +193,8 @@ export class Prefetch<P extends Batchable> {
         rules,
         block,
         left: 0,
+        resets: '',
+        spent: 0,
         until: 0,
         at: 0,
         countedAt: 0,
@@ -207,7 +233,17 @@ export class Prefetch<P extends Batchable> {
     cost: number,
     at: number,
     countedAt: number,
+    seen: string,
+    resets: string,
   ): StoreAnswer {
+    if (seen !== '' && resets !== seen) {
+      // Another process reset the key: the units held were counted in the state it removed, so they are
+      // dropped (not given back), and those spent since the fetch was sent are counted in the new state.
+      held.left = 0
+      const since = this.claim(held)
+      if (since > 0) this.#recount(held, since)
+    }
+    held.resets = resets
     if (answer.reason !== undefined || !admitted(answer)) return answer
     const now = this.#clock()
     if (held.left > 0 && now >= held.until) this.#expire(held)
@@ -370,12 +406,19 @@ function retry(joiner: Joiner): StoreAnswer | Promise<StoreAnswer> {
  */
 function answerAt<P extends Batchable>(held: Held<P>, now: number, local: boolean): StoreAnswer {
   const figures = held.figures
-  const out = new Array<RuleDecision>(figures.length) as RuleDecision[] & { reason?: 'prefetch' }
+  const out = new Array<RuleDecision>(figures.length) as RuleDecision[] & {
+    reason?: 'prefetch'
+    countedAt?: number
+  }
   for (let i = 0; i < figures.length; i++) {
     const d = figures[i]!
     const resetMs = now <= held.at ? d.resetMs : Math.max(0, Math.ceil(held.at + d.resetMs - now))
     out[i] = { ...d, remaining: d.remaining + held.left, resetMs }
   }
   if (local) out.reason = 'prefetch'
+  // When the units were counted: a refund naming this call looks for them there. A call spent from units
+  // of an older batch still held names the newest batch: a sliding rule's unit refunded from it leaves
+  // the window up to `ms` early, within the bound prefetch already states for a sliding window.
+  Object.defineProperty(out, 'countedAt', { value: held.countedAt })
   return out
 }

@@ -31,6 +31,7 @@ import {
   MAX_TIMER_MS,
   newLease,
   readOptions,
+  type StorePlace,
 } from '@sluice/core/store'
 import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compose.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
@@ -132,6 +133,8 @@ const BATCHABLE = new Set<Rule['kind']>(['fixedWindow', 'slidingWindow', 'slidin
 
 /** Where a key's block lives: beside its rule keys, in the same hash slot. */
 const BLOCK_SUFFIX = '!block'
+/** Where a key's reset count lives (see reset.lua): beside its rule keys, in the same hash slot. */
+const RESETS_SUFFIX = '!resets'
 
 /** A block policy as the script reads it (ARGV[5]). */
 const blockArgs = new WeakMap<BlockPolicy, string>()
@@ -176,9 +179,14 @@ export class RedisStore implements Store {
    * until the first reply. It turns a call's local timeout into the deadline its script is sent.
    */
   #offset: number | undefined
+  /** Fetches and give-backs on their way: `close()` waits for them, so no batch in flight is lost. */
+  readonly #batches = new Set<Promise<unknown>>()
   /** Resets made so far: a denial sent before the latest one is not cached. */
   #resets = 0
   #closed = false
+
+  /** Its client and prefix: limiters on the default prefix of stores sharing both are refused (core's `Store.place`). */
+  readonly place: StorePlace
 
   constructor(options: RedisStoreOptions) {
     const o = readOptions('RedisStore', options, KNOWN_OPTIONS, true)
@@ -186,12 +194,13 @@ export class RedisStore implements Store {
     // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
     // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
     this.#prefix = labelOption('RedisStore.prefix', given(o.prefix, 'sluice'), " ':{}")
+    this.place = Object.freeze({ owner: o.client as object, namespace: this.#prefix })
     this.#timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
     this.#maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
     this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
     this.#cache = deniedCache(o.deniedCache)
     this.#deadlines = new Deadlines(this.#timeoutMs, () => performance.now(), this.#timeoutError)
-    this.#prefetch = prefetchOf(o.prefetch, this.#localNow, this.#fetchAhead, this.#giveBack)
+    this.#prefetch = prefetchOf(o.prefetch, this.#localNow, this.#fetchAhead, this.#giveBack, this.#recount)
   }
 
   /** The ms a script is sent as its `now`: the given clock's, whole (PEXPIRE takes integers); else Redis's. */
@@ -253,6 +262,7 @@ export class RedisStore implements Store {
     const call = this.#deadlines.start<StoreAnswer>()
     this.#attempt(call, plan.script, keys, args, true, (reply) => {
       const [answer, blocked] = answerOf(plan, rules, reply, false)
+      if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (cache !== undefined) this.#remember(cacheKey, plan.id, cost, localNow, resets, answer, blocked)
       return answer
     })
@@ -304,21 +314,33 @@ export class RedisStore implements Store {
   ): Promise<StoreAnswer> {
     const prefetch = this.#prefetch!
     const { plan, rules } = held
-    const keys = this.#keys(held.prefix, held.key, plan, held.block !== undefined)
+    const keys = this.#keys(held.prefix, held.key, plan, held.block !== undefined, true)
     const args = this.#args(plan, now, '1', cost, held.block)
-    args.push(String(batch.want))
+    // The units spent since the last round trip go with it: counted again if another process has reset the key.
+    const seen = held.resets
+    const spent = prefetch.claim(held)
+    args.push(String(batch.want), seen, String(spent))
     const call = this.#deadlines.start<StoreAnswer>()
     this.#attempt(call, this.#script(plan, 'fetch'), keys, args, true, (reply) => {
       const [answer, blocked] = answerOf(plan, rules, reply, true)
       if (this.#cache !== undefined) this.#remember(held.id, plan.id, cost, localNow, resets, answer, blocked)
-      // The reply ends with the units taken, then Redis's ms: when they were counted, without a clock.
-      const taken = Number(reply[reply.length - 2])
-      const countedAt = now ?? Number(reply[reply.length - 1])
-      return prefetch.fetched(held, answer, taken, cost, localNow, countedAt)
+      // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
+      // Redis's ms: when they were counted, without a clock.
+      const n = reply.length
+      if (answer.reason === 'blocked') return prefetch.fetched(held, answer, 0, cost, localNow, 0, seen, seen)
+      const taken = Number(reply[n - 3])
+      const countedAt = now ?? Number(reply[n - 1])
+      return prefetch.fetched(held, answer, taken, cost, localNow, countedAt, seen, String(reply[n - 2]))
     })
-    call.promise.then(
-      () => prefetch.arrived(held, batch),
-      (error: unknown) => prefetch.failed(held, batch, error),
+    this.#track(
+      call.promise.then(
+        () => prefetch.arrived(held, batch),
+        (error: unknown) => {
+          // The script did not run (or ran after its deadline, counting nothing): the units are still unclaimed.
+          prefetch.unclaim(held, spent)
+          prefetch.failed(held, batch, error)
+        },
+      ),
     )
     return call.promise
   }
@@ -334,16 +356,38 @@ export class RedisStore implements Store {
     this.#fetch(held, batch, 0, now, now ?? performance.now(), this.#resets).then(undefined, () => {})
   }
 
-  /** Gives a key's unspent prefetched units back to Redis; a failure leaves them counted. */
+  /**
+   * Gives a key's unspent prefetched units back to Redis; a failure leaves them counted. Sent even once the
+   * store is closing: a batch that lands after `close()` goes back (the client is still the caller's).
+   */
   readonly #giveBack = (held: Held<Plan>, units: number): void => {
-    if (this.#refuse() !== undefined) return
-    const keys = this.#keys(held.prefix, held.key, held.plan, false)
+    if (this.#refuse(true) !== undefined) return
+    const keys = this.#keys(held.prefix, held.key, held.plan, false, true)
     const now = this.#scriptNow()
     const args = this.#args(held.plan, now, 'g', units, undefined)
-    args.push(String(held.countedAt))
+    args.push(String(held.countedAt), held.resets, String(this.#prefetch!.claim(held)))
     const call = this.#deadlines.start<void>()
     this.#attempt(call, this.#script(held.plan, 'giveBack'), keys, args, true, () => undefined)
-    call.promise.then(undefined, () => {})
+    this.#track(call.promise.then(undefined, () => {}))
+  }
+
+  /**
+   * Counts units spent from a batch after another process reset its key, in the key's new state, as a
+   * penalty counts them (whatever the rules say). A failure leaves them uncounted.
+   */
+  readonly #recount = (held: Held<Plan>, units: number): void => {
+    if (this.#refuse(true) !== undefined) return
+    const keys = this.#keys(held.prefix, held.key, held.plan, false)
+    const args = this.#args(held.plan, this.#scriptNow(), 'p', units, undefined)
+    const call = this.#deadlines.start<void>()
+    this.#attempt(call, this.#script(held.plan, 'penalize'), keys, args, true, () => undefined)
+    this.#track(call.promise.then(undefined, () => {}))
+  }
+
+  /** Keeps `batch` (settling, never rejecting) until it settles, for `close()`. */
+  #track(batch: Promise<unknown>): void {
+    this.#batches.add(batch)
+    batch.then(() => this.#batches.delete(batch))
   }
 
   /** The script of `act` for the plan's rules, made when first needed. */
@@ -377,10 +421,12 @@ export class RedisStore implements Store {
     const now = this.#scriptNow()
     const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
     const args = this.#args(plan, now, mode, cost, withBlock ? block : undefined)
-    if (adjustment === 'unqueue' || adjustment === 'release') {
+    // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
+    const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
+    if (act !== 'refund' && act !== 'penalize') {
       for (let i = 0; i < rules.length; i++) args.push(marks?.[i] ?? '')
     }
-    const s = this.#script(plan, adjustment)
+    const s = this.#script(plan, act)
     const call = this.#deadlines.start<StoreAnswer | undefined>()
     this.#attempt(call, s, keys, args, true, (reply) =>
       penalize ? answerOf(plan, rules, reply, false)[0] : undefined,
@@ -388,13 +434,17 @@ export class RedisStore implements Store {
     return call.promise
   }
 
-  /** The Redis keys of one call: each rule's, then the key's block when the call needs it. */
-  #keys(prefix: string, key: string, plan: Plan, withBlock: boolean): string[] {
+  /**
+   * The Redis keys of one call: each rule's, then the key's reset count for a batch's acts (`withResets`),
+   * then the key's block when the call needs it (the scripts read the block from the last key).
+   */
+  #keys(prefix: string, key: string, plan: Plan, withBlock: boolean, withResets = false): string[] {
     const base = keyBase(this.#prefix, prefix, key)
     const n = plan.ids.length
-    const keys = new Array<string>(withBlock ? n + 1 : n)
+    const keys = new Array<string>(n)
     for (let i = 0; i < n; i++) keys[i] = base + plan.ids[i]
-    if (withBlock) keys[n] = base + BLOCK_SUFFIX
+    if (withResets) keys.push(base + RESETS_SUFFIX)
+    if (withBlock) keys.push(base + BLOCK_SUFFIX)
     return keys
   }
 
@@ -487,7 +537,8 @@ export class RedisStore implements Store {
     const base = keyBase(this.#prefix, prefix, key)
     // The block goes too, with its escalation: DEL of a key that is not there costs nothing.
     const keys = rules.map((rule) => base + rule.id)
-    keys.push(base + BLOCK_SUFFIX)
+    // The reset count goes last: a process holding prefetched units learns of the reset from it.
+    keys.push(base + BLOCK_SUFFIX, base + RESETS_SUFFIX)
     const call = this.#deadlines.start<void>()
     this.#send(RESET, keys, []).then(
       () => {
@@ -503,18 +554,21 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Gives prefetched units back, then stops answering and forgets the denied-key cache. The client stays
-   * open: it is the caller's.
+   * Gives prefetched units back, stops answering and forgets the denied-key cache. Resolves once every
+   * batch that was on its way has landed and its unspent units have been given back (or failed to be), so
+   * the caller may close the client then. The client stays open: it is the caller's.
    */
-  close(): void {
+  async close(): Promise<void> {
     this.#prefetch?.close()
     this.#closed = true
     this.#cache?.clear()
+    // A batch landing now gives its units back, which may start another give-back: wait until none is left.
+    while (this.#batches.size > 0) await Promise.all([...this.#batches])
   }
 
-  /** Why a call cannot be sent now, or undefined when it can. */
-  #refuse(): StoreError | undefined {
-    if (this.#closed) return new StoreError(ErrorCode.STORE_ERROR, 'The RedisStore is closed.')
+  /** Why a call cannot be sent now (`closing`: a give-back, which goes out even while the store closes). */
+  #refuse(closing = false): StoreError | undefined {
+    if (this.#closed && !closing) return new StoreError(ErrorCode.STORE_ERROR, 'The RedisStore is closed.')
     if (this.#inFlight >= this.#maxInFlight) {
       return new StoreError(
         ErrorCode.STORE_ERROR,
@@ -600,6 +654,14 @@ function serverNowOf(reply: unknown): number | undefined {
   return Number.isFinite(serverNow) ? serverNow : undefined
 }
 
+/** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
+function countedAt(answer: StoreAnswer, at: number): void {
+  if (answer.reason !== undefined) return
+  for (const d of answer) if (!d.allowed) return
+  // Not enumerable: the answer becomes the decision's `rules`, whose JSON stays the list of rule decisions.
+  Object.defineProperty(answer, 'countedAt', { value: at })
+}
+
 function unexpectedReply(): StoreError {
   return new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
 }
@@ -617,7 +679,7 @@ function answerOf(
 ): [StoreAnswer, number] {
   const n = rules.length
   if (reply.length === 3 && String(reply[0]) === 'blocked') return [blockedAnswer(rules, Number(reply[1])), 0]
-  if (reply.length !== n * REPLY_FIELDS + (fetch ? 3 : 2)) throw unexpectedReply()
+  if (reply.length !== n * REPLY_FIELDS + (fetch ? 4 : 2)) throw unexpectedReply()
   const out = new Array<RuleDecision>(n)
   for (let i = 0; i < n; i++) {
     const o = i * REPLY_FIELDS
@@ -656,9 +718,10 @@ function prefetchOf(
   clock: () => number,
   fetchAhead: (held: Held<Plan>, batch: Fetch) => void,
   giveBack: (held: Held<Plan>, units: number) => void,
+  recount: (held: Held<Plan>, units: number) => void,
 ): Prefetch<Plan> | undefined {
   if (option === undefined || option === false) return undefined
-  const make = (units: number, ms: number) => new Prefetch(units, ms, clock, fetchAhead, giveBack)
+  const make = (units: number, ms: number) => new Prefetch(units, ms, clock, fetchAhead, giveBack, recount)
   if (option === true) return make(DEFAULT_PREFETCH_UNITS, DEFAULT_PREFETCH_MS)
   if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
     const o = readOptions<{ units?: number; ms?: number }>('RedisStore.prefetch', option, ['units', 'ms'])

@@ -176,6 +176,12 @@ local function fixedWindowGiveBack(key, now, cost, limit, windowMs, at)
   fixedWindowRefund(key, now, cost, limit, windowMs)
 end
 
+-- One call's units, counted at \`at\`: given back only while the window they were counted in lasts.
+local function fixedWindowRefundCall(key, now, cost, limit, windowMs, at)
+  if at - fmod(at, windowMs) ~= now - fmod(now, windowMs) then return end
+  fixedWindowRefund(key, now, cost, limit, windowMs)
+end
+
 local function fixedWindowPenalize(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
   local h = redis.call('HMGET', key, 's', 'c')
@@ -345,6 +351,25 @@ local function slidingLogGiveBack(key, now, cost, _limit, windowMs, at)
   end
 end
 
+-- One call's units, logged at \`at\`: given back only while the entries of \`at\` are live and the newest (as
+-- the memory store keeps one entry per ms, and can rewrite only the newest: older units sit under the running
+-- sums of every newer entry, so they stay counted until they leave the window).
+local function slidingLogRefundCall(key, now, cost, limit, windowMs, at)
+  if at + windowMs <= now then return end
+  local total, newestEnd, newestAt, n = slidingLogLive(key, now, windowMs)
+  if total == 0 or newestAt ~= at then return end
+  -- The members logged at \`at\` are the newest \`count\`; the units they hold end at \`newestEnd\`.
+  local count = redis.call('ZCOUNT', key, at, at)
+  local firstEnd, firstCost = string.match(redis.call('ZRANGE', key, n - count, n - count)[1], '^%d+:(%d+):(%d+)$')
+  if firstEnd == nil then return end
+  local before = tonumber(firstEnd) - tonumber(firstCost)
+  if before < 0 then before = before + logModulus end
+  local units = unitsSince(before, newestEnd)
+  if units > total then units = total end
+  if cost > units then cost = units end
+  slidingLogRefund(key, now, cost, limit, windowMs)
+end
+
 local function slidingLogPenalize(key, now, cost, limit, windowMs)
   local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
   local add = cost
@@ -445,6 +470,11 @@ local function slidingWindowGiveBack(key, now, cost, _limit, windowMs, bucketMs,
   c = c - cost
   if c < 0 then c = 0 end
   redis.call('HSET', key, field, num(c))
+end
+
+-- One call's units, counted at \`at\`: taken from the bucket that holds \`at\`, while it is live.
+local function slidingWindowRefundCall(key, now, cost, limit, windowMs, bucketMs, at)
+  slidingWindowGiveBack(key, now, cost, limit, windowMs, bucketMs, at)
 end
 
 local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
@@ -556,6 +586,15 @@ end
 
 -- Prefetched tokens not spent (see src/prefetch.ts) go back into the bucket, as a refund.
 local function tokenBucketGiveBack(key, now, cost, capacity, refill, _at)
+  tokenBucketRefund(key, now, cost, capacity, refill)
+end
+
+-- One call's tokens, taken at \`at\`: given back only while the bucket was last written in that ms (see
+-- @sluice/core's tokenBucketAlgorithm.refundCall: after a later write, the refill between may have reached
+-- capacity unseen, so exact counting may allow nothing back).
+local function tokenBucketRefundCall(key, now, cost, capacity, refill, at)
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
+  if not h[1] or (h[3] and now >= tonumber(h[3])) or tonumber(h[2]) ~= at then return end
   tokenBucketRefund(key, now, cost, capacity, refill)
 end
 
@@ -694,6 +733,12 @@ local function leakyBucketRefund(key, now, cost, rate, _maxQueueMs, limit)
   leakyBucketWrite(key, now, rate, limit, start, units)
 end
 
+-- One call's slot, the whole ms it comes round (\`at + waitMs\`): while it is ahead, every later call queued
+-- right behind it, so \`last\` goes back by its \`cost\` intervals (not before now). Once it has come, nothing.
+local function leakyBucketRefundCall(key, now, cost, rate, maxQueueMs, limit, slot)
+  if slot > now then leakyBucketRefund(key, now, cost, rate, maxQueueMs, limit) end
+end
+
 -- \`last\` goes forward by \`cost\` intervals (from now, when it has passed), but at most \`cost\` intervals
 -- past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
 local function leakyBucketPenalize(key, now, cost, rate, maxQueueMs, limit)
@@ -779,6 +824,8 @@ end
 
 -- A refund does not apply: held units come back by release, not by refund.
 local function concurrencyRefund() end
+
+local function concurrencyRefundCall() end
 
 -- A penalty holds nothing: there is no work to release.
 local function concurrencyPenalize() end
@@ -908,6 +955,14 @@ local function warmUpRefund(key, now, cost, stableMs, _threshold, maxPermits, _s
   warmWrite(key, now, maxPermits, coolDownMs, back, tonumber(h[2]))
 end
 
+-- One call's delay, the whole ms it moved the next slot to (\`at + resetMs\`): while that is ahead, the next
+-- slot goes back by \`cost\` stable intervals (not before now). Once it has come, the delay is spent.
+local function warmUpRefundCall(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, maxQueueMs, limit, next)
+  if next > now then
+    warmUpRefund(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, maxQueueMs, limit)
+  end
+end
+
 -- The next slot moves on by \`cost\` stable intervals, spending no stored permit, at most \`cost\` intervals
 -- past a full queue.
 local function warmUpPenalize(key, now, cost, stableMs, _threshold, maxPermits, _slope, coolDownMs, maxQueueMs, _limit)
@@ -921,30 +976,45 @@ end
 `,
 } as const
 
-/** reset.lua: deletes a key's rule keys. */
-export const RESET_LUA = `-- sluice: forgets one key's state under the given rules (KEYS: the rule keys, all in one hash slot).
-return redis.call('DEL', unpack(KEYS))
+/** reset.lua: deletes a key's rule keys and block, and counts the reset. */
+export const RESET_LUA = `-- sluice: forgets one key's state under the given rules. KEYS: the rule keys and the key's block, then the
+-- key's reset count (last), all in one hash slot. The count tells a process holding prefetched units for the
+-- key, at its next round trip, that the state they were counted in is gone (src/compose.ts, \`fetch\`); it
+-- outlives any batch (prefetch's \`ms\` is at most 60 s).
+local n = #KEYS
+redis.call('DEL', unpack(KEYS, 1, n - 1))
+redis.call('INCR', KEYS[n])
+redis.call('PEXPIRE', KEYS[n], 120000)
+return 1
 `
 
 /** table-write.lua: one limit table change, its audit record and its notice. */
 export const TABLE_WRITE_LUA = `-- sluice limit table: one change (set or delete one entry), atomically.
--- KEYS: the table's hash (entry -> spec JSON), its version, its audit stream.
--- ARGV: entry, after (spec JSON, or '' to delete), actor, the highest version the writer has seen, audit
--- length (MAXLEN ~), pub/sub channel, most entries, most characters of one entry's JSON.
--- Replies { version, changed }: changed 0 for a delete of an entry the table does not hold; version -1
--- when the table is full, -2 when the entry is too large (nothing written either way).
--- The version carries on from the highest the writer has seen: a Redis that lost the table (restarted
--- without persistence) never hands out a version a process already holds for another table.
+-- KEYS: the table's hash (entry -> spec JSON), its version, its audit stream, its stamp.
+-- ARGV: entry, after (spec JSON, or '' to delete), actor, the writer's version, the writer's stamp, audit
+-- length (MAXLEN ~), pub/sub channel, most entries, most characters of one entry's JSON, the new stamp.
+-- Replies { version, changed, the stamp before }: changed 0 for a delete of an entry the table does not
+-- hold; version -1 when the table is full, -2 when the entry is too large, -3 when Redis is behind the
+-- writer (it holds another table at a lower version: the writer writes its own table back first), -4 when
+-- the version would pass 2^53 - 1 (nothing written in any of these).
+-- The stamp is a random id of the table as it stands after a change: two tables at one version are one
+-- table only when their stamps are equal. The audit record keeps the stamp and the one before ('from').
 local entry, after = ARGV[1], ARGV[2]
-if #after > tonumber(ARGV[8]) then return { -2, 0 } end
+local stored = redis.call('GET', KEYS[2])
+local version = tonumber(stored or '0')
+local stamp = redis.call('GET', KEYS[4]) or ''
+if stamp == '' and version ~= 0 then stamp = 'v' .. stored end
+if #after > tonumber(ARGV[9]) then return { -2, 0, stamp } end
+if version == nil or version >= 9007199254740991 or version < 0 then return { -4, 0, stamp } end
+if stamp ~= ARGV[5] and version < tonumber(ARGV[4]) then return { -3, 0, stamp } end
 local before = redis.call('HGET', KEYS[1], entry)
-local version = tonumber(redis.call('GET', KEYS[2]) or '0')
-if after == '' and not before then return { version, 0 } end
-if after ~= '' and not before and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[7]) then return { -1, 0 } end
-local seen = tonumber(ARGV[4])
-if version < seen then version = seen end
+-- Removing an entry Redis does not hold changes nothing, unless Redis holds no table at all (never written,
+-- or lost): processes may still hold the entry, so the delete is recorded, and they drop it.
+if after == '' and not before and stored then return { version, 0, stamp } end
+if after ~= '' and not before and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[8]) then return { -1, 0, stamp } end
 version = version + 1
 redis.call('SET', KEYS[2], version)
+redis.call('SET', KEYS[4], ARGV[10])
 local change = 'set'
 if after == '' then
   redis.call('HDEL', KEYS[1], entry)
@@ -954,34 +1024,36 @@ else
 end
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*',
-  'v', version, 't', ms, 'change', change, 'entry', entry, 'before', before or '', 'after', after, 'actor', ARGV[3])
--- Entry names hold no line breaks and spec JSON none either: version, entry and value, one per line.
-redis.call('PUBLISH', ARGV[6], version .. '\\n' .. entry .. '\\n' .. after)
-return { version, 1 }
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*',
+  'v', version, 't', ms, 'change', change, 'entry', entry, 'before', before or '', 'after', after,
+  'actor', ARGV[3], 'stamp', ARGV[10], 'from', stamp)
+-- A hint only: a process that hears it reads the table from Redis, never from the message.
+redis.call('PUBLISH', ARGV[7], tostring(version))
+return { version, 1, stamp }
 `
 
 /** table-restore.lua: a process writes back the limit table into a Redis that lost it. */
-export const TABLE_RESTORE_LUA = `-- sluice limit table: a process writes back the table it holds into a Redis that is behind it (restarted
--- without persistence, or flushed). KEYS: hash, version, audit stream. ARGV: the version the process
--- holds, audit length, pub/sub channel, actor, then entry / spec JSON pairs (at most the table's bound).
--- Entries written since Redis lost the table are newer than the snapshot and win over it; the table
--- then moves one version past the snapshot, so every process reads the merge. Replies { version, done }.
-local stored = tonumber(redis.call('GET', KEYS[2]) or '0')
-local held = tonumber(ARGV[1])
-if stored >= held then return { stored, 0 } end
-local written = redis.call('HLEN', KEYS[1])
-for i = 5, #ARGV, 2 do
-  redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
+export const TABLE_RESTORE_LUA = `-- sluice limit table: a process writes a whole table into Redis, replacing what Redis holds, when Redis
+-- is behind it (restarted from an older dump, or flushed) or holds a table it never saw (re-provisioned
+-- after a loss: the process sends its table merged with Redis's changes). KEYS: hash, version, audit
+-- stream, stamp. ARGV: the stamp Redis must still hold (else nothing is written), the version and stamp to
+-- write, the process's own stamp, audit length, pub/sub channel, actor, then entry / spec JSON pairs (at
+-- most the table's bound). Replies { version, written }.
+local stored = redis.call('GET', KEYS[2])
+local stamp = redis.call('GET', KEYS[4]) or ''
+if stamp == '' and stored and stored ~= '0' then stamp = 'v' .. stored end
+if stamp ~= ARGV[1] then return { tonumber(stored or '0') or -1, 0 } end
+redis.call('DEL', KEYS[1])
+for i = 8, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
-local version = held
-if written > 0 then version = held + 1 end
-redis.call('SET', KEYS[2], version)
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[4], ARGV[3])
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*',
-  'v', version, 't', ms, 'change', 'restore', 'entry', '', 'before', '', 'after', '', 'actor', ARGV[4])
--- An empty entry asks every process to read the whole table again.
-if version > held then redis.call('PUBLISH', ARGV[3], version .. '\\n\\n') end
-return { version, 1 }
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*',
+  'v', ARGV[2], 't', ms, 'change', 'restore', 'entry', '', 'before', '', 'after', '', 'actor', ARGV[7],
+  'stamp', ARGV[3], 'from', ARGV[4], 'over', stamp)
+redis.call('PUBLISH', ARGV[6], ARGV[2])
+return { tonumber(ARGV[2]), 1 }
 `

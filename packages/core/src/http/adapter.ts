@@ -34,16 +34,37 @@ export interface NodeResponse {
 
 /**
  * An adapter, as core's HTTP kit sees it. `Req` is the framework's request; `Res` what its hook is given
- * to answer with (Express's `res`, Fastify's `reply`).
+ * to answer with (Express's `res`, Fastify's `reply`, a Fetch adapter's per-request exchange). The
+ * response's end reaches the kit through `onEnd`; an adapter on Node's `ServerResponse` may give
+ * `responseOf` instead, and the kit watches that response's `finish` and `close`.
  */
-export interface HttpAdapter<Req, Res> {
+export type HttpAdapter<Req, Res> = HttpAdapterBase<Req> &
+  (
+    | { onEnd(res: Res, ended: (finished: boolean) => void): void; responseOf?(res: Res): NodeResponse }
+    | { responseOf(res: Res): NodeResponse; onEnd?(res: Res, ended: (finished: boolean) => void): void }
+  )
+
+/** What every adapter supplies, whatever its response is. */
+export interface HttpAdapterBase<Req> {
   readonly view: RequestView<Req>
   /** The record kept for `req`, or undefined before any limit has seen it. */
   recordOf(req: Req): RequestRecord | undefined
   /** Keeps `record` for `req` (a decorated slot, a WeakMap entry), where `recordOf` finds it. */
   keepRecord(req: Req, record: RequestRecord): void
-  /** The Node response behind `res`, whose `finish` and `close` end the request. */
-  responseOf(res: Res): NodeResponse
+}
+
+/**
+ * The end signal of an adapter: calls `ended(finished)` once, when the response to `res` ends, `true` when
+ * it was sent in full, `false` when the client went away first (Node's `close` before `finish`; a Fetch
+ * request's `signal` aborting, or its response body cancelled). A client that leaves before there is a
+ * response ends it too, `false`: that is what stops a held request waiting. At once when it has ended.
+ */
+export function endSignal<Req, Res>(
+  adapter: HttpAdapter<Req, Res>,
+): (res: Res, ended: (finished: boolean) => void) => void {
+  if (adapter.onEnd !== undefined) return adapter.onEnd
+  const responseOf = adapter.responseOf!
+  return (res, ended) => whenResponseEnds(responseOf(res), ended)
 }
 
 /** The part of Node's `IncomingMessage` that holds its headers. */

@@ -32,6 +32,7 @@ export {
 export { booleanOption, functionOption, isPromise } from '../options.ts'
 export {
   type HttpAdapter,
+  type HttpAdapterBase,
   headerValues,
   type NodeRequest,
   type NodeResponse,
@@ -59,4 +60,5 @@ export {
   REQUEST_OPTION_NAMES,
   type ResponseBody,
 } from './options.ts'
+export { labelledPrefix } from './prefix.ts'
 export { type CountedLimit, type EndCallback, RequestRecord } from './record.ts'

@@ -8,12 +8,12 @@ import { STATUS_CODES } from 'node:http'
 import { httpChannel } from '../channels.ts'
 import { InvalidOptionError } from '../errors.ts'
 import { DEFAULT_HEADERS, NO_HEADERS, retryAfterSeconds } from '../headers.ts'
-import { holdResponse } from '../hold.ts'
-import { compileKey } from '../keys/keys.ts'
+import { hold } from '../hold.ts'
+import { compileKey, type KeyResult } from '../keys/keys.ts'
 import { createLimiter, type Limiter } from '../limiter.ts'
 import { isPromise } from '../options.ts'
 import type { Decision } from '../types.ts'
-import { type HttpAdapter, whenResponseEnds } from './adapter.ts'
+import { endSignal, type HttpAdapter } from './adapter.ts'
 import { HeldRequests } from './held.ts'
 import type { ParsedHttpOptions, ResponseBody } from './options.ts'
 import { type EndCallback, RequestRecord } from './record.ts'
@@ -71,8 +71,9 @@ export interface RequestLimit<Req, Res> {
   onResponseEnd(req: Req, res: Res, callback: EndCallback): void
   /**
    * Holds an admitted request for its `decision.waitMs` (a leaky-bucket queue). Resolves `true` when the
-   * request may go on, `false` when its client went away first: the request stops there, and its slot is
-   * given back if nobody queued behind it.
+   * request may go on, `false` when its client went away first (the adapter's end signal said so: Node's
+   * `close`, a Fetch request's `signal`): the request stops there, and its slot is given back if nobody
+   * queued behind it.
    */
   hold(req: Req, res: Res, outcome: Extract<HttpOutcome, { action: 'allow' }>): Promise<boolean>
 }
@@ -126,7 +127,11 @@ export function buildRequestLimit<Req, Res>(
       'a limiter that can refund (built by createLimiter)',
     )
   }
+  const guard = parsed.overload
+  const critical = guard?.critical
+  const shedDecision = guard === undefined ? undefined : shed(guard.bucketMs)
   const held = new HeldRequests(parsed.queuePerClient ?? DEFAULT_QUEUE_PER_CLIENT)
+  const onEnd = endSignal(adapter)
   /** Warnings already emitted for this limit, so a broken callback cannot flood the process's output. */
   const warned = new Set<string>()
 
@@ -143,17 +148,57 @@ export function buildRequestLimit<Req, Res>(
     const record = recordOf(req)
     if ((owner !== undefined && !record.claim(owner)) || !record.claim(limiter)) return PASS
     const key = keyOf(req)
+    // A key or cost function that answers by promise waits for it; a synchronous one stays in the tick.
+    if (key instanceof Promise) return key.then((k) => counted(req, res, record, k))
+    return counted(req, res, record, key)
+  }
+
+  function counted(
+    req: Req,
+    res: Res,
+    record: RequestRecord,
+    key: KeyResult,
+  ): HttpOutcome | Promise<HttpOutcome> {
     if (!key.ok) {
       if (key.policy === 'skip') return PASS
       if (httpChannel.hasSubscribers) publish(req, '', undefined, 'reject')
-      return { action: 'reject', status: 400, body: missingKeyBody(key.missing), contentType: PROBLEM_JSON }
+      return { action: 'reject', status: 400, body: missingKeyBody(key.detail), contentType: PROBLEM_JSON }
     }
     const cost = costOf(req)
-    const decision = limiter.consumeNow(key.key, { cost, context: req })
+    if (typeof cost === 'object') return cost.then((c) => consumed(req, res, record, key.key, c))
+    return consumed(req, res, record, key.key, cost)
+  }
+
+  function consumed(
+    req: Req,
+    res: Res,
+    record: RequestRecord,
+    key: string,
+    cost: number | undefined,
+  ): HttpOutcome | Promise<HttpOutcome> {
+    const decision = limiter.consumeNow(key, { cost, context: req })
     if (decision instanceof Promise) {
-      return decision.then((d) => outcomeOf(req, res, record, key.key, cost, d))
+      return decision.then((d) => outcomeOf(req, res, record, key, cost, d))
     }
-    return outcomeOf(req, res, record, key.key, cost, decision)
+    return outcomeOf(req, res, record, key, cost, decision)
+  }
+
+  /**
+   * Enters the request into the overload guard, once per guard however many limits share it: undefined when
+   * it is admitted (it leaves the guard when its response ends), else the outcome of a shed request. A shed
+   * request counts against no client: no key is built and no rule is asked.
+   */
+  function enter(req: Req, res: Res): HttpOutcome | undefined {
+    const record = recordOf(req)
+    if (!record.claim(guard!)) return undefined
+    const ticket = guard!.enter(critical === undefined ? undefined : { critical: critical(req) === true })
+    if (ticket.admitted) {
+      limitOnEnd(req, res, ticket.done)
+      return undefined
+    }
+    if (!shadow) return deny(req, record, '', shedDecision!, guard!.status)
+    if (httpChannel.hasSubscribers) publish(req, '', shedDecision, 'shadow')
+    return PASS
   }
 
   function outcomeOf(
@@ -203,13 +248,13 @@ export function buildRequestLimit<Req, Res>(
   function whenEnded(req: Req, res: Res, key: string, cost: number | undefined, decision: Decision): void {
     if (!counts(decision)) return
     limitOnEnd(req, res, (finished) => {
-      if (finished && !asked(req, res)) refund(key, cost, req)
+      if (finished && !asked(req, res)) refund(key, cost, req, decision)
     })
   }
 
   function limitOnEnd(req: Req, res: Res, callback: EndCallback): void {
     const record = recordOf(req)
-    if (record.onEnd(callback)) whenResponseEnds(adapter.responseOf(res), (finished) => record.end(finished))
+    if (record.onEnd(callback)) onEnd(res, (finished) => record.end(finished))
   }
 
   /** `countWhen`'s answer: only `false` refunds; a throw or a promise counts the request, with a warning. */
@@ -233,8 +278,9 @@ export function buildRequestLimit<Req, Res>(
     return answer !== false
   }
 
-  function refund(key: string, cost: number | undefined, req: Req): void {
-    limiter.refund(key, { cost, context: req }).catch((error: unknown) => {
+  /** Gives back the request's own units: the decision names its call, so a late refund takes no newer one's. */
+  function refund(key: string, cost: number | undefined, req: Req, decision: Decision): void {
+    limiter.refund(key, { decision, cost, context: req }).catch((error: unknown) => {
       warnOnce('refund', `a refund (countWhen) failed, so the request stays counted: ${String(error)}`)
     })
   }
@@ -268,23 +314,41 @@ export function buildRequestLimit<Req, Res>(
     httpChannel.publish({ limiter: prefix, key, request: req, decision, action, route })
   }
 
+  /** Decides a request under the limit's rules (skip, key, cost, the limiter). */
+  function decide(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
+    try {
+      if (skip === undefined) return count(req, res)
+      const skipped = skip(req)
+      if (!isPromise(skipped)) return skipped ? PASS : count(req, res)
+      // A native promise, whatever thenable `skip` answered with.
+      return Promise.resolve(skipped).then((s) => (s ? PASS : count(req, res)))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /** The overload guard first; a request it admits is then decided as usual. */
+  function guarded(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
+    try {
+      const shedding = enter(req, res)
+      if (shedding !== undefined) return shedding
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return decide(req, res)
+  }
+
   return {
     limiter,
-    limitRequest(req, res) {
-      try {
-        if (skip === undefined) return count(req, res)
-        const skipped = skip(req)
-        if (!isPromise(skipped)) return skipped ? PASS : count(req, res)
-        // A native promise, whatever thenable `skip` answered with.
-        return Promise.resolve(skipped).then((s) => (s ? PASS : count(req, res)))
-      } catch (error) {
-        return Promise.reject(error)
-      }
-    },
+    // Without a guard, a request runs exactly the code it ran before the option existed.
+    limitRequest: guard === undefined ? decide : guarded,
     onResponseEnd: limitOnEnd,
     hold(req, res, outcome) {
       const { decision, key, cost } = outcome
-      return holdResponse(adapter.responseOf(res), decision.waitMs).then((waited) => {
+      // The wait is called off when the response ends before it is over: only a client leaving does that.
+      const left = new AbortController()
+      limitOnEnd(req, res, () => left.abort())
+      return hold(decision.waitMs, left.signal).then((waited) => {
         held.release(req)
         if (!waited) giveBack(req, key, cost, decision)
         return waited
@@ -299,6 +363,21 @@ export const DEFAULT_QUEUE_PER_CLIENT = 16
 /** Whether an admitted decision counted units a refund can give back (not a store-error or unlimited pass). */
 function counts(decision: Decision): boolean {
   return decision.reason === 'rules' || decision.reason === 'prefetch'
+}
+
+/** The decision of a request an overload guard shed: no rule decided, come back in one bucket. */
+function shed(bucketMs: number): Decision {
+  return Object.freeze({
+    allowed: false,
+    limit: 0,
+    remaining: 0,
+    resetMs: bucketMs,
+    retryAfterMs: bucketMs,
+    waitMs: 0,
+    rule: '',
+    rules: [],
+    reason: 'overload',
+  })
 }
 
 /** The answer to a queued request refused because its client holds too many places: come back when this one's slot comes. */
@@ -321,19 +400,16 @@ export function limitedBody(decision: Decision, status = 429, detail?: string): 
 /** One sentence on a denial: the rule and the wait (or the store, when it failed; or the block). */
 export function limitedDetail(decision: Decision): string {
   const seconds = retryAfterSeconds(decision)
+  if (decision.reason === 'overload') return `The server is overloaded; retry in ${seconds} s.`
   if (decision.reason === 'store-error') return `The rate-limit store is unavailable; retry in ${seconds} s.`
   if (decision.reason === 'blocked')
     return `Blocked after exceeding rate limit ${decision.rule}; retry in ${seconds} s.`
   return `Rate limit ${decision.rule} exceeded; retry in ${seconds} s.`
 }
 
-function missingKeyBody(missing: string): ResponseBody {
-  return {
-    type: 'about:blank',
-    title: 'Bad Request',
-    status: 400,
-    detail: `This request needs ${missing} to be rate limited.`,
-  }
+/** The 400 for a missing key part: the detail says what a client can do about it (keys.ts words it). */
+function missingKeyBody(detail: string): ResponseBody {
+  return { type: 'about:blank', title: 'Bad Request', status: 400, detail }
 }
 
 function limiterFrom<R, S>(parsed: ParsedHttpOptions<R, S>): Limiter<R> {
@@ -349,11 +425,17 @@ function limiterFrom<R, S>(parsed: ParsedHttpOptions<R, S>): Limiter<R> {
   })
 }
 
+/** A request's cost: a number at once, or a native promise of one when the function answered by promise. */
 function costResolver<R>(
-  cost: number | ((request: R) => number) | undefined,
-): (request: R) => number | undefined {
+  cost: number | ((request: R) => number | Promise<number>) | undefined,
+): (request: R) => number | undefined | Promise<number> {
   if (cost === undefined) return () => undefined
-  if (typeof cost === 'function') return cost
+  if (typeof cost === 'function') {
+    return (request) => {
+      const answer = cost(request)
+      return typeof answer === 'number' || !isPromise(answer) ? answer : Promise.resolve(answer)
+    }
+  }
   return () => cost
 }
 

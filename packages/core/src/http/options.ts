@@ -25,6 +25,7 @@ import {
   readOptions,
   storeOption,
 } from '../options.ts'
+import { isOverload, type Overload } from '../overload.ts'
 import type { Decision, Store } from '../types.ts'
 
 /** A problem-details body (RFC 9457) or any JSON object a user prefers. */
@@ -64,8 +65,11 @@ export interface HttpLimitOptions<R, S = unknown> {
   onMissingKey?: MissingKeyPolicy
   /** Prefix length IPv6 addresses are grouped by in `'ip'` keys. Default 56. */
   ipv6Subnet?: number
-  /** Units a request takes: an integer, or a function of the request. Default 1. */
-  cost?: number | ((request: R) => number)
+  /**
+   * Units a request takes: an integer, or a function of the request (which may return a promise, as `key`
+   * and `rules` functions may: a plan looked up in a cache or a database). Default 1.
+   */
+  cost?: number | ((request: R) => number | Promise<number>)
   /** Requests for which this returns true are not limited or counted. */
   skip?: (request: R) => boolean | Promise<boolean>
   /**
@@ -103,6 +107,13 @@ export interface HttpLimitOptions<R, S = unknown> {
    * (it does not advertise a policy it does not enforce). For rolling a limit out safely. Default false.
    */
   shadow?: boolean
+  /**
+   * A guard built by `overload({ … })` from `@sluice/core`, asked at the start of each request, before the
+   * per-client limits: a request it sheds is answered with the guard's `status` (default 503) and
+   * `Retry-After`, and counts against no client. One guard may serve several limits; a request enters it
+   * once. Default: none.
+   */
+  overload?: Overload<R>
 }
 
 /** The options that build a limiter; `limiter` takes their place. */
@@ -122,6 +133,7 @@ export const REQUEST_OPTION_NAMES = [
   'countWhen',
   'queuePerClient',
   'shadow',
+  'overload',
 ] as const
 
 /** The option names every adapter accepts; an adapter adds its own (such as `onLimited`). */
@@ -148,7 +160,7 @@ export interface ParsedHttpOptions<R, S = unknown> {
   readonly key: KeySpec<R> | undefined
   readonly onMissingKey: MissingKeyPolicy | undefined
   readonly ipv6Subnet: number | undefined
-  readonly cost: number | ((request: R) => number) | undefined
+  readonly cost: number | ((request: R) => number | Promise<number>) | undefined
   readonly skip: ((request: R) => boolean | Promise<boolean>) | undefined
   readonly headers: ResolvedHeaderOptions | undefined
   readonly message: HttpLimitOptions<R>['message'] | undefined
@@ -157,6 +169,7 @@ export interface ParsedHttpOptions<R, S = unknown> {
   readonly countWhen: ((request: R, response: S) => boolean) | undefined
   readonly queuePerClient: number | undefined
   readonly shadow: boolean | undefined
+  readonly overload: Overload<R> | undefined
   readonly own: Readonly<Record<string, unknown>>
 }
 
@@ -225,6 +238,9 @@ export function parseHttpOptions<R, S = unknown>(
   if (o.countWhen !== undefined) functionOption(name('countWhen'), o.countWhen)
   if (o.queuePerClient !== undefined) integerOption(name('queuePerClient'), o.queuePerClient, 1)
   if (o.shadow !== undefined) booleanOption(name('shadow'), o.shadow)
+  if (o.overload !== undefined && !isOverload(o.overload)) {
+    throw new InvalidOptionError(name('overload'), o.overload, 'a guard built by overload({ … })')
+  }
   const ownValues: Record<string, unknown> = {}
   for (const option of Object.keys(own)) {
     if (o[option] !== undefined) ownValues[option] = own[option]!(name(option), o[option])
@@ -249,6 +265,7 @@ export function parseHttpOptions<R, S = unknown>(
     countWhen: o.countWhen,
     queuePerClient: o.queuePerClient,
     shadow: o.shadow,
+    overload: o.overload,
     own: ownValues,
   }
 }

@@ -25,7 +25,8 @@ export class RequestRecord {
   #first: CountedLimit | undefined = undefined
   #more: CountedLimit[] | undefined = undefined
   #ended: EndCallback | EndCallback[] | undefined = undefined
-  #over = false
+  /** How the response ended (`finished`), once it has: undefined while it runs. */
+  #over: boolean | undefined = undefined
   /** The decision of the limit that last counted the request: what `req.rateLimit` shows. */
   decision: Decision | undefined = undefined
   /** The rate-limit headers sluice has written for every limit that counted the request, in order. */
@@ -70,6 +71,10 @@ export class RequestRecord {
    * start watching the response; callbacks added after the end run at once.
    */
   onEnd(callback: EndCallback): boolean {
+    if (this.#over !== undefined) {
+      runEnd(callback, this.#over)
+      return false
+    }
     const ended = this.#ended
     if (ended === undefined) {
       this.#ended = callback
@@ -82,8 +87,8 @@ export class RequestRecord {
 
   /** The response ended: runs every callback once, in order. A callback's throw does not stop the others. */
   end(finished: boolean): void {
-    if (this.#over) return
-    this.#over = true
+    if (this.#over !== undefined) return
+    this.#over = finished
     const ended = this.#ended
     this.#ended = undefined
     if (ended === undefined) return

@@ -6,7 +6,7 @@
  */
 import { describe, ErrorCode, InvalidOptionError, SluiceError } from '../errors.ts'
 import type { RequestView } from '../http/adapter.ts'
-import { readOptions } from '../options.ts'
+import { isPromise, readOptions } from '../options.ts'
 import { addressKey, DEFAULT_IPV6_SUBNET, subnetOption } from './ip.ts'
 
 /**
@@ -14,13 +14,14 @@ import { addressKey, DEFAULT_IPV6_SUBNET, subnetOption } from './ip.ts'
  * - `'ip'`: the client address; IPv6 grouped by subnet (see `ipv6Subnet`), IPv4-mapped IPv6 read as IPv4.
  * - `'route'`: method and route template, as the adapter's view reports it.
  * - `{ header }`: a request header, or several (each one a part of its own, in the order given).
- * - a function of the request: its string is the part; `undefined`, `null` or `''` mean absent.
+ * - a function of the request: its string is the part; `undefined`, `null` or `''` mean absent. It may
+ *   return a promise (an API key's owner looked up in a cache); the request then waits for it.
  */
 export type KeyPart<R> =
   | 'ip'
   | 'route'
   | { header: string | readonly string[] }
-  | ((req: R) => string | undefined | null)
+  | ((req: R) => string | undefined | null | Promise<string | undefined | null>)
 
 /** A part, or a list of parts joined into one key. */
 export type KeySpec<R> = KeyPart<R> | readonly KeyPart<R>[]
@@ -48,8 +49,13 @@ export type KeyResult =
   | { readonly ok: true; readonly key: string }
   | {
       readonly ok: false
-      /** The absent part in words, e.g. `'header x-channel'`, for the 400 body or a log line. */
+      /** The absent part in words, e.g. `'header x-channel'` or `'key function #1'`, for a log line. */
       readonly missing: string
+      /**
+       * What a client is told (the 400's detail): the header to send, or, for any other part (an address,
+       * a function), that the request cannot be identified. Never sluice's own numbering.
+       */
+      readonly detail: string
       readonly policy: 'reject' | 'skip'
     }
 
@@ -67,7 +73,7 @@ export function compileKey<R>(
   view: RequestView<R>,
   options?: KeyOptions,
   where?: string,
-): (req: R) => KeyResult {
+): (req: R) => KeyResult | Promise<KeyResult> {
   const name = (option: string) => (where === undefined ? option : `${where}.${option}`)
   const o = readOptions(where ?? 'compileKey', options, ['ipv6Subnet', 'onMissingKey'])
   const subnet =
@@ -83,26 +89,44 @@ export function compileKey<R>(
 
   if (parts.length === 1) {
     const { read, fallback, failure } = parts[0]!
+    const result = (value: string | undefined): KeyResult => {
+      const text = value ?? fallback
+      return text === undefined ? failure! : { ok: true, key: text }
+    }
     return (req) => {
-      const value = read(req) ?? fallback
-      return value === undefined ? failure! : { ok: true, key: value }
+      const value = read(req)
+      return typeof value === 'object' ? value.then(result) : result(value)
     }
   }
   const count = parts.length
-  return (req) => {
-    let key = ''
-    for (let i = 0; i < count; i++) {
+  /** Joins parts from `i` on to `key`; only a part a function answered by promise leaves the tick. */
+  const joinFrom = (req: R, i: number, key: string): KeyResult | Promise<KeyResult> => {
+    for (; i < count; i++) {
       const part = parts[i]!
-      const value = part.read(req) ?? part.fallback
+      const read = part.read(req)
+      if (typeof read === 'object') {
+        const at = i
+        return read.then((value) => {
+          const text = value ?? part.fallback
+          if (text === undefined) return part.failure!
+          return joinFrom(req, at + 1, at === 0 ? text : `${key}:${text}`)
+        })
+      }
+      const value = read ?? part.fallback
       if (value === undefined) return part.failure!
       key = i === 0 ? value : `${key}:${value}`
     }
     return { ok: true, key }
   }
+  return (req) => joinFrom(req, 0, '')
 }
 
 /** A key part checked once: a header part's names are lower-cased and split one per part. */
-type CheckedPart<R> = 'ip' | 'route' | { readonly header: string } | ((req: R) => string | undefined | null)
+type CheckedPart<R> =
+  | 'ip'
+  | 'route'
+  | { readonly header: string }
+  | ((req: R) => string | undefined | null | Promise<string | undefined | null>)
 
 /**
  * Checks a key spec (`option` names it in errors) and returns its parts, one per header name. For the HTTP
@@ -141,14 +165,16 @@ export function keySpecOption<R>(option: string, spec: unknown): readonly Checke
 /** Reads one part of a key: its text (escaped as asked) or undefined when absent. */
 interface Reader<R> {
   readonly what: string
+  /** The header this part reads, for a client-facing detail; undefined for other parts. */
+  readonly header?: string
   /** Header values are escaped even alone, since a header sent twice must not read as one value. */
   readonly alwaysEscaped: boolean
-  readonly read: (req: R, joined: boolean) => string | undefined
+  readonly read: (req: R, joined: boolean) => string | undefined | Promise<string | undefined>
 }
 
 /** A reader with its missing-part policy applied, and its escaping settled. */
 interface Part<R> {
-  readonly read: (req: R) => string | undefined
+  readonly read: (req: R) => string | undefined | Promise<string | undefined>
   /** The default for an absent part, already escaped as the part's values are. */
   readonly fallback: string | undefined
   /** The answer when the part is absent and there is no default; shared, frozen. */
@@ -185,13 +211,10 @@ function compilePart<R>(
       read(req, joined) {
         const value = fn(req)
         if (value === undefined || value === null) return undefined
-        if (typeof value !== 'string') {
-          throw new SluiceError(
-            ErrorCode.INVALID_KEY,
-            `The ${what} returned ${describe(value)}; expected a string, undefined or null.`,
-          )
-        }
-        return textOf(value, joined)
+        if (typeof value === 'string') return textOf(value, joined)
+        // A native promise, whatever thenable the function answered with; its value is checked alike.
+        if (isPromise(value)) return Promise.resolve(value).then((v) => checkedText(v, what, joined))
+        return checkedText(value, what, joined)
       },
     })
   } else {
@@ -202,6 +225,7 @@ function compilePart<R>(
 function headerReader<R>(view: RequestView<R>, name: string): Reader<R> {
   return {
     what: `header ${name}`,
+    header: name,
     alwaysEscaped: true,
     read(req) {
       const value = view.header(req, name)
@@ -234,7 +258,27 @@ function withPolicy<R>(reader: Reader<R>, joined: boolean, policy: MissingKeyPol
     const fallback = joined || reader.alwaysEscaped ? escapeValue(policy.default) : policy.default
     return { read, fallback, failure: undefined }
   }
-  return { read, fallback: undefined, failure: Object.freeze({ ok: false, missing: reader.what, policy }) }
+  const detail =
+    reader.header === undefined
+      ? 'This request cannot be identified for rate limiting.'
+      : `This request needs the ${reader.header} header.`
+  return {
+    read,
+    fallback: undefined,
+    failure: Object.freeze({ ok: false, missing: reader.what, detail, policy }),
+  }
+}
+
+/** A key function's answer as a part's text: a string, or absent; anything else is an `INVALID_KEY` error. */
+function checkedText(value: unknown, what: string, joined: boolean): string | undefined {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'string') {
+    throw new SluiceError(
+      ErrorCode.INVALID_KEY,
+      `The ${what} returned ${describe(value)}; expected a string, undefined or null.`,
+    )
+  }
+  return textOf(value, joined)
 }
 
 function textOf(value: unknown, joined: boolean): string | undefined {

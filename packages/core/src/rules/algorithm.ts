@@ -32,6 +32,12 @@ export interface Algorithm<R extends Rule, S> {
    */
   refund(state: S, rule: R, now: number, cost: number): void
   /**
+   * Gives back up to `cost` units of one admitted call, named by its mark (`refundMark`), only while they
+   * still count in the state: units that have left it are never taken from newer calls, so the rule lets
+   * through no more than exact counting of the calls that stay counted would. Bounded work, as `refund`.
+   */
+  refundCall(state: S, rule: R, now: number, cost: number, mark: number): void
+  /**
    * Counts `cost` units at `now` whatever the rule says. The state may go past the limit, by at most
    * `cost` (a token bucket below zero by at most `cost`): penalties do not pile up without bound.
    */

@@ -125,6 +125,7 @@ export const concurrencyAlgorithm: Algorithm<ConcurrencyRule, ConcurrencyState> 
 
   // A refund does not apply: held units come back by release, not by refund.
   refund() {},
+  refundCall() {},
 
   // A penalty does not hold anything: there is no work to release.
   penalize() {},

@@ -70,6 +70,13 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
     if (state.start === alignedStart(now, rule.windowMs)) state.count = Math.max(state.count - cost, 0)
   },
 
+  refundCall(state, rule, now, cost, at) {
+    // The call's units count only in the window it was counted in, and only while that window lasts.
+    if (alignedStart(at, rule.windowMs) === alignedStart(now, rule.windowMs)) {
+      fixedWindowAlgorithm.refund(state, rule, now, cost)
+    }
+  },
+
   penalize(state, rule, now, cost) {
     const start = alignedStart(now, rule.windowMs)
     if (state.start !== start) {

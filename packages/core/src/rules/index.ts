@@ -2,7 +2,7 @@
  * @module The algorithm of each rule kind, for stores that run rules in process, and the check that a rule
  * is one a factory built.
  */
-import type { Rule, RuleKind } from '../types.ts'
+import type { Rule, RuleDecision, RuleKind } from '../types.ts'
 import type { Algorithm } from './algorithm.ts'
 import { concurrencyAlgorithm } from './concurrency.ts'
 import { fixedWindowAlgorithm } from './fixed-window.ts'
@@ -27,6 +27,26 @@ export const algorithms: { readonly [K in RuleKind]: Algorithm<Extract<Rule, { k
 /** The algorithm that runs `rule`. */
 export function algorithmOf(rule: Rule): Algorithm<Rule, unknown> {
   return algorithms[rule.kind] as Algorithm<Rule, unknown>
+}
+
+/**
+ * The mark by which a store finds the units of one admitted call in `rule`'s state, to give them back
+ * (`Store.adjust`, `'refund'`): from the call's `Decision.countedAt` (the store's ms it was counted at) and its
+ * RuleDecision `d`. The ms itself for the counting rules; for a meter, the ms the call left its pointer at:
+ * leakyBucket its slot (`at + waitMs`), warmUp its next slot (`at + resetMs`). Undefined for a
+ * concurrency rule, which refunds do not apply to.
+ */
+export function refundMark(rule: Rule, d: RuleDecision, at: number): string | undefined {
+  switch (rule.kind) {
+    case 'concurrency':
+      return undefined
+    case 'leakyBucket':
+      return String(at + d.waitMs)
+    case 'warmUp':
+      return String(at + d.resetMs)
+    default:
+      return String(at)
+  }
 }
 
 /** Rules already found to be what their factory builds. */

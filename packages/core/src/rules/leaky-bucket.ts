@@ -191,6 +191,13 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
     state.until = state.start + Math.ceil(spanOf(rule, state.units + rule.limit))
   },
 
+  refundCall(state, rule, now, cost, slot) {
+    // `slot` is the whole ms the call's slot came round (its `at + waitMs`). While it is ahead, every call
+    // after it queued right behind it, so moving `last` back by its `cost` intervals (not before now) is
+    // what the queue would be without it. Once its slot has come the call has passed: nothing goes back.
+    if (slot > now) leakyBucketAlgorithm.refund(state, rule, now, cost)
+  },
+
   penalize(state, rule, now, cost) {
     // `last` goes forward by `cost` intervals (from now, when it has passed), but at most `cost` intervals
     // past a full queue, so penalties cannot push the queue beyond the range where waits are exact.

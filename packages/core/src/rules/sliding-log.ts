@@ -159,6 +159,17 @@ export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
     ends.length = length
   },
 
+  refundCall(state, rule, now, cost, at) {
+    expire(state, rule, now)
+    // The call's entry is the one logged at `at`; it is given back only while it is the newest live entry.
+    // Units of an older entry sit under the running sums of every newer one, which a bounded refund cannot
+    // rewrite: they stay counted until they leave the window (stricter than exact, never looser).
+    const last = state.times.length - 1
+    if (last < state.head || state.times[last] !== at) return
+    const units = state.ends[last]! - endBefore(state, last)
+    slidingLogAlgorithm.refund(state, rule, now, Math.min(cost, units))
+  },
+
   penalize(state, rule, now, cost) {
     expire(state, rule, now)
     const total = totalOf(state)

@@ -136,6 +136,14 @@ export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowS
     }
   },
 
+  refundCall(state, rule, now, cost, at) {
+    // The call's units are in the bucket that holds `at`, and count while that bucket is live.
+    const s = at - (at % rule.bucketMs)
+    if (s + rule.windowMs <= now) return
+    const i = slotOf(rule, s)
+    if (state.starts[i] === s) state.counts[i]! -= Math.min(state.counts[i]!, cost)
+  },
+
   penalize(state, rule, now, cost) {
     const { starts, counts } = state
     const current = now - (now % rule.bucketMs)

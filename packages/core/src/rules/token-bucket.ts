@@ -133,6 +133,18 @@ export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> 
     state.until = state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last)
   },
 
+  refundCall(state, rule, now, cost, at) {
+    // Exact counting without the call would leave the bucket `cost` tokens higher until the refill, capped
+    // at capacity, clips the difference: it is `min(cost, capacity - the highest level since the call)`.
+    // The state keeps only its last level, not that highest one, so the call's tokens are given back only
+    // while the state was last written in the call's own ms: the level has only refilled since, its
+    // highest is now, and `refund` (up to capacity) gives back exactly what exact counting allows. Once
+    // anything has been written later (another call, a refund, a penalty), the refill between may have
+    // reached capacity unseen, and nothing is given back (stricter than exact, never looser).
+    if (now >= state.until || state.last !== at) return
+    tokenBucketAlgorithm.refund(state, rule, now, cost)
+  },
+
   penalize(state, rule, now, cost) {
     if (now >= state.until) {
       state.milli = rule.capacity * 1000

@@ -225,6 +225,13 @@ export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
     }
   },
 
+  refundCall(state, rule, now, cost, next) {
+    // `next` is the whole ms the call moved the next slot to (its `at + resetMs`). While it is ahead, every
+    // call after it was chained behind it, and `refund` moves the next slot back by `cost` stable intervals
+    // (not before now; the call paid at least that much). Once it has come, the call's delay is spent.
+    if (next > now) warmUpAlgorithm.refund(state, rule, now, cost)
+  },
+
   penalize(state, rule, now, cost) {
     // The next slot moves on by `cost` stable intervals, spending no stored permit (a penalty must not
     // warm the meter up), at most `cost` intervals past a full queue.

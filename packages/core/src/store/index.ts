@@ -32,7 +32,7 @@ export {
 } from '../options.ts'
 export { type Algorithm, ruleDecision } from '../rules/algorithm.ts'
 export { newLease } from '../rules/concurrency.ts'
-export { algorithmOf } from '../rules/index.ts'
+export { algorithmOf, refundMark } from '../rules/index.ts'
 export { RULE_KINDS, type RuleKindEntry } from '../rules/spec.ts'
 export {
   checkEntryName,
@@ -43,4 +43,4 @@ export {
   TableState,
   tooManyEntries,
 } from '../table.ts'
-export type { Adjustment, Store, StoreAnswer, StoreMode } from '../types.ts'
+export type { Adjustment, Store, StoreAnswer, StoreMode, StorePlace } from '../types.ts'

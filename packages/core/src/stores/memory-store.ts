@@ -68,6 +68,17 @@ function emptyEntry(): Entry {
   }
 }
 
+/** What `apply` answers: a consume the rules admitted says when it was counted (`countedAt`, the store's ms). */
+type Answer = RuleDecision[] & { reason?: DecisionReason; countedAt?: number }
+
+/**
+ * Says in an admitted consume's answer when it was counted. Not enumerable: the answer becomes the
+ * decision's `rules`, whose JSON and equality stay those of the list of rule decisions.
+ */
+function counted(answer: Answer, at: number): void {
+  Object.defineProperty(answer, 'countedAt', { value: at })
+}
+
 /** The keys of one prefix, in two generations. */
 interface Namespace {
   readonly prefix: string
@@ -117,13 +128,20 @@ export class MemoryStore implements Store {
     cost: number,
     mode: StoreMode,
     block?: BlockPolicy,
-  ): RuleDecision[] & { readonly reason?: DecisionReason } {
+  ): Answer {
     const now = this.#now()
     const consume = mode === 'consume'
     const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
     if (block !== undefined) return this.#applyBlocking(entry, rules, now, cost, consume, block)
-    if (rules.length === 1) return [applyOne(entry, rules[0]!, now, cost, consume)]
-    return decideAll(entry, rules, now, cost, consume).out
+    if (rules.length === 1) {
+      const d = applyOne(entry, rules[0]!, now, cost, consume)
+      const out: Answer = [d]
+      if (consume && d.allowed) counted(out, now)
+      return out
+    }
+    const decisions = decideAll(entry, rules, now, cost, consume)
+    if (consume && decisions.allowed) counted(decisions.out, now)
+    return decisions.out
   }
 
   /** `apply` for a limiter with blocks: a blocked key is denied outright; a consume the rules deny begins a block. */
@@ -134,11 +152,12 @@ export class MemoryStore implements Store {
     cost: number,
     consume: boolean,
     block: BlockPolicy,
-  ): RuleDecision[] & { readonly reason?: DecisionReason } {
+  ): Answer {
     const left = blockLeft(entry.block, now)
     if (left > 0) return blockedAnswer(rules, left)
     const decisions = decideAll(entry, rules, now, cost, consume)
     if (consume && !decisions.allowed) return this.#block(entry, decisions.out, block, now)
+    if (consume) counted(decisions.out, now)
     return decisions.out
   }
 
@@ -172,8 +191,9 @@ export class MemoryStore implements Store {
       const state = existingState(entry, rule)
       if (state === undefined) continue
       const mark = marks?.[i]
-      if (adjustment === 'refund') algorithmOf(rule).refund(state, rule, now, cost)
+      if (adjustment === 'refund' && marks === undefined) algorithmOf(rule).refund(state, rule, now, cost)
       else if (mark === undefined) continue
+      else if (adjustment === 'refund') algorithmOf(rule).refundCall(state, rule, now, cost, Number(mark))
       else if (adjustment === 'unqueue' && rule.kind === 'leakyBucket') {
         unqueue(state as LeakyBucketState, rule, now, cost, mark)
       } else if (adjustment === 'release' && rule.kind === 'concurrency') {
@@ -299,11 +319,11 @@ function decideAll(
   now: number,
   cost: number,
   consume: boolean,
-): { out: RuleDecision[]; allowed: boolean } {
+): { out: Answer; allowed: boolean } {
   const n = rules.length
   const algorithms = new Array<Algorithm<Rule, unknown>>(n)
   const states = new Array<unknown>(n)
-  const decisions = new Array<RuleDecision>(n)
+  const decisions: Answer = new Array<RuleDecision>(n)
   let allowed = true
   for (let i = 0; i < n; i++) {
     const rule = rules[i]!

@@ -50,6 +50,8 @@ end
 -- A refund does not apply: held units come back by release, not by refund.
 local function concurrencyRefund() end
 
+local function concurrencyRefundCall() end
+
 -- A penalty holds nothing: there is no work to release.
 local function concurrencyPenalize() end
 

@@ -54,6 +54,12 @@ local function fixedWindowGiveBack(key, now, cost, limit, windowMs, at)
   fixedWindowRefund(key, now, cost, limit, windowMs)
 end
 
+-- One call's units, counted at `at`: given back only while the window they were counted in lasts.
+local function fixedWindowRefundCall(key, now, cost, limit, windowMs, at)
+  if at - fmod(at, windowMs) ~= now - fmod(now, windowMs) then return end
+  fixedWindowRefund(key, now, cost, limit, windowMs)
+end
+
 local function fixedWindowPenalize(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
   local h = redis.call('HMGET', key, 's', 'c')

@@ -117,6 +117,12 @@ local function leakyBucketRefund(key, now, cost, rate, _maxQueueMs, limit)
   leakyBucketWrite(key, now, rate, limit, start, units)
 end
 
+-- One call's slot, the whole ms it comes round (`at + waitMs`): while it is ahead, every later call queued
+-- right behind it, so `last` goes back by its `cost` intervals (not before now). Once it has come, nothing.
+local function leakyBucketRefundCall(key, now, cost, rate, maxQueueMs, limit, slot)
+  if slot > now then leakyBucketRefund(key, now, cost, rate, maxQueueMs, limit) end
+end
+
 -- `last` goes forward by `cost` intervals (from now, when it has passed), but at most `cost` intervals
 -- past a full queue, so penalties cannot push the queue beyond the range where waits are exact.
 local function leakyBucketPenalize(key, now, cost, rate, maxQueueMs, limit)

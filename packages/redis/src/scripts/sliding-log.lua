@@ -153,6 +153,25 @@ local function slidingLogGiveBack(key, now, cost, _limit, windowMs, at)
   end
 end
 
+-- One call's units, logged at `at`: given back only while the entries of `at` are live and the newest (as
+-- the memory store keeps one entry per ms, and can rewrite only the newest: older units sit under the running
+-- sums of every newer entry, so they stay counted until they leave the window).
+local function slidingLogRefundCall(key, now, cost, limit, windowMs, at)
+  if at + windowMs <= now then return end
+  local total, newestEnd, newestAt, n = slidingLogLive(key, now, windowMs)
+  if total == 0 or newestAt ~= at then return end
+  -- The members logged at `at` are the newest `count`; the units they hold end at `newestEnd`.
+  local count = redis.call('ZCOUNT', key, at, at)
+  local firstEnd, firstCost = string.match(redis.call('ZRANGE', key, n - count, n - count)[1], '^%d+:(%d+):(%d+)$')
+  if firstEnd == nil then return end
+  local before = tonumber(firstEnd) - tonumber(firstCost)
+  if before < 0 then before = before + logModulus end
+  local units = unitsSince(before, newestEnd)
+  if units > total then units = total end
+  if cost > units then cost = units end
+  slidingLogRefund(key, now, cost, limit, windowMs)
+end
+
 local function slidingLogPenalize(key, now, cost, limit, windowMs)
   local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
   local add = cost

@@ -92,6 +92,11 @@ local function slidingWindowGiveBack(key, now, cost, _limit, windowMs, bucketMs,
   redis.call('HSET', key, field, num(c))
 end
 
+-- One call's units, counted at `at`: taken from the bucket that holds `at`, while it is live.
+local function slidingWindowRefundCall(key, now, cost, limit, windowMs, bucketMs, at)
+  slidingWindowGiveBack(key, now, cost, limit, windowMs, bucketMs, at)
+end
+
 local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
   local current = now - fmod(now, bucketMs)
   local oldest = current - windowMs + bucketMs

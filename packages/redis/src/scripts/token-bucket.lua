@@ -89,6 +89,15 @@ local function tokenBucketGiveBack(key, now, cost, capacity, refill, _at)
   tokenBucketRefund(key, now, cost, capacity, refill)
 end
 
+-- One call's tokens, taken at `at`: given back only while the bucket was last written in that ms (see
+-- @sluice/core's tokenBucketAlgorithm.refundCall: after a later write, the refill between may have reached
+-- capacity unseen, so exact counting may allow nothing back).
+local function tokenBucketRefundCall(key, now, cost, capacity, refill, at)
+  local h = redis.call('HMGET', key, 'm', 'l', 'x')
+  if not h[1] or (h[3] and now >= tonumber(h[3])) or tonumber(h[2]) ~= at then return end
+  tokenBucketRefund(key, now, cost, capacity, refill)
+end
+
 local function tokenBucketPenalize(key, now, cost, capacity, refill)
   local h = redis.call('HMGET', key, 'm', 'l', 'x')
   local milli0, last = capacity * 1000, now

@@ -116,6 +116,14 @@ local function warmUpRefund(key, now, cost, stableMs, _threshold, maxPermits, _s
   warmWrite(key, now, maxPermits, coolDownMs, back, tonumber(h[2]))
 end
 
+-- One call's delay, the whole ms it moved the next slot to (`at + resetMs`): while that is ahead, the next
+-- slot goes back by `cost` stable intervals (not before now). Once it has come, the delay is spent.
+local function warmUpRefundCall(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, maxQueueMs, limit, next)
+  if next > now then
+    warmUpRefund(key, now, cost, stableMs, threshold, maxPermits, slope, coolDownMs, maxQueueMs, limit)
+  end
+end
+
 -- The next slot moves on by `cost` stable intervals, spending no stored permit, at most `cost` intervals
 -- past a full queue.
 local function warmUpPenalize(key, now, cost, stableMs, _threshold, maxPermits, _slope, coolDownMs, maxQueueMs, _limit)

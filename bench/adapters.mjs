@@ -1,0 +1,57 @@
+/**
+ * @module A short side-by-side run of the Koa and node:http adapters, apart from the full bench:
+ * `node bench/adapters.mjs [--rounds N] [--seconds S]`. Koa bare, Koa + sluice (memory) and Koa +
+ * koa-ratelimit (memory); node:http bare and node:http + sluice (memory), each server in a process of its
+ * own, driven in alternating rounds by autocannon over loopback, at a limit nothing reaches. Prints each
+ * one's median requests per second and its ratio to its bare server, with the load average beside them:
+ * the ratio within one run is the figure to read, not the absolute rate.
+ */
+import { loadavg } from 'node:os'
+import { load, startServer } from './lib/http-load.mjs'
+import { summary } from './lib/stats.mjs'
+
+const args = process.argv.slice(2)
+const option = (name, fallback) => {
+  const i = args.indexOf(`--${name}`)
+  return i === -1 ? fallback : Number(args[i + 1])
+}
+const ROUNDS = option('rounds', 3)
+const SECONDS = option('seconds', 2)
+const CONNECTIONS = 10
+
+const SUBJECTS = [
+  { name: 'koa bare', framework: 'koa', variant: 'bare', bare: 'koa bare' },
+  { name: 'koa + sluice', framework: 'koa', variant: 'sluice-memory', bare: 'koa bare' },
+  { name: 'koa + koa-ratelimit', framework: 'koa', variant: 'peer-memory', bare: 'koa bare' },
+  { name: 'node:http bare', framework: 'node', variant: 'bare', bare: 'node:http bare' },
+  { name: 'node:http + sluice', framework: 'node', variant: 'sluice-memory', bare: 'node:http bare' },
+]
+
+const loadAtStart = loadavg()
+const servers = {}
+for (const s of SUBJECTS) {
+  servers[s.name] = await startServer({ framework: s.framework, variant: s.variant })
+  await load(servers[s.name], 1, CONNECTIONS)
+}
+const rates = Object.fromEntries(SUBJECTS.map((s) => [s.name, []]))
+for (let round = 0; round < ROUNDS; round++) {
+  // Each round in a different order, so no subject always runs right after the same one.
+  const order = round % 2 === 0 ? SUBJECTS : [...SUBJECTS].reverse()
+  for (const s of order) rates[s.name].push((await load(servers[s.name], SECONDS, CONNECTIONS)).perSecond)
+}
+for (const server of Object.values(servers)) await server.stop()
+
+const median = (name) => summary(rates[name]).median
+console.log(
+  `${ROUNDS} rounds of ${SECONDS} s, ${CONNECTIONS} connections; load average ${fmt(loadAtStart)} at the start, ${fmt(loadavg())} at the end`,
+)
+for (const s of SUBJECTS) {
+  const ratio = median(s.name) / median(s.bare)
+  console.log(
+    `${s.name.padEnd(22)} ${Math.round(median(s.name)).toString().padStart(7)} req/s   ${ratio.toFixed(2)}× bare`,
+  )
+}
+
+function fmt(avg) {
+  return avg.map((n) => n.toFixed(2)).join(' ')
+}

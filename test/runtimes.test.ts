@@ -1,0 +1,81 @@
+/**
+ * The shared Fetch and Hono suites (runtimes/suite.ts) on Node, in this process, on the memory store and
+ * on a real redis-server through ioredis; then the same suites under Bun and Deno, from their npm packages
+ * (`bun`, `deno`), in child processes on the builds, on the memory store and on Redis (ioredis on both,
+ * node-redis too on Deno). A runtime that cannot start fails its test.
+ */
+import { spawn } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+import { node } from './runtimes/node.ts'
+import { type StoreKind, type StoreSource, storeSource } from './runtimes/stores.ts'
+import { fetchCases, honoCases } from './runtimes/suite.ts'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const root = join(here, '..')
+const cases = [...fetchCases, ...honoCases]
+
+let redis: RedisServer
+beforeAll(async () => {
+  redis = await startRedis()
+})
+afterAll(stopAll)
+
+describe.each<StoreKind>(['memory', 'ioredis'])('on Node, %s store', (kind) => {
+  let source: StoreSource
+  beforeAll(async () => {
+    source = await storeSource(kind, redis.port)
+  })
+  afterAll(() => source.close())
+  it.each(cases.map((c, i) => [c.name, c, i] as const))('%s', (_name, test, i) =>
+    test.run(node, source.store(), `node-${kind}-${i}`),
+  )
+})
+
+/** Runs run.ts under `command`, answering its exit code and output. */
+function runUnder(command: string, args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, [...args, join(here, 'runtimes', 'run.ts')], {
+      cwd: here,
+      env: {
+        ...process.env,
+        SLUICE_TEST_REDIS_PORT: String(redis.port),
+        DENO_NO_UPDATE_CHECK: '1',
+        NO_COLOR: '1',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let output = ''
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk
+    })
+    child.stderr.on('data', (chunk: Buffer) => {
+      output += chunk
+    })
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, output }))
+  })
+}
+
+/** The binary an npm package installs, resolved from the repository's root devDependencies. */
+function binary(name: 'bun' | 'deno'): string {
+  return join(root, 'node_modules', '.bin', name)
+}
+
+describe.each([
+  { runtime: 'bun', args: [] as string[], stores: ['memory', 'ioredis'] },
+  { runtime: 'deno', args: ['run', '-A'], stores: ['memory', 'ioredis', 'node-redis'] },
+] as const)('under $runtime', ({ runtime, args, stores }) => {
+  it(`runs every Fetch and Hono case on ${stores.join(', ')}`, { timeout: 180_000 }, async () => {
+    const { code, output } = await runUnder(binary(runtime), [...args])
+    const passed = output.split('\n').filter((line) => line.startsWith(`ok ${runtime} `))
+    expect(
+      output.split('\n').filter((line) => line.startsWith('not ok')),
+      output,
+    ).toEqual([])
+    expect(passed).toHaveLength(cases.length * stores.length)
+    expect(code).toBe(0)
+  })
+})
