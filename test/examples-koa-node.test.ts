@@ -38,7 +38,7 @@ describe.each(['koa', 'node'])('examples/%s', (name) => {
     }
     const missing = await request(url, pay('PAYMENT'))
     expect(missing.status).toBe(400)
-    expect(missing.body.detail).toBe('This request needs header x-channel to be rate limited.')
+    expect(missing.body.detail).toBe('This request needs the x-channel header.')
   })
 
   it('counts GET /users/:id by its route template: five a minute whatever the ids', async () => {

@@ -127,6 +127,8 @@ export function httpContract(adapter: ContractAdapter): void {
 }
 
 function contractCases(adapter: ContractAdapter, kind: StoreKind): void {
+  /** A case about stacked limits: registered only for adapters that stack them (a Nest route has one limit). */
+  const stacked: typeof it = adapter.stacksLimits === false ? ((() => {}) as unknown as typeof it) : it
   const servers: { close(): Promise<void> }[] = []
 
   beforeAll(() => kind.setUp())
@@ -210,7 +212,7 @@ function contractCases(adapter: ContractAdapter, kind: StoreKind): void {
       expect(JSON.parse(denied.text).detail).toMatch(/^Rate limit 3-per-60s exceeded; retry in \d+ s\.$/)
     })
 
-    it.runIf(adapter.stacksLimits !== false)(
+    stacked(
       "lists every stacked limit that counted a request, in order; a denial carries both and the denier's Retry-After",
       async () => {
         const store = kind.store()
@@ -330,7 +332,7 @@ function contractCases(adapter: ContractAdapter, kind: StoreKind): void {
       expect(await used('203.0.113.9')).toBe(0)
     })
 
-    it.runIf(adapter.stacksLimits !== false)(
+    stacked(
       'behind a trusted proxy keys by X-Forwarded-For, IPv6 clients grouped by /56 or by ipv6Subnet',
       async () => {
         const store = kind.store()
@@ -418,7 +420,7 @@ function contractCases(adapter: ContractAdapter, kind: StoreKind): void {
         type: 'about:blank',
         title: 'Bad Request',
         status: 400,
-        detail: 'This request needs header x-channel to be rate limited.',
+        detail: 'This request needs the x-channel header.',
       })
       const empty = await send(`${url}/items/1`, { headers: { 'x-biz-type': 'PAYMENT', 'x-channel': '' } })
       expect(empty.status).toBe(400)

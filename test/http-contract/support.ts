@@ -55,9 +55,12 @@ export function redisKind(): StoreKind {
   const clock = manualClock()
   let server: RedisServer | undefined
   let client: Redis | undefined
+  let stores = 0
   return {
     name: 'redis',
-    store: () => new RedisStore({ client: client!, clock: clock.now, timeoutMs: 5000 }),
+    // Each store a namespace of its own on the one client: limiters built on the default prefix in different
+    // stores on one client are refused (they would share every count), and a case builds several.
+    store: () => new RedisStore({ client: client!, prefix: `contract${++stores}`, clock: clock.now, timeoutMs: 5000 }),
     advance: clock.advance,
     setUp: async () => {
       server = await startRedis()

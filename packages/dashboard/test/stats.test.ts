@@ -89,7 +89,7 @@ describe('combineSnapshots', () => {
       api: { counts: () => ({ allowed: 1, queued: 1, shadow: 1 }) },
       pay: { counts: () => ({ denied: 3 }) },
     })
-    const view = combineSnapshots([b, a], 0, { maxSeconds: 900, topKeys: 20 })
+    const view = combineSnapshots([b, a], T0 * 1000, { maxSeconds: 900, topKeys: 20 })
     expect(view.until).toBe(T0 + 1)
     expect(view.seconds).toBe(900)
     expect(view.instances.map((i) => [i.instance, i.seconds, i.limiters])).toEqual([
@@ -106,7 +106,7 @@ describe('combineSnapshots', () => {
     expect(api.instances).toEqual(['a', 'b'])
     expect(view.limiters.map((l) => l.limiter)).toEqual(['api', 'pay'])
 
-    const short = combineSnapshots([a, b], 0, { maxSeconds: 60, topKeys: 20 })
+    const short = combineSnapshots([a, b], T0 * 1000, { maxSeconds: 60, topKeys: 20 })
     expect(short.seconds).toBe(60)
     expect(short.limiters[0]!.series).toHaveLength(60)
   })
@@ -131,7 +131,7 @@ describe('combineSnapshots', () => {
         ],
       },
     })
-    const view = combineSnapshots([a, b], 0, { maxSeconds: 900, topKeys: 3 })
+    const view = combineSnapshots([a, b], T0 * 1000, { maxSeconds: 900, topKeys: 3 })
     expect(view.limiters[0]!.topDenied).toEqual([
       { key: 'k2', count: 8 },
       { key: 'k1', count: 5 },
@@ -141,7 +141,7 @@ describe('combineSnapshots', () => {
 
   it('answers only the seconds after `since`', () => {
     const a = snapshot('a', T0, 900, { api: { counts: (t) => ({ allowed: t - T0 + 10 }) } })
-    const view = combineSnapshots([a], 0, { maxSeconds: 900, topKeys: 20, since: T0 - 3 })
+    const view = combineSnapshots([a], T0 * 1000, { maxSeconds: 900, topKeys: 20, since: T0 - 3 })
     expect(view.limiters[0]!.series.map((p) => [p.t, p.allowed])).toEqual([
       [T0 - 2, 8],
       [T0 - 1, 9],
@@ -155,7 +155,7 @@ describe('combineSnapshots', () => {
     const odd = snapshot('odd', T0, 10, {
       api: { counts: () => ({ allowed: -5, denied: Number.POSITIVE_INFINITY }) },
     })
-    const view = combineSnapshots([good, bad, odd, { ...good, instance: 'big', seconds: 1e9 }], 0, {
+    const view = combineSnapshots([good, bad, odd, { ...good, instance: 'big', seconds: 1e9 }], T0 * 1000, {
       maxSeconds: 900,
       topKeys: 20,
     })
