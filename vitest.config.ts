@@ -18,6 +18,9 @@ export default defineConfig({
     reporters: ['default', './test/summary-reporter.ts'],
     include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts', 'examples/**/*.test.ts'],
     testTimeout: 20_000,
+    // Most suites wait on real servers (redis-server, HTTP, child processes), not on the CPU: three files at a
+    // time keep a 2-core machine busy without starving a suite's timers.
+    maxWorkers: 3,
     hookTimeout: 60_000,
   },
 })

@@ -60,7 +60,8 @@ export function redisKind(): StoreKind {
     name: 'redis',
     // Each store a namespace of its own on the one client: limiters built on the default prefix in different
     // stores on one client are refused (they would share every count), and a case builds several.
-    store: () => new RedisStore({ client: client!, prefix: `contract${++stores}`, clock: clock.now, timeoutMs: 5000 }),
+    store: () =>
+      new RedisStore({ client: client!, prefix: `contract${++stores}`, clock: clock.now, timeoutMs: 5000 }),
     advance: clock.advance,
     setUp: async () => {
       server = await startRedis()
