@@ -4,6 +4,22 @@ import { defineConfig } from 'vitest/config'
 /** Tests import every workspace package from its TypeScript source; child processes use the builds. */
 const packages = fileURLToPath(new URL('./packages/', import.meta.url))
 
+/**
+ * Suites that start many processes or a cluster and measure what a loaded machine does to them (prefetch
+ * across 4 processes, failover, Redis killed and paused): run alone, after the others.
+ */
+const SERIAL = [
+  'test/redis-prefetch-processes.test.ts',
+  'test/redis-prefetch-reset.test.ts',
+  'test/redis-processes.test.ts',
+  'test/redis-faults.test.ts',
+  'test/redis-cluster.test.ts',
+  'test/reliability-cluster.test.ts',
+  'test/reliability-faults.test.ts',
+  'test/examples-many-processes.test.ts',
+]
+const serial = process.env.SLUICE_TESTS === 'serial'
+
 export default defineConfig({
   resolve: {
     alias: [
@@ -16,11 +32,13 @@ export default defineConfig({
   },
   test: {
     reporters: ['default', './test/summary-reporter.ts'],
-    include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts', 'examples/**/*.test.ts'],
+    include: serial ? SERIAL : ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts', 'examples/**/*.test.ts'],
+    exclude: serial ? [] : [...SERIAL, '**/node_modules/**'],
     testTimeout: 20_000,
     // Most suites wait on real servers (redis-server, HTTP, child processes), not on the CPU: three files at a
-    // time keep a 2-core machine busy without starving a suite's timers.
-    maxWorkers: 3,
+    // time keep a 2-core machine busy. The SERIAL suites load the machine themselves and then time what Redis
+    // and the event loop do, so they run afterwards, one at a time (`SLUICE_TESTS=serial vitest run`).
+    maxWorkers: serial ? 1 : 3,
     hookTimeout: 60_000,
   },
 })

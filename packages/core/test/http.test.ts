@@ -528,7 +528,8 @@ describe('RequestRecord and the response-end phase', () => {
 
   it("a held request stops waiting when the adapter's end signal says its client left, and its slot is given back", async () => {
     const { adapter, watching } = signalledAdapter()
-    const store = new MemoryStore()
+    // The clock stands still, so the second request's slot is exactly one interval out.
+    const store = new MemoryStore({ clock: () => 1_000_000 })
     const limit = buildRequestLimit(
       parseHttpOptions<FakeRequest, object>('t', {
         rules: [leakyBucket({ ratePerSecond: 1, maxQueueMs: 600_000 })],
