@@ -9,8 +9,12 @@ const command = (name: string) => new RegExp(`^  ${name}\\) (.*) ;;$`, 'm').exec
 
 describe('dev.sh', () => {
   it('test rebuilds only stale packages (it rebuilt all of them on every run, 57 s with nothing changed)', () => {
-    expect(command('test')).toContain('build_if_stale; pnpm exec vitest run')
+    expect(command('test')).toContain('build_if_stale; run_tests')
     expect(command('test')).not.toMatch(/pnpm (test|build|run build)\b/)
+    const runTests = /^run_tests\(\) \{\n([\s\S]*?)^\}/m.exec(script)?.[1] ?? ''
+    expect(runTests).toContain('pnpm exec vitest run')
+    expect(runTests).toContain('SLUICE_TESTS=serial pnpm exec vitest run')
+    expect(runTests).not.toMatch(/pnpm (test|build|run build)\b/)
   })
 
   it('start and pack build only what is stale too', () => {
