@@ -72,8 +72,8 @@ pack_all() {
   echo "  npm install $dest/sluice-core-*.tgz $dest/sluice-express-*.tgz express"
 }
 
-# Every suite: most of them three files at a time, then the few that load the machine themselves, one at a
-# time (vitest.config.ts names them). Both parts always run; the command fails when either did.
+# Every suite, one file at a time: first most of them, then the few that load the machine themselves
+# (vitest.config.ts names them). Both parts always run; the command fails when either did.
 run_tests() {
   local status=0
   pnpm exec vitest run || status=1

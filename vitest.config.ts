@@ -35,10 +35,10 @@ export default defineConfig({
     include: serial ? SERIAL : ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts', 'examples/**/*.test.ts'],
     exclude: serial ? [] : [...SERIAL, '**/node_modules/**'],
     testTimeout: 20_000,
-    // Most suites wait on real servers (redis-server, HTTP, child processes), not on the CPU: three files at a
-    // time keep a 2-core machine busy. The SERIAL suites load the machine themselves and then time what Redis
-    // and the event loop do, so they run afterwards, one at a time (`SLUICE_TESTS=serial vitest run`).
-    maxWorkers: serial ? 1 : 3,
+    // One file at a time: many suites bound what Redis and the event loop do (a store's 100 ms timeout, a
+    // queue's spacing), and files run side by side on a 2-core machine broke those bounds. The SERIAL suites,
+    // which load the machine themselves, run last (`SLUICE_TESTS=serial vitest run`).
+    maxWorkers: 1,
     hookTimeout: 60_000,
   },
 })
