@@ -69,6 +69,35 @@ describe('an app outside the workspace, installed from the tarballs with npm', (
     }
   })
 
+  // The package checks run here, on the tarballs users would install, rather than in every build.
+  it(
+    'passes publint --strict and are-the-types-wrong (node16 profile): what npm users get resolves, typed, as ESM and CJS',
+    async () => {
+      const tarballs = (await readdir(packs)).sort()
+      const checked = await Promise.all(
+        tarballs.map(async (tarball) => {
+          const name = tarball.replace(/^sluice-(.+)-\d+\.\d+\.\d+\.tgz$/, '$1')
+          const problems: string[] = []
+          for (const [command, args, cwd] of [
+            ['publint', ['--strict'], join(ROOT, 'packages', name)],
+            ['attw', [join(packs, tarball), '--profile', 'node16', '--format', 'ascii'], ROOT],
+          ] as const) {
+            try {
+              await run('pnpm', ['exec', command, ...args], { cwd, timeout: SLOW, maxBuffer: 16 << 20 })
+            } catch (error) {
+              const { stdout = '', stderr = '' } = error as { stdout?: string; stderr?: string }
+              problems.push(`${command}: ${stdout}${stderr}`)
+            }
+          }
+          return [name, problems] as const
+        }),
+      )
+      expect(checked.filter(([, problems]) => problems.length > 0)).toEqual([])
+      expect(checked).toHaveLength(tarballs.length)
+    },
+    SLOW,
+  )
+
   it(
     'installs @sluice/core and @sluice/express from them and runs, as ESM and as CommonJS',
     async () => {
