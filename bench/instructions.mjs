@@ -45,6 +45,7 @@ const ALL_VARIANTS = [
   'noop-ip-headers',
   'sluice-memory',
   'sluice-memory-observed',
+  'sluice-memory-overload',
   ...(BEFORE === undefined ? [] : ['sluice-memory@before']),
   'peer-memory',
 ]

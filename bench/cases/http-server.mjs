@@ -111,11 +111,25 @@ function countAnswers(store) {
 const SLUICE_VARIANTS = new Set([
   'sluice-memory',
   'sluice-memory-observed',
+  'sluice-memory-overload',
   'sluice-redis',
   'sluice-redis-node',
   'sluice-redis-prefetch',
 ])
-const MEMORY_VARIANTS = new Set(['sluice-memory', 'sluice-memory-observed'])
+const MEMORY_VARIANTS = new Set(['sluice-memory', 'sluice-memory-observed', 'sluice-memory-overload'])
+
+/**
+ * `sluice-memory-overload`: the same limiter with an `overload` guard that is never triggered, so every
+ * request enters and leaves the guard and none is shed: what the guard costs a request when on. Its
+ * signals are injected: the default monitor's cost is per second (a 10 ms timer), not per request, and
+ * under callgrind, where a request takes fifty times longer, it would be charged to the requests.
+ */
+async function overloadOption() {
+  if (p.variant !== 'sluice-memory-overload') return {}
+  const { overload } = await sluice('core')
+  const calm = { eventLoopDelayMs: 0, utilization: 0 }
+  return { overload: overload({ maxEventLoopDelayMs: 100, signals: () => calm }) }
+}
 
 if (p.variant === 'sluice-memory-observed') {
   const { liveStats, openTelemetryMetrics } = await sluice('metrics')
@@ -138,7 +152,7 @@ async function expressApp() {
   if (SLUICE_VARIANTS.has(p.variant)) {
     const { rateLimit } = await sluice('express')
     const store = MEMORY_VARIANTS.has(p.variant) ? undefined : await sluiceStore()
-    app.use(rateLimit({ rules, ...(store === undefined ? {} : { store }) }))
+    app.use(rateLimit({ rules, ...(store === undefined ? {} : { store }), ...(await overloadOption()) }))
   } else if (p.variant === 'noop') {
     app.use((_req, _res, next) => next())
   } else if (p.variant === 'noop-headers') {
@@ -178,7 +192,11 @@ async function fastifyApp() {
   if (SLUICE_VARIANTS.has(p.variant)) {
     const { sluice: plugin } = await sluice('fastify')
     const store = MEMORY_VARIANTS.has(p.variant) ? undefined : await sluiceStore()
-    await app.register(plugin, { rules, ...(store === undefined ? {} : { store }) })
+    await app.register(plugin, {
+      rules,
+      ...(store === undefined ? {} : { store }),
+      ...(await overloadOption()),
+    })
   } else if (p.variant === 'noop') {
     app.addHook('onRequest', (_request, _reply, done) => done())
   } else if (p.variant === 'noop-headers') {
