@@ -315,6 +315,31 @@ export const honoCases: SuiteCase[] = [
     },
   },
   {
+    name: "Hono: key 'route' in app.use is the matched route's template (routePath(c, -1)), not the URL nor '/*'",
+    async run(rt, store, prefix) {
+      const app = honoApp()
+      const limit = rateLimit({
+        rules: [fixedWindow({ limit: 1, windowMs: 60_000 })],
+        store,
+        prefix,
+        key: 'route',
+      })
+      app.use(limit)
+      app.get('/users/:id', (c) => c.text(`user ${c.req.param('id')}`))
+      app.get('/items/:id', (c) => c.text(`item ${c.req.param('id')}`))
+      await using(await rt.serveHono(app), async (url) => {
+        assert.equal(await (await fetch(`${url}/users/1`)).text(), 'user 1')
+        const again = await fetch(`${url}/users/2`)
+        assert.equal(again.status, 429, 'two ids, one template: one count')
+        await again.body?.cancel()
+        assert.equal(await (await fetch(`${url}/items/1`)).text(), 'item 1', 'another route counts apart')
+      })
+      // The count is on the template: what a next call there would be told, against an unused '/*'.
+      assert.equal((await limit.limiter.peek('GET /users/:id')).allowed, false)
+      assert.equal((await limit.limiter.peek('GET /*')).allowed, true)
+    },
+  },
+  {
     name: "Hono: key 'ip' reads the runtime's getConnInfo, and without one rateLimit refuses to build, naming it",
     async run(rt, store, prefix) {
       assert.throws(
