@@ -1,10 +1,13 @@
 /**
- * @module A short side-by-side run of the Koa and node:http adapters, apart from the full bench:
- * `node bench/adapters.mjs [--rounds N] [--seconds S]`. Koa bare, Koa + sluice (memory) and Koa +
- * koa-ratelimit (memory); node:http bare and node:http + sluice (memory), each server in a process of its
- * own, driven in alternating rounds by autocannon over loopback, at a limit nothing reaches. Prints each
- * one's median requests per second and its ratio to its bare server, with the load average beside them:
- * the ratio within one run is the figure to read, not the absolute rate.
+ * @module A short side-by-side run of the Koa, node:http and NestJS adapters, apart from the full bench:
+ * `node bench/adapters.mjs [--rounds N] [--seconds S] [--only koa|node|nest]`. Koa bare, Koa + sluice
+ * (memory) and Koa + koa-ratelimit (memory); node:http bare and node:http + sluice (memory); Nest on each
+ * platform (Express, Fastify) bare, + a guard that only answers true (the floor of any guard), + sluice (`SluiceModule`, memory) and + @nestjs/throttler (memory).
+ * Each server runs in a process of its own, driven in alternating rounds by autocannon over loopback, at a
+ * limit nothing reaches. Prints each one's median requests per second and its ratio to its bare server,
+ * and the server's median CPU time per request (user + system, from /proc: what the server spends,
+ * whatever else loads the machine), with the load average beside them: the ratios within one run are the
+ * figures to read, not the absolute rate.
  */
 import { loadavg } from 'node:os'
 import { load, startServer } from './lib/http-load.mjs'
@@ -15,6 +18,7 @@ const option = (name, fallback) => {
   const i = args.indexOf(`--${name}`)
   return i === -1 ? fallback : Number(args[i + 1])
 }
+const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined
 const ROUNDS = option('rounds', 3)
 const SECONDS = option('seconds', 2)
 const CONNECTIONS = 10
@@ -25,19 +29,33 @@ const SUBJECTS = [
   { name: 'koa + koa-ratelimit', framework: 'koa', variant: 'peer-memory', bare: 'koa bare' },
   { name: 'node:http bare', framework: 'node', variant: 'bare', bare: 'node:http bare' },
   { name: 'node:http + sluice', framework: 'node', variant: 'sluice-memory', bare: 'node:http bare' },
-]
+  ...['express', 'fastify'].flatMap((platform) => {
+    const bare = `nest/${platform} bare`
+    return [
+      { name: bare, framework: 'nest', platform, variant: 'bare', bare },
+      { name: `nest/${platform} + pass guard`, framework: 'nest', platform, variant: 'noop', bare },
+      { name: `nest/${platform} + sluice`, framework: 'nest', platform, variant: 'sluice-memory', bare },
+      { name: `nest/${platform} + throttler`, framework: 'nest', platform, variant: 'peer-memory', bare },
+    ]
+  }),
+].filter((s) => only === undefined || s.framework === only)
 
 const loadAtStart = loadavg()
 const servers = {}
 for (const s of SUBJECTS) {
-  servers[s.name] = await startServer({ framework: s.framework, variant: s.variant })
+  servers[s.name] = await startServer({ framework: s.framework, platform: s.platform, variant: s.variant })
   await load(servers[s.name], 1, CONNECTIONS)
 }
 const rates = Object.fromEntries(SUBJECTS.map((s) => [s.name, []]))
+const cpu = Object.fromEntries(SUBJECTS.map((s) => [s.name, []]))
 for (let round = 0; round < ROUNDS; round++) {
   // Each round in a different order, so no subject always runs right after the same one.
   const order = round % 2 === 0 ? SUBJECTS : [...SUBJECTS].reverse()
-  for (const s of order) rates[s.name].push((await load(servers[s.name], SECONDS, CONNECTIONS)).perSecond)
+  for (const s of order) {
+    const result = await load(servers[s.name], SECONDS, CONNECTIONS)
+    rates[s.name].push(result.perSecond)
+    cpu[s.name].push(result.serverCpuUsPerRequest)
+  }
 }
 for (const server of Object.values(servers)) await server.stop()
 
@@ -48,7 +66,7 @@ console.log(
 for (const s of SUBJECTS) {
   const ratio = median(s.name) / median(s.bare)
   console.log(
-    `${s.name.padEnd(22)} ${Math.round(median(s.name)).toString().padStart(7)} req/s   ${ratio.toFixed(2)}× bare`,
+    `${s.name.padEnd(26)} ${Math.round(median(s.name)).toString().padStart(7)} req/s   ${ratio.toFixed(2)}× bare   ${summary(cpu[s.name]).median.toFixed(1).padStart(6)} µs CPU/req`,
   )
 }
 

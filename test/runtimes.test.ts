@@ -1,6 +1,6 @@
 /**
  * The shared Fetch and Hono suites (runtimes/suite.ts) on Node, in this process, on the memory store and
- * on a real redis-server through ioredis; then the same suites under Bun and Deno, from their npm packages
+ * on a real redis-server through ioredis and node-redis; then the same suites under Bun and Deno, from their npm packages
  * (`bun`, `deno`), in child processes on the builds, on the memory store and on Redis (ioredis on both,
  * node-redis too on Deno). A runtime that cannot start fails its test.
  */
@@ -23,7 +23,7 @@ beforeAll(async () => {
 })
 afterAll(stopAll)
 
-describe.each<StoreKind>(['memory', 'ioredis'])('on Node, %s store', (kind) => {
+describe.each<StoreKind>(['memory', 'ioredis', 'node-redis'])('on Node, %s store', (kind) => {
   let source: StoreSource
   beforeAll(async () => {
     source = await storeSource(kind, redis.port)

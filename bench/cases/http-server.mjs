@@ -1,12 +1,14 @@
 /**
  * @module One HTTP server for the HTTP section, in a process of its own, on a free loopback port.
- * params: { framework: 'express' | 'fastify' | 'koa' | 'node', variant, redisPort }
+ * params: { framework: 'express' | 'fastify' | 'koa' | 'node' | 'nest', variant, redisPort, platform }
+ * (`platform`, for Nest: 'express' or 'fastify').
  * Variants: `bare`, `sluice-memory`, `sluice-redis` (ioredis), `sluice-redis-node` (node-redis),
  * `sluice-redis-prefetch` (ioredis, RedisStore `prefetch: true`: batches of up to 64 units spent locally
  * for up to 100 ms),
  * `peer-memory`, `peer-redis` (express-rate-limit, with rate-limit-redis for Redis; @fastify/rate-limit,
  * with its own Redis support, which takes ioredis; koa-ratelimit, memory only, on Koa; node:http has no
- * peer). Koa and node:http serve `bare`, `sluice-memory` and (Koa) `peer-memory` only. Every limit is so high that nothing is denied;
+ * peer; Nest: @nestjs/throttler, memory). Koa, node:http and Nest serve `bare`, `sluice-memory` and (Koa,
+ * Nest) `peer-memory` only, and Nest `noop` too. Every limit is so high that nothing is denied;
  * every limiter keys by client IP and sends its default headers.
  * Three floors: `noop`, a middleware (Express) or `onRequest` hook (Fastify) that only goes on, the
  * least any limiter adds; `noop-headers`, the same setting the two draft-11 headers sluice sends
@@ -259,7 +261,55 @@ async function nodeApp() {
   })
 }
 
-const APPS = { express: expressApp, fastify: fastifyApp, koa: koaApp, node: nodeApp }
+/**
+ * A Nest app on `p.platform` (`express` or `fastify`) with one controller, `GET /`: `bare`, `noop` (a
+ * global guard answering true: the floor of any guard), `sluice-memory` (`SluiceModule.forRoot`, its global guard) or `peer-memory` (@nestjs/throttler's
+ * `ThrottlerModule.forRoot` and a global `ThrottlerGuard`, its in-memory storage). Plain JavaScript has no
+ * decorator syntax: they are applied as functions, as TypeScript's compiled output does.
+ */
+async function nestApp() {
+  require('reflect-metadata')
+  const { Controller, Get, Module } = require('@nestjs/common')
+  const { APP_GUARD, NestFactory } = require('@nestjs/core')
+  class HelloController {
+    hello() {
+      return { hello: 'world' }
+    }
+  }
+  const proto = HelloController.prototype
+  Reflect.decorate([Get()], proto, 'hello', Object.getOwnPropertyDescriptor(proto, 'hello'))
+  Reflect.decorate([Controller()], HelloController)
+  const imports = []
+  const providers = []
+  if (p.variant === 'sluice-memory') {
+    const { SluiceModule } = await sluice('nestjs')
+    imports.push(SluiceModule.forRoot({ rules }))
+  } else if (p.variant === 'noop') {
+    // The floor: a global guard that only lets the request through, the least any guard adds.
+    class PassGuard {
+      canActivate() {
+        return true
+      }
+    }
+    providers.push({ provide: APP_GUARD, useClass: PassGuard })
+  } else if (p.variant === 'peer-memory') {
+    const { ThrottlerGuard, ThrottlerModule } = require('@nestjs/throttler')
+    imports.push(ThrottlerModule.forRoot([{ ttl: WINDOW_MS, limit: HIGH }]))
+    providers.push({ provide: APP_GUARD, useClass: ThrottlerGuard })
+  }
+  class AppModule {}
+  Reflect.decorate([Module({ imports, controllers: [HelloController], providers })], AppModule)
+  const adapter =
+    p.platform === 'fastify'
+      ? new (require('@nestjs/platform-fastify').FastifyAdapter)()
+      : new (require('@nestjs/platform-express').ExpressAdapter)()
+  const app = await NestFactory.create(AppModule, adapter, { logger: false })
+  await app.listen(0, '127.0.0.1')
+  closers.push(() => app.close())
+  return app.getHttpServer().address().port
+}
+
+const APPS = { express: expressApp, fastify: fastifyApp, koa: koaApp, node: nodeApp, nest: nestApp }
 const port = await APPS[p.framework]()
 process.stdout.write(`READY ${port}\n`)
 process.once('SIGTERM', () => {

@@ -65,7 +65,7 @@ export function startServer(params, { wrapper = [], env = process.env } = {}) {
 }
 
 /** CPU time (user + system) a process has used, in µs, from /proc (Linux); undefined elsewhere. */
-function cpuUs(pid) {
+export function cpuUs(pid) {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
     // utime and stime are fields 14 and 15 of stat (12 and 13 after the name), in ticks of 1/100 s.
