@@ -102,7 +102,7 @@ export const REPLY_FIELDS = 6
  * reset the key), those units are counted in the new state, as a penalty counts them, and a `giveBack`
  * gives nothing back: its units were counted in the state the reset removed.
  */
-export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
+export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): string {
   const params: string[] = []
   let argv = HEAD_ARGS + 1
   for (const kind of kinds) {
@@ -170,12 +170,14 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
     // What a peek of cost 1 answers right after (the mode is not '1': nothing is admitted).
     head.push('cost = 1')
   }
-  head.push(
-    'do',
-    '  local left = blockLeft()',
-    "  if left > 0 then return { 'blocked', left, serverNow } end",
-    'end',
-  )
+  if (withBlock) {
+    head.push(
+      'do',
+      '  local left = blockLeft()',
+      "  if left > 0 then return { 'blocked', left, serverNow } end",
+      'end',
+    )
+  }
   if (act === 'fetch') {
     // The batch: what was wanted, cut to a share of what each rule has left, never below the call's cost.
     head.push(`local want = tonumber(ARGV[${argv}])`, 'do', '  local _, r')
@@ -206,20 +208,34 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
   }
   if (kinds.length === 1) {
     const kind = kinds[0]!
+    const decide = `${kind}Decide(KEYS[1], now, cost, ${params[0]})`
+    // A kind with `<kind>Consume` decides and admits a consume of a cost above 0 in one go.
+    const oneGo = act === 'apply' && RULE_LUA[kind].includes(`local function ${kind}Consume(`)
     return [
       ...head,
-      `local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${kind}Decide(KEYS[1], now, cost, ${params[0]})`,
+      ...(oneGo
+        ? [
+            'local ok, remaining, resetMs, retryAfterMs, waitMs, a, b',
+            'local counted = consume and cost > 0',
+            `if counted then ok, remaining, resetMs, retryAfterMs, waitMs = ${kind}Consume(KEYS[1], now, cost, ${params[0]})`,
+            `else ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${decide} end`,
+          ]
+        : [`local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${decide}`]),
       "local mark, blocked = '', 0",
       'if ok then',
-      '  if consume then',
+      oneGo ? '  if consume and not counted then' : '  if consume then',
       ...admitOf(kind, 0, '    ', 'mark', 'waitMs'),
       '  end',
       `  return { 1, remaining, resetMs, retryAfterMs, waitMs, mark, blocked, ${tail} }`,
       'end',
-      'if consume and block then',
-      '  blocked = beginBlock()',
-      '  if retryAfterMs < blocked then retryAfterMs = blocked end',
-      'end',
+      ...(withBlock
+        ? [
+            'if consume and block then',
+            '  blocked = beginBlock()',
+            '  if retryAfterMs < blocked then retryAfterMs = blocked end',
+            'end',
+          ]
+        : []),
       `return { 0, remaining, resetMs, retryAfterMs, waitMs, '', blocked, ${tail} }`,
     ].join('\n')
   }
@@ -261,12 +277,15 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
       '  end',
     )
   })
-  lines.push('  if consume and block then', '    local blocked = beginBlock()')
-  kinds.forEach((_, index) => {
-    const o = index * F
-    lines.push(`    if out[${o + 1}] == 0 and out[${o + 4}] < blocked then out[${o + 4}] = blocked end`)
-  })
-  lines.push(`    out[${kinds.length * F + 1}] = blocked`, '  end', 'end', 'return out')
+  if (withBlock) {
+    lines.push('  if consume and block then', '    local blocked = beginBlock()')
+    kinds.forEach((_, index) => {
+      const o = index * F
+      lines.push(`    if out[${o + 1}] == 0 and out[${o + 4}] < blocked then out[${o + 4}] = blocked end`)
+    })
+    lines.push(`    out[${kinds.length * F + 1}] = blocked`, '  end')
+  }
+  lines.push('end', 'return out')
   return lines.join('\n')
 }
 
@@ -279,17 +298,59 @@ function stateOf(n: number, i: number): string {
 const scripts = new Map<string, Script>()
 const MAX_SCRIPTS = 256
 
-/** The script for rules of these kinds, in this order, doing `act`. */
-export function scriptFor(kinds: readonly Kind[], act: Act = 'apply'): Script {
-  const id = `${act}:${kinds.join(',')}`
+/**
+ * The script for rules of these kinds, in this order, doing `act`; `withBlock` when the call carries a block
+ * policy (a script without one neither reads nor begins a block).
+ */
+export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): Script {
+  const id = `${act}:${withBlock ? 'b' : ''}:${kinds.join(',')}`
   let s = scripts.get(id)
   if (s === undefined) {
     const chunks = [PRELUDE_LUA]
     for (const kind of new Set(kinds)) chunks.push(RULE_LUA[kind])
-    chunks.push(footOf(kinds, act))
-    s = script(chunks.join('\n'))
+    const foot = footOf(kinds, act, withBlock)
+    s = script(`${withoutUnused(chunks.join('\n'), foot)}\n${foot}`)
     if (scripts.size >= MAX_SCRIPTS) scripts.clear()
     scripts.set(id, s)
   }
   return s
+}
+
+/**
+ * The prelude and chunks without the functions the foot never reaches. Redis runs a script's body on every
+ * call, and each `local function` there makes a closure: a fixedWindow consume needs 3 of the 12 its chunk
+ * and the prelude define. A function is a top-level `local function <name>(` line through the next line that
+ * is `end` alone, or that line alone when it ends in `end` (the chunks are written so); it is kept when the foot, a top-level statement or a kept
+ * function names it.
+ */
+export function withoutUnused(lua: string, foot: string): string {
+  const lines = lua.split('\n')
+  const functions = new Map<string, { from: number; to: number }>()
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^local function (\w+)\(/.exec(lines[i]!)
+    if (m === null) continue
+    let to = i
+    // A one-line function (`local function f() end`) ends on its own line.
+    if (!/\bend$/.test(lines[i]!)) while (lines[to] !== 'end') to++
+    functions.set(m[1]!, { from: i, to })
+    i = to
+  }
+  const inside = new Set<number>()
+  for (const f of functions.values()) for (let i = f.from; i <= f.to; i++) inside.add(i)
+  const kept = new Set<string>()
+  const pending = [foot, lines.filter((_, i) => !inside.has(i)).join('\n')]
+  while (pending.length > 0) {
+    const text = pending.pop()!
+    for (const [name, f] of functions) {
+      if (kept.has(name) || !new RegExp(`\\b${name}\\b`).test(text)) continue
+      kept.add(name)
+      pending.push(lines.slice(f.from + 1, f.to + 1).join('\n'))
+    }
+  }
+  const dropped = new Set<number>()
+  for (const [name, f] of functions) {
+    if (kept.has(name)) continue
+    for (let i = f.from; i <= f.to; i++) dropped.add(i)
+  }
+  return lines.filter((_, i) => !dropped.has(i)).join('\n')
 }

@@ -117,11 +117,11 @@ interface Plan {
   readonly kinds: readonly Rule['kind'][]
   /** Every rule's numbers, in order, as the script reads them. */
   readonly args: readonly string[]
-  /** The script for this sequence of rule kinds (src/compose.ts). */
+  /** The script that applies this sequence of rule kinds without a block (src/compose.ts). */
   readonly script: Script
   readonly limits: readonly number[]
-  /** The scripts of the other acts for these rules, made when first needed. */
-  acts?: { [A in Exclude<Act, 'apply'>]?: Script }
+  /** The scripts of the other acts (and of calls with a block), by act and `+b`, made when first needed. */
+  acts?: { [act: string]: Script }
   /** Whether a rule holds leases (concurrency): a consume then brings a lease id. */
   readonly leases: boolean
   /** Whether every rule is of a kind the store can prefetch units for. */
@@ -260,7 +260,8 @@ export class RedisStore implements Store {
     if (plan.leases) args.push(consume ? newLease(cost) : '')
 
     const call = this.#deadlines.start<StoreAnswer>()
-    this.#attempt(call, plan.script, keys, args, true, (reply) => {
+    const s = block === undefined ? plan.script : this.#script(plan, 'apply', true)
+    this.#attempt(call, s, keys, args, true, (reply) => {
       const [answer, blocked] = answerOf(plan, rules, reply, false)
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (cache !== undefined) this.#remember(cacheKey, plan.id, cost, localNow, resets, answer, blocked)
@@ -321,7 +322,7 @@ export class RedisStore implements Store {
     const spent = prefetch.claim(held)
     args.push(String(batch.want), seen, String(spent))
     const call = this.#deadlines.start<StoreAnswer>()
-    this.#attempt(call, this.#script(plan, 'fetch'), keys, args, true, (reply) => {
+    this.#attempt(call, this.#script(plan, 'fetch', held.block !== undefined), keys, args, true, (reply) => {
       const [answer, blocked] = answerOf(plan, rules, reply, true)
       if (this.#cache !== undefined) this.#remember(held.id, plan.id, cost, localNow, resets, answer, blocked)
       // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
@@ -367,7 +368,7 @@ export class RedisStore implements Store {
     const args = this.#args(held.plan, now, 'g', units, undefined)
     args.push(String(held.countedAt), held.resets, String(this.#prefetch!.claim(held)))
     const call = this.#deadlines.start<void>()
-    this.#attempt(call, this.#script(held.plan, 'giveBack'), keys, args, true, () => undefined)
+    this.#attempt(call, this.#script(held.plan, 'giveBack', false), keys, args, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -380,7 +381,7 @@ export class RedisStore implements Store {
     const keys = this.#keys(held.prefix, held.key, held.plan, false)
     const args = this.#args(held.plan, this.#scriptNow(), 'p', units, undefined)
     const call = this.#deadlines.start<void>()
-    this.#attempt(call, this.#script(held.plan, 'penalize'), keys, args, true, () => undefined)
+    this.#attempt(call, this.#script(held.plan, 'penalize', false), keys, args, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -390,13 +391,14 @@ export class RedisStore implements Store {
     batch.then(() => this.#batches.delete(batch))
   }
 
-  /** The script of `act` for the plan's rules, made when first needed. */
-  #script(plan: Plan, act: Exclude<Act, 'apply'>): Script {
+  /** The script of `act` for the plan's rules, with or without a block, made when first needed. */
+  #script(plan: Plan, act: Act, withBlock: boolean): Script {
     plan.acts ??= {}
-    let s = plan.acts[act]
+    const id = withBlock ? `${act}+b` : act
+    let s = plan.acts[id]
     if (s === undefined) {
-      s = scriptFor(plan.kinds, act)
-      plan.acts[act] = s
+      s = scriptFor(plan.kinds, act, withBlock)
+      plan.acts[id] = s
     }
     return s
   }
@@ -426,7 +428,7 @@ export class RedisStore implements Store {
     if (act !== 'refund' && act !== 'penalize') {
       for (let i = 0; i < rules.length; i++) args.push(marks?.[i] ?? '')
     }
-    const s = this.#script(plan, act)
+    const s = this.#script(plan, act, withBlock)
     const call = this.#deadlines.start<StoreAnswer | undefined>()
     this.#attempt(call, s, keys, args, true, (reply) =>
       penalize ? answerOf(plan, rules, reply, false)[0] : undefined,
@@ -635,7 +637,7 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
     ids: rules.map((r) => r.id),
     kinds,
     args: rules.flatMap(ruleArgs),
-    script: scriptFor(kinds),
+    script: scriptFor(kinds, 'apply', false),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
     leases: kinds.includes('concurrency'),
     batchable: kinds.every((kind) => BATCHABLE.has(kind)),

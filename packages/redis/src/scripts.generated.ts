@@ -120,11 +120,15 @@ end
 /** One chunk per rule kind: `<kind>Decide` and `<kind>Admit`. */
 export const RULE_LUA = {
   /** fixed-window.lua */
-  fixedWindow: `-- fixedWindow (params: limit, windowMs). A hash { s = window start, c = count }.
--- The key lives until the end of its window.
+  fixedWindow: `-- fixedWindow (params: limit, windowMs). A hash with one field, named by the window's start, holding its
+-- count: a consume is then one HINCRBY. The key lives until the end of its window; a field of an earlier
+-- window (a key that outlived its window by a caller's clock's slack, or of sluice 0.1's \`s\`/\`c\` shape) goes
+-- when the new window's first units are counted.
 --
 -- Each rule chunk defines four functions with the same shape (and the kinds a RedisStore can prefetch for,
--- a fifth: \`<kind>GiveBack(key, now, cost, params..., at)\` returns prefetched units counted at \`at\`):
+-- a fifth: \`<kind>GiveBack(key, now, cost, params..., at)\` returns prefetched units counted at \`at\`; a kind
+-- may define \`<kind>Consume(key, now, cost, params...)\`, decide and admit in one for a single rule's consume
+-- of a cost above 0, answering as decide does):
 --   <kind>Decide(key, now, cost, params...) -> allowed, remaining, resetMs, retryAfterMs, waitMs, a, b
 --   <kind>Admit(key, now, cost, params..., a, b)
 --   <kind>Refund(key, now, cost, params...)      gives back up to \`cost\` units, never below empty
@@ -134,10 +138,8 @@ export const RULE_LUA = {
 
 local function fixedWindowDecide(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
-  local h = redis.call('HMGET', key, 's', 'c')
-  local same = tonumber(h[1]) == start
-  local count = 0
-  if same then count = tonumber(h[2]) end
+  local h = redis.call('HGET', key, start)
+  local count = tonumber(h) or 0
   local allowed = count + cost <= limit
   local after = count
   if allowed then after = count + cost end
@@ -148,26 +150,55 @@ local function fixedWindowDecide(key, now, cost, limit, windowMs)
   if after > 0 then resetMs = start + windowMs - now end
   local retryAfterMs = 0
   if not allowed then retryAfterMs = resetMs end
-  return allowed, remaining, resetMs, retryAfterMs, 0, start, same
+  return allowed, remaining, resetMs, retryAfterMs, 0, start, h
 end
 
-local function fixedWindowAdmit(key, now, cost, limit, windowMs, start, same)
-  if same then
-    redis.call('HINCRBY', key, 'c', cost)
-  else
-    redis.call('HSET', key, 's', start, 'c', cost)
-    redis.call('PEXPIRE', key, pttl(start + windowMs - now))
+-- The window's first units have just been counted in field \`start\`: earlier windows' fields go, and the key
+-- lives until the window ends.
+local function fixedWindowBegin(key, now, windowMs, start)
+  if redis.call('HLEN', key) > 1 then
+    local count = redis.call('HGET', key, start)
+    redis.call('DEL', key)
+    redis.call('HSET', key, start, count)
   end
+  redis.call('PEXPIRE', key, pttl(start + windowMs - now))
+end
+
+local function fixedWindowAdmit(key, now, cost, _limit, windowMs, start, h)
+  redis.call('HINCRBY', key, start, cost)
+  if not h then fixedWindowBegin(key, now, windowMs, start) end
+end
+
+-- Counts first, and takes the units back when they do not fit: one command for an admitted call.
+local function fixedWindowConsume(key, now, cost, limit, windowMs)
+  local start = now - fmod(now, windowMs)
+  local after = redis.call('HINCRBY', key, start, cost)
+  local count = after - cost
+  if after <= limit then
+    if count == 0 then fixedWindowBegin(key, now, windowMs, start) end
+    return true, limit - after, start + windowMs - now, 0, 0
+  end
+  -- A field made by this call goes again (and with it a key that held nothing else).
+  if count == 0 then
+    redis.call('HDEL', key, start)
+  else
+    redis.call('HINCRBY', key, start, -cost)
+  end
+  local remaining = limit - count
+  if remaining < 0 then remaining = 0 end
+  local resetMs = 0
+  if count > 0 then resetMs = start + windowMs - now end
+  return false, remaining, resetMs, resetMs, 0
 end
 
 -- Only the current window's count: units of a window that is over no longer count anyway.
 local function fixedWindowRefund(key, now, cost, _limit, windowMs)
   local start = now - fmod(now, windowMs)
-  local h = redis.call('HMGET', key, 's', 'c')
-  if tonumber(h[1]) ~= start then return end
-  local count = tonumber(h[2]) - cost
+  local h = redis.call('HGET', key, start)
+  if not h then return end
+  local count = tonumber(h) - cost
   if count < 0 then count = 0 end
-  redis.call('HSET', key, 'c', num(count))
+  redis.call('HSET', key, start, num(count))
 end
 
 -- Prefetched units not spent (see src/prefetch.ts), counted at \`at\`: given back while their window lasts.
@@ -184,15 +215,13 @@ end
 
 local function fixedWindowPenalize(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
-  local h = redis.call('HMGET', key, 's', 'c')
-  local same = tonumber(h[1]) == start
-  local count = 0
-  if same then count = tonumber(h[2]) end
+  local h = redis.call('HGET', key, start)
+  local count = tonumber(h) or 0
   local after = count + cost
   if after > limit + cost then after = limit + cost end
   if after < count then after = count end
-  redis.call('HSET', key, 's', num(start), 'c', num(after))
-  if not same then redis.call('PEXPIRE', key, pttl(start + windowMs - now)) end
+  redis.call('HSET', key, start, num(after))
+  if not h then fixedWindowBegin(key, now, windowMs, start) end
 end
 `,
   /** sliding-log.lua */
@@ -219,6 +248,11 @@ local function logEntry(key, rank)
   return tonumber(string.match(e[1], '^%d+:(%d+):%d+$')), tonumber(e[2])
 end
 
+-- How many members the log holds: read only where a call needs ranks beyond the oldest live entry.
+local function logSize(key)
+  return redis.call('ZCARD', key)
+end
+
 -- Units from the entry whose sum before it is \`before\` through the entry whose sum is \`finish\`.
 local function unitsSince(before, finish)
   local d = finish - before
@@ -227,8 +261,9 @@ local function unitsSince(before, finish)
 end
 
 -- Reads the live part of the log at \`now\`, removing up to \`logMaxDrop\` expired members: the live units, the
--- newest entry's running sum and time, the member count, the rank of the oldest live member, and the sum
--- before it.
+-- newest entry's running sum and time, the \`seq\` an entry logged at \`now\` takes (one past the newest's when
+-- that was logged at \`now\` too: members of one ms sort by it), the expired members left (the rank of the
+-- oldest live member), and the sum before the oldest live member.
 local function slidingLogLive(key, now, windowMs)
   local expired = redis.call('ZCOUNT', key, '-inf', num(now - windowMs))
   if expired > 0 then
@@ -237,29 +272,34 @@ local function slidingLogLive(key, now, windowMs)
     redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
     expired = expired - drop
   end
-  local n = redis.call('ZCARD', key)
-  -- Live entries are ranks \`expired\` .. n - 1; \`before\` is the sum before the oldest of them.
-  local total, newestEnd, newestAt, before = 0, 0, 0, 0
-  if n > 0 then
-    newestEnd, newestAt = logEntry(key, n - 1)
-    local firstEnd, firstCost
-    if expired < n then
+  local total, newestEnd, newestAt, seq, before = 0, 0, 0, 0, 0
+  local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if #e > 0 then
+    local newestSeq, finish = string.match(e[1], '^(%d+):(%d+):%d+$')
+    newestEnd, newestAt = tonumber(finish), tonumber(e[2])
+    -- Live entries are those from rank \`expired\` on; there are some when the newest is live.
+    local live = newestAt > now - windowMs
+    local firstEnd, firstCost = '0', '0'
+    if live then
       firstEnd, firstCost = string.match(redis.call('ZRANGE', key, expired, expired)[1], '^%d+:(%d+):(%d+)$')
     end
-    if newestEnd == nil or (expired < n and firstEnd == nil) then
+    if newestEnd == nil or firstEnd == nil then
       redis.call('DEL', key)
-      n, expired, newestEnd = 0, 0, 0
-    elseif expired < n then
-      before = tonumber(firstEnd) - tonumber(firstCost)
-      if before < 0 then before = before + logModulus end
-      total = unitsSince(before, newestEnd)
+      newestEnd, newestAt, expired = 0, 0, 0
+    else
+      if newestAt == now then seq = tonumber(newestSeq) + 1 end
+      if live then
+        before = tonumber(firstEnd) - tonumber(firstCost)
+        if before < 0 then before = before + logModulus end
+        total = unitsSince(before, newestEnd)
+      end
     end
   end
-  return total, newestEnd, newestAt, n, expired, before
+  return total, newestEnd, newestAt, seq, expired, before
 end
 
 local function slidingLogDecide(key, now, cost, limit, windowMs)
-  local total, newestEnd, newestAt, n, expired, before = slidingLogLive(key, now, windowMs)
+  local total, newestEnd, newestAt, seq, expired, before = slidingLogLive(key, now, windowMs)
   if total + cost <= limit then
     -- The newest entry is this call's, or with cost 0 the newest already logged.
     local resetMs = windowMs
@@ -267,12 +307,12 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
       resetMs = 0
       if total > 0 then resetMs = newestAt + windowMs - now end
     end
-    return true, limit - total - cost, resetMs, 0, 0, newestEnd, n
+    return true, limit - total - cost, resetMs, 0, 0, newestEnd, seq
   end
   -- Denied: the call fits once the oldest \`mustExpire\` units have expired, that is once the first entry
   -- whose running sum reaches them has.
   local mustExpire = total + cost - limit
-  local lo, hi = expired, n - 1
+  local lo, hi = expired, logSize(key) - 1
   while lo < hi do
     local mid = floor((lo + hi) / 2)
     local midEnd = logEntry(key, mid)
@@ -289,11 +329,9 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
   return false, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0
 end
 
-local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)
+local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, seq)
   local finish = newestEnd + cost
   if finish >= logModulus then finish = finish - logModulus end
-  local seq = 0
-  if n > 0 then seq = redis.call('ZCOUNT', key, now, now) end
   redis.call('ZADD', key, now, string.format('%016d:%s:%s', seq, num(finish), num(cost)))
   redis.call('PEXPIRE', key, pttl(windowMs))
 end
@@ -301,8 +339,9 @@ end
 -- Drops the newest \`cost\` live units: the newest entry whose running sum passes the units that stay is cut
 -- down to them (rewritten with its new sum and cost), every newer one removed, found by binary search.
 local function slidingLogRefund(key, now, cost, _limit, windowMs)
-  local total, _, _, n, expired, before = slidingLogLive(key, now, windowMs)
+  local total, _, _, _, expired, before = slidingLogLive(key, now, windowMs)
   if total == 0 then return end
+  local n = logSize(key)
   local keep = total - cost
   if keep < 0 then keep = 0 end
   local lo, hi = expired, n - 1
@@ -356,8 +395,9 @@ end
 -- sums of every newer entry, so they stay counted until they leave the window).
 local function slidingLogRefundCall(key, now, cost, limit, windowMs, at)
   if at + windowMs <= now then return end
-  local total, newestEnd, newestAt, n = slidingLogLive(key, now, windowMs)
+  local total, newestEnd, newestAt = slidingLogLive(key, now, windowMs)
   if total == 0 or newestAt ~= at then return end
+  local n = logSize(key)
   -- The members logged at \`at\` are the newest \`count\`; the units they hold end at \`newestEnd\`.
   local count = redis.call('ZCOUNT', key, at, at)
   local firstEnd, firstCost = string.match(redis.call('ZRANGE', key, n - count, n - count)[1], '^%d+:(%d+):(%d+)$')
@@ -371,10 +411,10 @@ local function slidingLogRefundCall(key, now, cost, limit, windowMs, at)
 end
 
 local function slidingLogPenalize(key, now, cost, limit, windowMs)
-  local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
+  local total, newestEnd, _, seq = slidingLogLive(key, now, windowMs)
   local add = cost
   if limit + cost - total < add then add = limit + cost - total end
-  if add > 0 then slidingLogAdmit(key, now, add, limit, windowMs, newestEnd, n) end
+  if add > 0 then slidingLogAdmit(key, now, add, limit, windowMs, newestEnd, seq) end
 end
 `,
   /** sliding-window.lua */
