@@ -9,52 +9,11 @@
  * (after now, mode, cost and deadline, in the order of the rules).
  */
 import type { Rule } from '@sluice/core'
-import { type Script, script } from './script-runner.ts'
+import { type Script, script } from './client.ts'
 import { PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
+import { HEAD_ARGS, PARAMS, REPLY_FIELDS } from './wire.ts'
 
 type Kind = Rule['kind']
-
-/** ARGV before the rules' params: now, mode, cost, deadline, block (see prelude.lua). */
-export const HEAD_ARGS = 5
-
-/** How many params each kind reads from ARGV (see `ruleArgs`). */
-const PARAMS: { readonly [K in Kind]: number } = {
-  fixedWindow: 2,
-  slidingLog: 2,
-  slidingWindow: 3,
-  tokenBucket: 2,
-  leakyBucket: 3,
-  concurrency: 2,
-  warmUp: 7,
-}
-
-/** A rule's params as the script reads them, in order. */
-export function ruleArgs(rule: Rule): string[] {
-  switch (rule.kind) {
-    case 'fixedWindow':
-    case 'slidingLog':
-      return [String(rule.limit), String(rule.windowMs)]
-    case 'slidingWindow':
-      return [String(rule.limit), String(rule.windowMs), String(rule.bucketMs)]
-    case 'tokenBucket':
-      return [String(rule.capacity), String(rule.refillPerSecond)]
-    case 'leakyBucket':
-      return [String(rule.ratePerSecond), String(rule.maxQueueMs), String(rule.limit)]
-    case 'concurrency':
-      return [String(rule.limit), String(rule.leaseMs)]
-    case 'warmUp':
-      // The factory's doubles, written so that Lua's tonumber reads back the very same ones.
-      return [
-        String(rule.stableMs),
-        String(rule.thresholdPermits),
-        String(rule.maxPermits),
-        String(rule.slope),
-        String(rule.coolDownMs),
-        String(rule.maxQueueMs),
-        String(rule.limit),
-      ]
-  }
-}
 
 /** Lua reading a rule's params from ARGV: `tonumber(ARGV[first])`, `tonumber(ARGV[first + 1])`, ... */
 function paramsOf(kind: Kind, first: number): string {
@@ -80,9 +39,6 @@ export type Act =
  * from 31 units left a batch is the call's own cost and every call is decided in Redis.
  */
 export const FETCH_SHARE = 16
-
-/** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
-export const REPLY_FIELDS = 6
 
 /**
  * The Lua after the chunks. `apply`: decide every rule, admit all or none, begin a block when a consume is

@@ -50,8 +50,7 @@ import {
   TableState,
   tooManyEntries,
 } from '@sluice/core/store'
-import type { RedisClientLike } from './redis-store.ts'
-import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
+import { connectionFor, type RedisClientLike, type RedisConnection, type Script, script } from './client.ts'
 import { TABLE_RESTORE_LUA, TABLE_WRITE_LUA } from './scripts.generated.ts'
 import { type Subscriber, subscribe, whenReady } from './table-subscriber.ts'
 
@@ -159,7 +158,7 @@ interface TrailRecord {
 export class RedisLimitTable implements LimitTable {
   /** The table's name. */
   readonly name: string
-  readonly #runner: ScriptRunner
+  readonly #runner: RedisConnection
   /** hash, version, audit, stamp. */
   readonly #keys: readonly [string, string, string, string]
   readonly #channel: string
@@ -183,7 +182,7 @@ export class RedisLimitTable implements LimitTable {
 
   private constructor(options: RedisLimitTableOptions) {
     const o = readOptions('RedisLimitTable', options, KNOWN_OPTIONS, true)
-    this.#runner = scriptRunnerFor(o.client, 'RedisLimitTable.client')
+    this.#runner = connectionFor(o.client, 'RedisLimitTable.client')
     this.name = prefixOption('RedisLimitTable.name', o.name)
     const prefix = o.prefix === undefined ? 'sluice' : o.prefix
     if (typeof prefix !== 'string' || !STORE_PREFIX.test(prefix) || /["'\\{}:]/.test(prefix)) {

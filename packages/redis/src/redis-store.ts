@@ -16,7 +16,6 @@ import {
   ErrorCode,
   InvalidOptionError,
   type Rule,
-  type RuleDecision,
   type Store,
   type StoreAnswer,
   StoreError,
@@ -33,22 +32,25 @@ import {
   readOptions,
   type StorePlace,
 } from '@sluice/core/store'
-import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compose.ts'
+import { connectionFor, type RedisClientLike, type RedisConnection, type Script, script } from './client.ts'
+import { type Act, scriptFor } from './compose.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
 import { type Fetch, fetchedUnder, type Held, Prefetch } from './prefetch.ts'
-import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
 import { RESET_LUA } from './scripts.generated.ts'
-
-/**
- * A Redis client the store can use: an ioredis `Redis` or `Cluster`, or a node-redis client
- * (`createClient`) or cluster (`createCluster`). The store never connects, quits or reconfigures it.
- */
-export type RedisClientLike =
-  | { defineCommand(name: string, definition: { lua: string }): unknown; readonly status: string }
-  | { sendCommand(...args: never[]): unknown; readonly isReady: boolean }
-  | { sendCommand(...args: never[]): unknown; getSlotMaster(slot: never): unknown }
+import {
+  type Call,
+  decode,
+  encode,
+  fetchedOf,
+  isLate,
+  resetKeys,
+  ruleArgs,
+  serverNowOf,
+  unexpectedReply,
+  withDeadline,
+} from './wire.ts'
 
 export interface RedisStoreOptions {
   /**
@@ -56,8 +58,10 @@ export interface RedisStoreOptions {
    * fail fast instead of queueing while Redis is away:
    * ioredis `new Redis({ enableOfflineQueue: false, maxRetriesPerRequest: 1 })`, or for a Cluster
    * `new Cluster(nodes, { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 1 } })`;
-   * node-redis `createClient({ disableOfflineQueue: true })`. Wait for the client to be ready before the
-   * first call (ioredis `'ready'` event, node-redis `await client.connect()`).
+   * node-redis `createClient({ disableOfflineQueue: true })`; iovalkey as ioredis; Valkey GLIDE
+   * `GlideClient.createClient({ addresses, requestTimeout })` or `GlideClusterClient.createClient(...)`.
+   * Wait for the client to be ready before the first call (ioredis `'ready'` event, node-redis
+   * `await client.connect()`; GLIDE's `createClient` resolves once connected).
    */
   client: RedisClientLike
   /**
@@ -115,8 +119,8 @@ interface Plan {
   /** Per rule: `<rule.id>`, its state identity (no limits), appended to the key base. */
   readonly ids: readonly string[]
   readonly kinds: readonly Rule['kind'][]
-  /** Every rule's numbers, in order, as the script reads them. */
-  readonly args: readonly string[]
+  /** Every rule's numbers, in order, as the script reads them (the wire's `params`). */
+  readonly params: readonly string[]
   /** The script that applies this sequence of rule kinds without a block (src/compose.ts). */
   readonly script: Script
   readonly limits: readonly number[]
@@ -130,23 +134,6 @@ interface Plan {
 
 /** The rule kinds whose units a store can fetch ahead and give back. */
 const BATCHABLE = new Set<Rule['kind']>(['fixedWindow', 'slidingWindow', 'slidingLog', 'tokenBucket'])
-
-/** Where a key's block lives: beside its rule keys, in the same hash slot. */
-const BLOCK_SUFFIX = '!block'
-/** Where a key's reset count lives (see reset.lua): beside its rule keys, in the same hash slot. */
-const RESETS_SUFFIX = '!resets'
-
-/** A block policy as the script reads it (ARGV[5]). */
-const blockArgs = new WeakMap<BlockPolicy, string>()
-function blockArg(block: BlockPolicy | undefined): string {
-  if (block === undefined) return ''
-  let arg = blockArgs.get(block)
-  if (arg === undefined) {
-    arg = `${block.ms}:${block.factor}:${block.maxMs}:${block.forgetMs}:${block.keep}`
-    blockArgs.set(block, arg)
-  }
-  return arg
-}
 
 const RESET = script(RESET_LUA)
 const DEFAULT_DENIED_CACHE_KEYS = 10_000
@@ -163,7 +150,7 @@ const KNOWN_OPTIONS: (keyof RedisStoreOptions)[] = [
 ]
 
 export class RedisStore implements Store {
-  readonly #runner: ScriptRunner
+  readonly #runner: RedisConnection
   readonly #prefix: string
   readonly #timeoutMs: number
   readonly #clock: (() => number) | undefined
@@ -190,7 +177,7 @@ export class RedisStore implements Store {
 
   constructor(options: RedisStoreOptions) {
     const o = readOptions('RedisStore', options, KNOWN_OPTIONS, true)
-    this.#runner = scriptRunnerFor(o.client, 'RedisStore.client')
+    this.#runner = connectionFor(o.client, 'RedisStore.client')
     // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
     // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
     this.#prefix = labelOption('RedisStore.prefix', given(o.prefix, 'sluice'), " ':{}")
@@ -254,15 +241,15 @@ export class RedisStore implements Store {
     const fetch = prefetch?.lead(cacheKey, prefix, key, plan, rules, cost, block, localNow)
     if (fetch !== undefined) return this.#fetch(fetch[0], fetch[1], cost, now, localNow, resets)
 
-    const keys = this.#keys(prefix, key, plan, block !== undefined)
-    const args = this.#args(plan, now, consume ? '1' : '0', cost, block)
     // A lease id made here, random: unique across processes without a round trip to agree on one.
-    if (plan.leases) args.push(consume ? newLease(cost) : '')
+    const lease = plan.leases ? [consume ? newLease(cost) : ''] : undefined
+    const base = keyBase(this.#prefix, prefix, key)
+    const sent = encode(base, plan, now, consume ? '1' : '0', cost, block, false, lease)
 
     const call = this.#deadlines.start<StoreAnswer>()
     const s = block === undefined ? plan.script : this.#script(plan, 'apply', true)
-    this.#attempt(call, s, keys, args, true, (reply) => {
-      const [answer, blocked] = answerOf(plan, rules, reply, false)
+    this.#attempt(call, s, sent, true, (reply) => {
+      const [answer, blocked] = decode(plan.limits, rules, reply, false)
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (cache !== undefined) this.#remember(cacheKey, plan.id, cost, localNow, resets, answer, blocked)
       return answer
@@ -315,23 +302,21 @@ export class RedisStore implements Store {
   ): Promise<StoreAnswer> {
     const prefetch = this.#prefetch!
     const { plan, rules } = held
-    const keys = this.#keys(held.prefix, held.key, plan, held.block !== undefined, true)
-    const args = this.#args(plan, now, '1', cost, held.block)
     // The units spent since the last round trip go with it: counted again if another process has reset the key.
     const seen = held.resets
     const spent = prefetch.claim(held)
-    args.push(String(batch.want), seen, String(spent))
+    const base = keyBase(this.#prefix, held.prefix, held.key)
+    const extras = [String(batch.want), seen, String(spent)]
+    const sent = encode(base, plan, now, '1', cost, held.block, true, extras)
     const call = this.#deadlines.start<StoreAnswer>()
-    this.#attempt(call, this.#script(plan, 'fetch', held.block !== undefined), keys, args, true, (reply) => {
-      const [answer, blocked] = answerOf(plan, rules, reply, true)
+    this.#attempt(call, this.#script(plan, 'fetch', held.block !== undefined), sent, true, (reply) => {
+      const [answer, blocked] = decode(plan.limits, rules, reply, true)
       if (this.#cache !== undefined) this.#remember(held.id, plan.id, cost, localNow, resets, answer, blocked)
       // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
       // Redis's ms: when they were counted, without a clock.
-      const n = reply.length
       if (answer.reason === 'blocked') return prefetch.fetched(held, answer, 0, cost, localNow, 0, seen, seen)
-      const taken = Number(reply[n - 3])
-      const countedAt = now ?? Number(reply[n - 1])
-      return prefetch.fetched(held, answer, taken, cost, localNow, countedAt, seen, String(reply[n - 2]))
+      const { taken, resets: nowResets, serverNow } = fetchedOf(reply)
+      return prefetch.fetched(held, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
     })
     this.#track(
       call.promise.then(
@@ -363,12 +348,11 @@ export class RedisStore implements Store {
    */
   readonly #giveBack = (held: Held<Plan>, units: number): void => {
     if (this.#refuse(true) !== undefined) return
-    const keys = this.#keys(held.prefix, held.key, held.plan, false, true)
-    const now = this.#scriptNow()
-    const args = this.#args(held.plan, now, 'g', units, undefined)
-    args.push(String(held.countedAt), held.resets, String(this.#prefetch!.claim(held)))
+    const base = keyBase(this.#prefix, held.prefix, held.key)
+    const extras = [String(held.countedAt), held.resets, String(this.#prefetch!.claim(held))]
+    const sent = encode(base, held.plan, this.#scriptNow(), 'g', units, undefined, true, extras)
     const call = this.#deadlines.start<void>()
-    this.#attempt(call, this.#script(held.plan, 'giveBack', false), keys, args, true, () => undefined)
+    this.#attempt(call, this.#script(held.plan, 'giveBack', false), sent, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -378,10 +362,10 @@ export class RedisStore implements Store {
    */
   readonly #recount = (held: Held<Plan>, units: number): void => {
     if (this.#refuse(true) !== undefined) return
-    const keys = this.#keys(held.prefix, held.key, held.plan, false)
-    const args = this.#args(held.plan, this.#scriptNow(), 'p', units, undefined)
+    const base = keyBase(this.#prefix, held.prefix, held.key)
+    const sent = encode(base, held.plan, this.#scriptNow(), 'p', units)
     const call = this.#deadlines.start<void>()
-    this.#attempt(call, this.#script(held.plan, 'penalize', false), keys, args, true, () => undefined)
+    this.#attempt(call, this.#script(held.plan, 'penalize', false), sent, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -419,53 +403,20 @@ export class RedisStore implements Store {
     // A refund or a lifted slot can make a cached denial wrong; a penalty cannot, but it may block.
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
     const withBlock = penalize && block !== undefined
-    const keys = this.#keys(prefix, key, plan, withBlock)
     const now = this.#scriptNow()
     const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
-    const args = this.#args(plan, now, mode, cost, withBlock ? block : undefined)
     // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
     const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
-    if (act !== 'refund' && act !== 'penalize') {
-      for (let i = 0; i < rules.length; i++) args.push(marks?.[i] ?? '')
-    }
+    // Each rule's mark follows the params for the acts that name one call's units, lease or queue slot.
+    const extras = act === 'refund' || act === 'penalize' ? undefined : rules.map((_, i) => marks?.[i] ?? '')
+    const base = keyBase(this.#prefix, prefix, key)
+    const sent = encode(base, plan, now, mode, cost, withBlock ? block : undefined, false, extras)
     const s = this.#script(plan, act, withBlock)
     const call = this.#deadlines.start<StoreAnswer | undefined>()
-    this.#attempt(call, s, keys, args, true, (reply) =>
-      penalize ? answerOf(plan, rules, reply, false)[0] : undefined,
+    this.#attempt(call, s, sent, true, (reply) =>
+      penalize ? decode(plan.limits, rules, reply, false)[0] : undefined,
     )
     return call.promise
-  }
-
-  /**
-   * The Redis keys of one call: each rule's, then the key's reset count for a batch's acts (`withResets`),
-   * then the key's block when the call needs it (the scripts read the block from the last key).
-   */
-  #keys(prefix: string, key: string, plan: Plan, withBlock: boolean, withResets = false): string[] {
-    const base = keyBase(this.#prefix, prefix, key)
-    const n = plan.ids.length
-    const keys = new Array<string>(n)
-    for (let i = 0; i < n; i++) keys[i] = base + plan.ids[i]
-    if (withResets) keys.push(base + RESETS_SUFFIX)
-    if (withBlock) keys.push(base + BLOCK_SUFFIX)
-    return keys
-  }
-
-  /** ARGV of one call: now, mode, cost, the deadline (set when sent), the block, then the rules' params. */
-  #args(
-    plan: Plan,
-    now: number | undefined,
-    mode: string,
-    cost: number,
-    block: BlockPolicy | undefined,
-  ): string[] {
-    const args = new Array<string>(HEAD_ARGS + plan.args.length)
-    args[0] = now === undefined ? '' : String(now)
-    args[1] = mode
-    args[2] = String(cost)
-    args[3] = ''
-    args[4] = blockArg(block)
-    for (let i = 0; i < plan.args.length; i++) args[i + HEAD_ARGS] = plan.args[i]!
-    return args
   }
 
   /**
@@ -478,14 +429,13 @@ export class RedisStore implements Store {
   #attempt<T>(
     call: PendingCall<T>,
     s: Script,
-    keys: readonly string[],
-    args: string[],
+    wire: Call,
     retry: boolean,
     done: (reply: unknown[]) => T,
   ): void {
-    args[3] = this.#offset === undefined ? '0' : String(Math.floor(call.deadline + this.#offset))
+    withDeadline(wire, this.#offset === undefined ? undefined : call.deadline + this.#offset)
     const sent = performance.now()
-    this.#send(s, keys, args).then(
+    this.#send(s, wire.keys, wire.args).then(
       (reply) => {
         this.#inFlight--
         const serverNow = serverNowOf(reply)
@@ -494,7 +444,7 @@ export class RedisStore implements Store {
         if (isLate(reply)) {
           const refused = retry ? this.#refuse() : this.#timeoutError()
           if (refused !== undefined) call.reject(refused)
-          else this.#attempt(call, s, keys, args, false, done)
+          else this.#attempt(call, s, wire, false, done)
           return
         }
         let answer: T
@@ -536,11 +486,12 @@ export class RedisStore implements Store {
     this.#prefetch?.forget(`${prefix}\u0000${key}`)
     const refused = this.#refuse()
     if (refused !== undefined) return Promise.reject(refused)
-    const base = keyBase(this.#prefix, prefix, key)
-    // The block goes too, with its escalation: DEL of a key that is not there costs nothing.
-    const keys = rules.map((rule) => base + rule.id)
-    // The reset count goes last: a process holding prefetched units learns of the reset from it.
-    keys.push(base + BLOCK_SUFFIX, base + RESETS_SUFFIX)
+    // The block goes too, with its escalation (DEL of a key that is not there costs nothing), and the reset
+    // count: a process holding prefetched units learns of the reset from it.
+    const keys = resetKeys(
+      keyBase(this.#prefix, prefix, key),
+      rules.map((rule) => rule.id),
+    )
     const call = this.#deadlines.start<void>()
     this.#send(RESET, keys, []).then(
       () => {
@@ -636,24 +587,12 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
     id,
     ids: rules.map((r) => r.id),
     kinds,
-    args: rules.flatMap(ruleArgs),
+    params: rules.flatMap(ruleArgs),
     script: scriptFor(kinds, 'apply', false),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
     leases: kinds.includes('concurrency'),
     batchable: kinds.every((kind) => BATCHABLE.has(kind)),
   }
-}
-
-/** True for a script's answer that it started after its deadline and counted nothing. */
-function isLate(reply: unknown): boolean {
-  return Array.isArray(reply) && reply.length === 2 && String(reply[0]) === 'late'
-}
-
-/** Redis's ms, which every reply ends with; undefined when the reply is not one of the scripts'. */
-function serverNowOf(reply: unknown): number | undefined {
-  if (!Array.isArray(reply) || reply.length < 2) return undefined
-  const serverNow = Number(reply[reply.length - 1])
-  return Number.isFinite(serverNow) ? serverNow : undefined
 }
 
 /** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
@@ -662,48 +601,6 @@ function countedAt(answer: StoreAnswer, at: number): void {
   for (const d of answer) if (!d.allowed) return
   // Not enumerable: the answer becomes the decision's `rules`, whose JSON stays the list of rule decisions.
   Object.defineProperty(answer, 'countedAt', { value: at })
-}
-
-function unexpectedReply(): StoreError {
-  return new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
-}
-
-/**
- * The script's reply as RuleDecisions, and the ms of the block the call began (0 for none):
- * `{ 'blocked', left, serverNow }` for a blocked key; else six values per rule (allowed, remaining, resetMs,
- * retryAfterMs, waitMs, queue mark), the block begun, Redis's ms.
- */
-function answerOf(
-  plan: Plan,
-  rules: readonly Rule[],
-  reply: unknown[],
-  fetch: boolean,
-): [StoreAnswer, number] {
-  const n = rules.length
-  if (reply.length === 3 && String(reply[0]) === 'blocked') return [blockedAnswer(rules, Number(reply[1])), 0]
-  if (reply.length !== n * REPLY_FIELDS + (fetch ? 4 : 2)) throw unexpectedReply()
-  const out = new Array<RuleDecision>(n)
-  for (let i = 0; i < n; i++) {
-    const o = i * REPLY_FIELDS
-    const waitMs = Number(reply[o + 4])
-    const d: RuleDecision = {
-      rule: rules[i]!.name,
-      allowed: Number(reply[o]) === 1,
-      limit: plan.limits[i]!,
-      remaining: Number(reply[o + 1]),
-      resetMs: Number(reply[o + 2]),
-      retryAfterMs: Number(reply[o + 3]),
-      waitMs,
-      windowSeconds: rules[i]!.policyWindowSeconds,
-    }
-    const mark = reply[o + 5]
-    const rule = rules[i]!
-    if (rule.kind === 'concurrency') {
-      const unit = { ...d, unit: 'concurrent-requests' as const }
-      out[i] = mark !== '' && mark != null ? { ...unit, lease: String(mark) } : unit
-    } else out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
-  }
-  return [out, Number(reply[n * REPLY_FIELDS])]
 }
 
 function storeError(error: unknown): StoreError {
