@@ -22,17 +22,17 @@ function paramsOf(kind: Kind, first: number): string {
 
 /**
  * What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`); or, for a
- * store that prefetches, consume a batch of units (`fetch`) and give unspent ones back (`giveBack`).
+ * store that prefetches, consume a batch of units (`fetch`) and return unspent ones (`return`).
  */
-export type Act =
-  | 'apply'
-  | 'penalize'
-  | 'refund'
-  | 'refundCall'
-  | 'unqueue'
-  | 'release'
-  | 'fetch'
-  | 'giveBack'
+export type Act = 'apply' | 'penalize' | 'refund' | 'refundCall' | 'unqueue' | 'release' | 'fetch' | 'return'
+
+/**
+ * Whether units of this kind can be prefetched: its chunk defines `<kind>Return`, which takes a batch's
+ * unspent units back (the one place that decides it).
+ */
+export function canReturn(kind: Kind): boolean {
+  return RULE_LUA[kind].includes(`local function ${kind}Return(`)
+}
 
 /**
  * A fetch takes no more than this share of what any of its rules has left: 1/16 of it, rounded down, so
@@ -49,13 +49,13 @@ export const FETCH_SHARE = 16
  * `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
  * batch (ARGV after the params: the units wanted, at most `1 / FETCH_SHARE` of every rule's remaining,
  * at least the call's cost; a fetch ahead has cost 0 and takes 2 units or more, or none, counting
- * nothing), replying the batch taken and the key's reset count before the server's ms. `giveBack`: each
- * rule's `<kind>GiveBack` of units counted at the ms after the params.
+ * nothing), replying the batch taken and the key's reset count before the server's ms. `return`: each
+ * rule's `<kind>Return` of units counted at the ms after the params.
  *
- * Resets under prefetch: `fetch` and `giveBack` also get the key's reset count key (after the rule keys,
+ * Resets under prefetch: `fetch` and `return` also get the key's reset count key (after the rule keys,
  * before the block key) and, after their own ARGV, the reset count the process last saw ('' for none) and
  * the units it spent locally since its previous round trip. When the count has moved (another process
- * reset the key), those units are counted in the new state, as a penalty counts them, and a `giveBack`
+ * reset the key), those units are counted in the new state, as a penalty counts them, and a `return`
  * gives nothing back: its units were counted in the state the reset removed.
  */
 export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): string {
@@ -92,12 +92,12 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = t
     ),
     'end',
   ]
-  if (act === 'giveBack') {
+  if (act === 'return') {
     return [
       `local at = tonumber(ARGV[${argv}])`,
       ...recount(argv + 1),
       "if wasReset then return { 'ok', serverNow } end",
-      ...kinds.map((kind, i) => `${kind}GiveBack(KEYS[${i + 1}], now, cost, ${params[i]}, at)`),
+      ...kinds.map((kind, i) => `${kind}Return(KEYS[${i + 1}], now, cost, ${params[i]}, at)`),
       "return { 'ok', serverNow }",
     ].join('\n')
   }

@@ -183,6 +183,14 @@ export class RedisLimitTable implements LimitTable {
   private constructor(options: RedisLimitTableOptions) {
     const o = readOptions('RedisLimitTable', options, KNOWN_OPTIONS, true)
     this.#runner = connectionFor(o.client, 'RedisLimitTable.client')
+    // The table follows changes on a duplicate of the client; Valkey GLIDE sets its subscriptions at creation.
+    if (typeof (o.client as { duplicate?: unknown }).duplicate !== 'function') {
+      throw new InvalidOptionError(
+        'RedisLimitTable.client',
+        o.client,
+        'an ioredis, iovalkey or node-redis client or cluster (one with duplicate(), for its change notices)',
+      )
+    }
     this.name = prefixOption('RedisLimitTable.name', o.name)
     const prefix = o.prefix === undefined ? 'sluice' : o.prefix
     if (typeof prefix !== 'string' || !STORE_PREFIX.test(prefix) || /["'\\{}:]/.test(prefix)) {

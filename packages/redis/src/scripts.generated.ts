@@ -126,7 +126,7 @@ export const RULE_LUA = {
 -- when the new window's first units are counted.
 --
 -- Each rule chunk defines four functions with the same shape (and the kinds a RedisStore can prefetch for,
--- a fifth: \`<kind>GiveBack(key, now, cost, params..., at)\` returns prefetched units counted at \`at\`; a kind
+-- a fifth: \`<kind>Return(key, now, cost, params..., at)\` returns prefetched units counted at \`at\`; a kind
 -- may define \`<kind>Consume(key, now, cost, params...)\`, decide and admit in one for a single rule's consume
 -- of a cost above 0, answering as decide does):
 --   <kind>Decide(key, now, cost, params...) -> allowed, remaining, resetMs, retryAfterMs, waitMs, a, b
@@ -201,8 +201,8 @@ local function fixedWindowRefund(key, now, cost, _limit, windowMs)
   redis.call('HSET', key, start, num(count))
 end
 
--- Prefetched units not spent (see src/prefetch.ts), counted at \`at\`: given back while their window lasts.
-local function fixedWindowGiveBack(key, now, cost, limit, windowMs, at)
+-- Prefetched units not spent (see src/prefetch.ts), counted at \`at\`: returned while their window lasts.
+local function fixedWindowReturn(key, now, cost, limit, windowMs, at)
   if at - fmod(at, windowMs) ~= now - fmod(now, windowMs) then return end
   fixedWindowRefund(key, now, cost, limit, windowMs)
 end
@@ -374,7 +374,7 @@ end
 -- Prefetched units not spent (see src/prefetch.ts), counted at \`at\`: taken from the newest entry when it was
 -- logged at \`at\`. An entry logged after them (another call's) would have to move back in time to make
 -- room; then nothing is given back and the units count until they leave the window.
-local function slidingLogGiveBack(key, now, cost, _limit, windowMs, at)
+local function slidingLogReturn(key, now, cost, _limit, windowMs, at)
   if at + windowMs <= now then return end
   local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if #e == 0 or tonumber(e[2]) ~= at then return end
@@ -501,7 +501,7 @@ end
 
 -- Prefetched units not spent (see src/prefetch.ts), counted at \`at\`: taken from the bucket they were counted
 -- in, while it counts, and from no other (units of a later bucket leave the window later).
-local function slidingWindowGiveBack(key, now, cost, _limit, windowMs, bucketMs, at)
+local function slidingWindowReturn(key, now, cost, _limit, windowMs, bucketMs, at)
   local s = at - fmod(at, bucketMs)
   if s + windowMs <= now then return end
   local field = num(s)
@@ -514,7 +514,7 @@ end
 
 -- One call's units, counted at \`at\`: taken from the bucket that holds \`at\`, while it is live.
 local function slidingWindowRefundCall(key, now, cost, limit, windowMs, bucketMs, at)
-  slidingWindowGiveBack(key, now, cost, limit, windowMs, bucketMs, at)
+  slidingWindowReturn(key, now, cost, limit, windowMs, bucketMs, at)
 end
 
 local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)
@@ -625,7 +625,7 @@ local function tokenBucketRefund(key, now, cost, capacity, refill)
 end
 
 -- Prefetched tokens not spent (see src/prefetch.ts) go back into the bucket, as a refund.
-local function tokenBucketGiveBack(key, now, cost, capacity, refill, _at)
+local function tokenBucketReturn(key, now, cost, capacity, refill, _at)
   tokenBucketRefund(key, now, cost, capacity, refill)
 end
 

@@ -4,7 +4,7 @@
 -- when the new window's first units are counted.
 --
 -- Each rule chunk defines four functions with the same shape (and the kinds a RedisStore can prefetch for,
--- a fifth: `<kind>GiveBack(key, now, cost, params..., at)` returns prefetched units counted at `at`; a kind
+-- a fifth: `<kind>Return(key, now, cost, params..., at)` returns prefetched units counted at `at`; a kind
 -- may define `<kind>Consume(key, now, cost, params...)`, decide and admit in one for a single rule's consume
 -- of a cost above 0, answering as decide does):
 --   <kind>Decide(key, now, cost, params...) -> allowed, remaining, resetMs, retryAfterMs, waitMs, a, b
@@ -79,8 +79,8 @@ local function fixedWindowRefund(key, now, cost, _limit, windowMs)
   redis.call('HSET', key, start, num(count))
 end
 
--- Prefetched units not spent (see src/prefetch.ts), counted at `at`: given back while their window lasts.
-local function fixedWindowGiveBack(key, now, cost, limit, windowMs, at)
+-- Prefetched units not spent (see src/prefetch.ts), counted at `at`: returned while their window lasts.
+local function fixedWindowReturn(key, now, cost, limit, windowMs, at)
   if at - fmod(at, windowMs) ~= now - fmod(now, windowMs) then return end
   fixedWindowRefund(key, now, cost, limit, windowMs)
 end

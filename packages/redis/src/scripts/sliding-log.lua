@@ -147,7 +147,7 @@ end
 -- Prefetched units not spent (see src/prefetch.ts), counted at `at`: taken from the newest entry when it was
 -- logged at `at`. An entry logged after them (another call's) would have to move back in time to make
 -- room; then nothing is given back and the units count until they leave the window.
-local function slidingLogGiveBack(key, now, cost, _limit, windowMs, at)
+local function slidingLogReturn(key, now, cost, _limit, windowMs, at)
   if at + windowMs <= now then return end
   local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if #e == 0 or tonumber(e[2]) ~= at then return end
