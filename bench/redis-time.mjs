@@ -39,6 +39,13 @@ for (const algorithm of ALGORITHMS) {
   subjects.push({ label: `ceiling ${algorithm}`, subject: `ceiling:${algorithm}` })
 }
 
+/** redis-server's CPU seconds so far (user + system, INFO cpu): what it spent, whoever else ran. */
+async function redisCpu(admin) {
+  const info = await admin.info('cpu')
+  const field = (name) => Number(new RegExp(`${name}:([0-9.]+)`).exec(info)[1])
+  return field('used_cpu_user') + field('used_cpu_sys')
+}
+
 /** Script calls and their total µs inside Redis since the last CONFIG RESETSTAT. */
 async function scriptStats(admin) {
   const info = await admin.info('commandstats')
@@ -60,7 +67,7 @@ const current = snapshot()
 const redis = await startRedis()
 const admin = await connectIoredis(redis.port)
 const load = [loadavg()[0]]
-const figures = new Map(subjects.map((s) => [s.label, { usec: [], rate: [] }]))
+const figures = new Map(subjects.map((s) => [s.label, { usec: [], cpu: [], rate: [] }]))
 console.log(
   `redis-server ${redisVersion()} on ${redis.port}; ${rounds} rounds of ${measureMs} ms per subject`,
 )
@@ -83,10 +90,13 @@ try {
       // The case's warm-up calls (about a sixth) are counted too: past the first call per script, they cost
       // Redis what the measured ones do.
       await admin.config('RESETSTAT')
+      const cpu0 = await redisCpu(admin)
       const result = await runCase('redis', params, { env })
+      const cpu = (await redisCpu(admin)) - cpu0
       const { calls, usec } = await scriptStats(admin)
       const f = figures.get(s.label)
       f.usec.push(usec / calls)
+      f.cpu.push((cpu * 1e6) / calls)
       f.rate.push(result.perSecond)
     }
     load.push(loadavg()[0])
@@ -99,8 +109,10 @@ try {
 console.log(
   `load average (1 min) during the run: ${Math.min(...load).toFixed(2)}–${Math.max(...load).toFixed(2)}`,
 )
-console.log('| subject | Redis µs per call | of minimal | of ceiling | calls/s (64 in flight) |')
-console.log('|---|---|---|---|---|')
+console.log(
+  '| subject | Redis µs per call (commandstats) | of minimal | of ceiling | Redis CPU µs per call | calls/s (64 in flight) |',
+)
+console.log('|---|---|---|---|---|---|')
 for (const s of subjects) {
   const f = figures.get(s.label)
   const algorithm = s.subject.split(':')[1]
@@ -108,6 +120,6 @@ for (const s of subjects) {
   const minimal = median(figures.get(`minimal ${algorithm}`).usec)
   const ceiling = median(figures.get(`ceiling ${algorithm}`).usec)
   console.log(
-    `| ${s.label} | ${usec.toFixed(2)} (${Math.min(...f.usec).toFixed(2)}–${Math.max(...f.usec).toFixed(2)}) | ${(usec / minimal).toFixed(2)}× | ${(usec / ceiling).toFixed(2)}× | ${Math.round(median(f.rate)).toLocaleString('en')} |`,
+    `| ${s.label} | ${usec.toFixed(2)} (${Math.min(...f.usec).toFixed(2)}–${Math.max(...f.usec).toFixed(2)}) | ${(usec / minimal).toFixed(2)}× | ${(usec / ceiling).toFixed(2)}× | ${median(f.cpu).toFixed(1)} | ${Math.round(median(f.rate)).toLocaleString('en')} |`,
   )
 }

@@ -1,6 +1,7 @@
 /**
  * @module The one seam between sluice and a Redis client: run a Lua script on keys and arguments, or send
  * one command. The store, the limit table and @sluice/metrics' `publishStats` all reach Redis through it.
+ * (Just over 300 lines: one class per client library, each small.)
  *
  * Implementations, picked by looking at the client (no client library is imported: all are optional peers,
  * and only their public methods are used):

@@ -1,6 +1,9 @@
 /**
  * @module RedisLimitTable: a limit table kept in Redis and followed by every process that opens it.
  *
+ * Over 300 lines: its consistency (stamps, versions, restores after Redis lost the table, the version check)
+ * is one state machine, kept in one file so it can be read whole; its subscriber lives in table-subscriber.ts.
+ *
  * Layout, all under one hash tag so every script runs on Redis Cluster: `<prefix>:table:{<name>}` is a
  * hash of entry -> spec JSON, `…:version` the table's version, `…:audit` a capped stream of changes.
  * Entry names are hash fields, never part of a key. A change is one script (table-write.lua): it checks the

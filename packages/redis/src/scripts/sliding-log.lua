@@ -38,7 +38,7 @@ end
 -- that was logged at `now` too: members of one ms sort by it), the expired members left (the rank of the
 -- oldest live member), and the sum before the oldest live member.
 local function slidingLogLive(key, now, windowMs)
-  local expired = redis.call('ZCOUNT', key, '-inf', num(now - windowMs))
+  local expired = redis.call('ZCOUNT', key, '-inf', now - windowMs)
   if expired > 0 then
     local drop = expired
     if drop > logMaxDrop then drop = logMaxDrop end
@@ -105,7 +105,7 @@ end
 local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, seq)
   local finish = newestEnd + cost
   if finish >= logModulus then finish = finish - logModulus end
-  redis.call('ZADD', key, now, string.format('%016d:%s:%s', seq, num(finish), num(cost)))
+  redis.call('ZADD', key, now, string.format('%016d:%d:%d', seq, finish, cost))
   redis.call('PEXPIRE', key, pttl(windowMs))
 end
 
