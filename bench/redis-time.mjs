@@ -46,16 +46,22 @@ async function redisCpu(admin) {
   return field('used_cpu_user') + field('used_cpu_sys')
 }
 
-/** Script calls and their total µs inside Redis since the last CONFIG RESETSTAT. */
+/**
+ * Script calls and their total µs inside Redis since the last CONFIG RESETSTAT, and the commands the scripts
+ * ran (every other command counted, but for the connections' own: INFO, CONFIG, CLIENT, HELLO, SELECT).
+ */
 async function scriptStats(admin) {
   const info = await admin.info('commandstats')
   let calls = 0
   let usec = 0
-  for (const m of info.matchAll(/cmdstat_(evalsha|eval|fcall):calls=(\d+),usec=(\d+)/g)) {
-    calls += Number(m[2])
-    usec += Number(m[3])
+  let inner = 0
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
+    if (/^(evalsha|eval|fcall)$/.test(m[1])) {
+      calls += Number(m[2])
+      usec += Number(m[3])
+    } else if (!/^(info|config|client|hello|select|script)/.test(m[1])) inner += Number(m[2])
   }
-  return { calls, usec }
+  return { calls, usec, inner }
 }
 
 const median = (xs) => {
@@ -67,7 +73,7 @@ const current = snapshot()
 const redis = await startRedis()
 const admin = await connectIoredis(redis.port)
 const load = [loadavg()[0]]
-const figures = new Map(subjects.map((s) => [s.label, { usec: [], cpu: [], rate: [] }]))
+const figures = new Map(subjects.map((s) => [s.label, { usec: [], cpu: [], commands: [], rate: [] }]))
 console.log(
   `redis-server ${redisVersion()} on ${redis.port}; ${rounds} rounds of ${measureMs} ms per subject`,
 )
@@ -93,10 +99,11 @@ try {
       const cpu0 = await redisCpu(admin)
       const result = await runCase('redis', params, { env })
       const cpu = (await redisCpu(admin)) - cpu0
-      const { calls, usec } = await scriptStats(admin)
+      const { calls, usec, inner } = await scriptStats(admin)
       const f = figures.get(s.label)
       f.usec.push(usec / calls)
       f.cpu.push((cpu * 1e6) / calls)
+      f.commands.push(inner / calls)
       f.rate.push(result.perSecond)
     }
     load.push(loadavg()[0])
@@ -110,9 +117,9 @@ console.log(
   `load average (1 min) during the run: ${Math.min(...load).toFixed(2)}–${Math.max(...load).toFixed(2)}`,
 )
 console.log(
-  '| subject | Redis µs per call (commandstats) | of minimal | of ceiling | Redis CPU µs per call | calls/s (64 in flight) |',
+  '| subject | Redis µs per call (commandstats) | of minimal | of ceiling | Redis CPU µs per call | commands per call | calls/s (64 in flight) |',
 )
-console.log('|---|---|---|---|---|---|')
+console.log('|---|---|---|---|---|---|---|')
 for (const s of subjects) {
   const f = figures.get(s.label)
   const algorithm = s.subject.split(':')[1]
@@ -120,6 +127,6 @@ for (const s of subjects) {
   const minimal = median(figures.get(`minimal ${algorithm}`).usec)
   const ceiling = median(figures.get(`ceiling ${algorithm}`).usec)
   console.log(
-    `| ${s.label} | ${usec.toFixed(2)} (${Math.min(...f.usec).toFixed(2)}–${Math.max(...f.usec).toFixed(2)}) | ${(usec / minimal).toFixed(2)}× | ${(usec / ceiling).toFixed(2)}× | ${median(f.cpu).toFixed(1)} | ${Math.round(median(f.rate)).toLocaleString('en')} |`,
+    `| ${s.label} | ${usec.toFixed(2)} (${Math.min(...f.usec).toFixed(2)}–${Math.max(...f.usec).toFixed(2)}) | ${(usec / minimal).toFixed(2)}× | ${(usec / ceiling).toFixed(2)}× | ${median(f.cpu).toFixed(1)} | ${median(f.commands).toFixed(2)} | ${Math.round(median(f.rate)).toLocaleString('en')} |`,
   )
 }

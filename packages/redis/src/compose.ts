@@ -4,7 +4,7 @@
  * `<kind>Admit`, and replies six values per rule, the block begun, then the server's ms; or each rule's
  * `<kind>Refund` or `<kind>Penalize`.
  *
- * Just over 300 lines: the foot of each act is written here, beside the others, so the reply layout
+ * Over 300 lines: the foot of each act is written here, one function each, beside the others, so the reply layout
  * (wire.ts) has one Lua writer.
  *
  * The foot is straight-line code, generated once per sequence and kept: a call runs no loop over a table
@@ -62,31 +62,61 @@ export const FETCH_SHARE = 16
  * gives nothing back: its units were counted in the state the reset removed.
  */
 export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): string {
+  const f = feetOf(kinds)
+  switch (act) {
+    case 'refund':
+      return [...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${f.params[i]})`), OK].join(
+        '\n',
+      )
+    case 'refundCall':
+      return refundCallFoot(f)
+    case 'return':
+      return returnFoot(f)
+    case 'unqueue':
+    case 'release':
+      return markFoot(f, act)
+    default:
+      return decideFoot(f, act, withBlock)
+  }
+}
+
+/** What every foot reads: the kinds, each rule's params as Lua, and the ARGV index of the act's extras. */
+interface Rules {
+  readonly kinds: readonly Kind[]
+  readonly params: readonly string[]
+  /** The first ARGV after the rules' params. */
+  readonly extras: number
+}
+
+function feetOf(kinds: readonly Kind[]): Rules {
   const params: string[] = []
   let argv = HEAD_ARGS + 1
   for (const kind of kinds) {
     params.push(paramsOf(kind, argv))
     argv += PARAMS[kind]
   }
-  if (act === 'refund') {
-    return [
-      ...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${params[i]})`),
-      "return { 'ok', serverNow }",
-    ].join('\n')
-  }
-  if (act === 'refundCall') {
-    // Each rule's mark (the ms that names the call in its state, see @sluice/core's refundMark) follows
-    // the params; '' for a rule that gives nothing back.
-    return [
-      ...kinds.map(
-        (kind, i) =>
-          `if ARGV[${argv + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, cost, ${params[i]}, tonumber(ARGV[${argv + i}])) end`,
-      ),
-      "return { 'ok', serverNow }",
-    ].join('\n')
-  }
-  // A batch's acts: units spent after another process's reset are counted in the new state (see above).
-  const recount = (first: number) => [
+  return { kinds, params, extras: argv }
+}
+
+const OK = "return { 'ok', serverNow }"
+
+/**
+ * Each rule's mark (the ms that names the call in its state, see @sluice/core's refundMark) follows the
+ * params; '' for a rule that gives nothing back.
+ */
+function refundCallFoot({ kinds, params, extras }: Rules): string {
+  return [
+    ...kinds.map(
+      (kind, i) =>
+        `if ARGV[${extras + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, cost, ${params[i]}, tonumber(ARGV[${extras + i}])) end`,
+    ),
+    OK,
+  ].join('\n')
+}
+
+/** A batch's acts: units spent after another process's reset are counted in the new state (see `footOf`). */
+function recountLines({ kinds, params }: Rules, first: number): string[] {
+  return [
     `local resets = redis.call('GET', KEYS[${kinds.length + 1}]) or '0'`,
     `local wasReset = ARGV[${first}] ~= '' and ARGV[${first}] ~= resets`,
     `if wasReset and tonumber(ARGV[${first + 1}]) > 0 then`,
@@ -95,33 +125,50 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = t
     ),
     'end',
   ]
-  if (act === 'return') {
-    return [
-      `local at = tonumber(ARGV[${argv}])`,
-      ...recount(argv + 1),
-      "if wasReset then return { 'ok', serverNow } end",
-      ...kinds.map((kind, i) => `${kind}Return(KEYS[${i + 1}], now, cost, ${params[i]}, at)`),
-      "return { 'ok', serverNow }",
-    ].join('\n')
-  }
-  if (act === 'unqueue' || act === 'release') {
-    // Each rule's mark (its queue mark, its lease) follows the params; '' for a rule without one.
-    const lines: string[] = []
-    kinds.forEach((kind, i) => {
-      const mark = `ARGV[${argv + i}]`
-      if (act === 'unqueue' && kind === 'leakyBucket') {
-        lines.push(
-          `if ${mark} ~= '' then leakyBucketUnqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`,
-        )
-      } else if (act === 'release' && kind === 'concurrency') {
-        lines.push(`if ${mark} ~= '' then concurrencyRelease(KEYS[${i + 1}], now, ${mark}) end`)
-      }
-    })
-    lines.push("return { 'ok', serverNow }")
-    return lines.join('\n')
-  }
+}
+
+function returnFoot(rules: Rules): string {
+  const { kinds, params, extras } = rules
+  return [
+    `local at = tonumber(ARGV[${extras}])`,
+    ...recountLines(rules, extras + 1),
+    "if wasReset then return { 'ok', serverNow } end",
+    ...kinds.map((kind, i) => `${kind}Return(KEYS[${i + 1}], now, cost, ${params[i]}, at)`),
+    OK,
+  ].join('\n')
+}
+
+/** Each rule's mark (its queue mark, its lease) follows the params; '' for a rule without one. */
+function markFoot({ kinds, params, extras }: Rules, act: 'unqueue' | 'release'): string {
+  const lines: string[] = []
+  kinds.forEach((kind, i) => {
+    const mark = `ARGV[${extras + i}]`
+    if (act === 'unqueue' && kind === 'leakyBucket') {
+      lines.push(
+        `if ${mark} ~= '' then leakyBucketUnqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`,
+      )
+    } else if (act === 'release' && kind === 'concurrency') {
+      lines.push(`if ${mark} ~= '' then concurrencyRelease(KEYS[${i + 1}], now, ${mark}) end`)
+    }
+  })
+  lines.push(OK)
+  return lines.join('\n')
+}
+
+/** The foot of the acts that decide: `apply`, `penalize` (then a peek of cost 1) and `fetch`. */
+function decideFoot(rules: Rules, act: Act, withBlock: boolean): string {
+  const head = decideHead(rules, act, withBlock)
+  // A fetch replies the units it took and the key's reset count before the server's ms.
+  const tail = act === 'fetch' ? 'cost, resets, serverNow' : 'serverNow'
+  return rules.kinds.length === 1
+    ? oneRuleFoot(rules, act, withBlock, head, tail)
+    : severalRulesFoot(rules, withBlock, head, tail)
+}
+
+function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
+  const { kinds, params, extras } = rules
   const head: string[] = []
-  if (act === 'fetch') head.push(...recount(argv + 1))
+  if (act === 'fetch') head.push(...recountLines(rules, extras + 1))
   if (act === 'penalize') {
     kinds.forEach((kind, i) => {
       head.push(`${kind}Penalize(KEYS[${i + 1}], now, cost, ${params[i]})`)
@@ -139,7 +186,7 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = t
   }
   if (act === 'fetch') {
     // The batch: what was wanted, cut to a share of what each rule has left, never below the call's cost.
-    head.push(`local want = tonumber(ARGV[${argv}])`, 'do', '  local _, r')
+    head.push(`local want = tonumber(ARGV[${extras}])`, 'do', '  local _, r')
     kinds.forEach((kind, i) => {
       head.push(
         `  _, r = ${kind}Decide(KEYS[${i + 1}], now, 0, ${params[i]})`,
@@ -154,51 +201,59 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = t
       'if cost == 0 then consume = false end',
     )
   }
-  // A fetch replies the units it took and the key's reset count before the server's ms.
-  const tail = act === 'fetch' ? 'cost, resets, serverNow' : 'serverNow'
   // A call with a concurrency rule brings its lease id (made by the store) after the params.
-  if (kinds.includes('concurrency')) head.push(`local lease = ARGV[${argv}]`)
-  const admitOf = (kind: Kind, i: number, indent: string, mark: string, waitMs: string) => {
-    const call = `${kind}Admit(KEYS[${i + 1}], now, cost, ${params[i]}, ${stateOf(kinds.length, i)}`
-    if (kind === 'leakyBucket')
-      return [`${indent}local m = ${call})`, `${indent}if ${waitMs} > 0 then ${mark} = m end`]
-    if (kind === 'concurrency') return [`${indent}${call}, lease)`, `${indent}${mark} = lease`]
-    return [`${indent}${call})`]
-  }
-  if (kinds.length === 1) {
-    const kind = kinds[0]!
-    const decide = `${kind}Decide(KEYS[1], now, cost, ${params[0]})`
-    // A kind with `<kind>Consume` decides and admits a consume of a cost above 0 in one go.
-    const oneGo = act === 'apply' && RULE_LUA[kind].includes(`local function ${kind}Consume(`)
-    return [
-      ...head,
-      ...(oneGo
-        ? [
-            'local ok, remaining, resetMs, retryAfterMs, waitMs, a, b',
-            'local counted = consume and cost > 0',
-            `if counted then ok, remaining, resetMs, retryAfterMs, waitMs = ${kind}Consume(KEYS[1], now, cost, ${params[0]})`,
-            `else ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${decide} end`,
-          ]
-        : [`local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${decide}`]),
-      "local mark, blocked = '', 0",
-      'if ok then',
-      oneGo ? '  if consume and not counted then' : '  if consume then',
-      ...admitOf(kind, 0, '    ', 'mark', 'waitMs'),
-      '  end',
-      `  return { 1, remaining, resetMs, retryAfterMs, waitMs, mark, blocked, ${tail} }`,
-      'end',
-      ...(withBlock
-        ? [
-            'if consume and block then',
-            '  blocked = beginBlock()',
-            '  if retryAfterMs < blocked then retryAfterMs = blocked end',
-            'end',
-          ]
-        : []),
-      `return { 0, remaining, resetMs, retryAfterMs, waitMs, '', blocked, ${tail} }`,
-    ].join('\n')
-  }
-  // Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i].
+  if (kinds.includes('concurrency')) head.push(`local lease = ARGV[${extras}]`)
+  return head
+}
+
+/** Rule `i`'s admit, its mark (a leaky bucket's queue mark, a lease) kept in `mark` when it has one. */
+function admitOf(rules: Rules, i: number, indent: string, mark: string, waitMs: string): string[] {
+  const kind = rules.kinds[i]!
+  const call = `${kind}Admit(KEYS[${i + 1}], now, cost, ${rules.params[i]}, ${stateOf(rules.kinds.length, i)}`
+  if (kind === 'leakyBucket')
+    return [`${indent}local m = ${call})`, `${indent}if ${waitMs} > 0 then ${mark} = m end`]
+  if (kind === 'concurrency') return [`${indent}${call}, lease)`, `${indent}${mark} = lease`]
+  return [`${indent}${call})`]
+}
+
+function oneRuleFoot(rules: Rules, act: Act, withBlock: boolean, head: string[], tail: string): string {
+  const kind = rules.kinds[0]!
+  const params = rules.params[0]
+  const decide = `${kind}Decide(KEYS[1], now, cost, ${params})`
+  // A kind with `<kind>Consume` decides and admits a consume of a cost above 0 in one go.
+  const oneGo = act === 'apply' && RULE_LUA[kind].includes(`local function ${kind}Consume(`)
+  return [
+    ...head,
+    ...(oneGo
+      ? [
+          'local ok, remaining, resetMs, retryAfterMs, waitMs, a, b',
+          'local counted = consume and cost > 0',
+          `if counted then ok, remaining, resetMs, retryAfterMs, waitMs = ${kind}Consume(KEYS[1], now, cost, ${params})`,
+          `else ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${decide} end`,
+        ]
+      : [`local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${decide}`]),
+    "local mark, blocked = '', 0",
+    'if ok then',
+    oneGo ? '  if consume and not counted then' : '  if consume then',
+    ...admitOf(rules, 0, '    ', 'mark', 'waitMs'),
+    '  end',
+    `  return { 1, remaining, resetMs, retryAfterMs, waitMs, mark, blocked, ${tail} }`,
+    'end',
+    ...(withBlock
+      ? [
+          'if consume and block then',
+          '  blocked = beginBlock()',
+          '  if retryAfterMs < blocked then retryAfterMs = blocked end',
+          'end',
+        ]
+      : []),
+    `return { 0, remaining, resetMs, retryAfterMs, waitMs, '', blocked, ${tail} }`,
+  ].join('\n')
+}
+
+/** Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i]. */
+function severalRulesFoot(rules: Rules, withBlock: boolean, head: string[], tail: string): string {
+  const { kinds, params } = rules
   const F = REPLY_FIELDS
   const slots = kinds.flatMap(() => ['0', '0', '0', '0', '0', "''"]).join(', ')
   // The reply table is built at its full size, so its slots are an array from the start.
@@ -217,7 +272,7 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = t
   kinds.forEach((kind, index) => {
     const o = index * F
     if (kind === 'leakyBucket') lines.push('    do')
-    lines.push(...admitOf(kind, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`))
+    lines.push(...admitOf(rules, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`))
     if (kind === 'leakyBucket') lines.push('    end')
   })
   lines.push(
