@@ -4,8 +4,8 @@
  * `<kind>Admit`, and replies six values per rule, the block begun, then the server's ms; or each rule's
  * `<kind>Refund` or `<kind>Penalize`.
  *
- * Over 300 lines: the foot of each act is written here, one function each, beside the others, so the reply layout
- * (wire.ts) has one Lua writer.
+ * Over 300 lines: the foot of each act is written here, one function each, beside the others, so the
+ * reply layout (wire.ts) has one Lua writer.
  *
  * The foot is straight-line code, generated once per sequence and kept: a call runs no loop over a table
  * of rules and creates no closure or table per rule. Each rule's params are read from ARGV in place
