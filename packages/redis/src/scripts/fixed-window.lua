@@ -1,7 +1,8 @@
 -- fixedWindow (params: limit, windowMs). A hash with one field, named by the window's start, holding its
 -- count: a consume is then one HINCRBY. The key lives until the end of its window; a field of an earlier
--- window (a key that outlived its window by a caller's clock's slack, or of sluice 0.1's `s`/`c` shape) goes
--- when the new window's first units are counted.
+-- window (a key that outlived its window by a caller's clock's slack) goes when the new window's first units
+-- are counted. A key of the earlier shape `{ s = window start, c = count }` is read as it was: its count
+-- stands for its window, and moves to the new shape with the window's first units counted after it.
 --
 -- Each rule chunk defines four functions with the same shape (and the kinds a RedisStore can prefetch for,
 -- a fifth: `<kind>Return(key, now, cost, params..., at)` returns prefetched units counted at `at`; a kind
@@ -14,10 +15,19 @@
 -- where `a`, `b` carry what decide read to admit, so admit never reads the key again. A penalty takes a
 -- rule at most `cost` past its limit, so penalties never pile up without bound.
 
+-- What the earlier shape `{ s, c }` counts in window `start` (0 when the key is not of it, or another window).
+local function fixedWindowEarlier(key, start)
+  local o = redis.call('HMGET', key, 's', 'c')
+  if tonumber(o[1]) == start then return tonumber(o[2]) end
+  return 0
+end
+
 local function fixedWindowDecide(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
   local h = redis.call('HGET', key, start)
   local count = tonumber(h) or 0
+  -- The window's first call: the key may still be of the earlier shape.
+  if not h then count = fixedWindowEarlier(key, start) end
   local allowed = count + cost <= limit
   local after = count
   if allowed then after = count + cost end
@@ -31,15 +41,18 @@ local function fixedWindowDecide(key, now, cost, limit, windowMs)
   return allowed, remaining, resetMs, retryAfterMs, 0, start, h
 end
 
--- The window's first units have just been counted in field `start`: earlier windows' fields go, and the key
--- lives until the window ends.
+-- The window's first units have just been counted in field `start`: earlier windows' fields go (the earlier
+-- shape's count of this window joins the field), and the key lives until the window ends. Returns the
+-- field's count.
 local function fixedWindowBegin(key, now, windowMs, start)
+  local count
   if redis.call('HLEN', key) > 1 then
-    local count = redis.call('HGET', key, start)
+    count = tonumber(redis.call('HGET', key, start)) + fixedWindowEarlier(key, start)
     redis.call('DEL', key)
     redis.call('HSET', key, start, count)
   end
   redis.call('PEXPIRE', key, pttl(start + windowMs - now))
+  return count
 end
 
 local function fixedWindowAdmit(key, now, cost, _limit, windowMs, start, h)
@@ -51,11 +64,9 @@ end
 local function fixedWindowConsume(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
   local after = redis.call('HINCRBY', key, start, cost)
+  if after == cost then after = fixedWindowBegin(key, now, windowMs, start) or after end
   local count = after - cost
-  if after <= limit then
-    if count == 0 then fixedWindowBegin(key, now, windowMs, start) end
-    return true, limit - after, start + windowMs - now, 0, 0
-  end
+  if after <= limit then return true, limit - after, start + windowMs - now, 0, 0 end
   -- A field made by this call goes again (and with it a key that held nothing else).
   if count == 0 then
     redis.call('HDEL', key, start)
@@ -95,9 +106,14 @@ local function fixedWindowPenalize(key, now, cost, limit, windowMs)
   local start = now - fmod(now, windowMs)
   local h = redis.call('HGET', key, start)
   local count = tonumber(h) or 0
+  if not h then count = fixedWindowEarlier(key, start) end
   local after = count + cost
   if after > limit + cost then after = limit + cost end
   if after < count then after = count end
   redis.call('HSET', key, start, num(after))
-  if not h then fixedWindowBegin(key, now, windowMs, start) end
+  if not h then
+    -- The earlier shape's count is in `after` already.
+    redis.call('HDEL', key, 's', 'c')
+    fixedWindowBegin(key, now, windowMs, start)
+  end
 end
