@@ -15,7 +15,13 @@ import {
 } from '@sluice/core'
 import { RedisLimitTable, RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ALL_CLIENT_KINDS, closeClients, clusterClientOf, ioredis } from './harness/clients.ts'
+import {
+  ALL_CLIENT_KINDS,
+  closeClients,
+  clusterClientOf,
+  ioredis,
+  STORE_CLIENT_KINDS,
+} from './harness/clients.ts'
 import { type RedisCluster, startCluster, stopAll } from './harness/redis.ts'
 
 let cluster: RedisCluster
@@ -58,7 +64,7 @@ async function mastersOf(keys: string[]): Promise<Set<string>> {
 
 let run = 0
 
-describe.each(ALL_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => {
+describe.each(STORE_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => {
   it('decides like the memory store for every rule, alone and all together, on keys across slots', async () => {
     expect((await mastersOf(KEYS)).size).toBe(3)
     const client = await clusterClientOf(kind, cluster)

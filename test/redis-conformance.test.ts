@@ -22,7 +22,7 @@ import {
 import { RedisStore } from '@sluice/redis'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ALL_CLIENT_KINDS, type ClientKind, clientOf, closeClients, versionOf } from './harness/clients.ts'
+import { type ClientKind, clientOf, closeClients, STORE_CLIENT_KINDS, versionOf } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -167,12 +167,14 @@ describe('the client libraries under test', () => {
     ['node-redis', '6.'],
     ['ioredis@5', '5.'],
     ['node-redis@5', '5.'],
+    ['iovalkey', '0.4.'],
+    ['glide', '2.5.'],
   ])('%s is major %s', (kind, major) => {
     expect(versionOf(kind).startsWith(major)).toBe(true)
   })
 })
 
-describe.each(ALL_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', (kind) => {
+describe.each(STORE_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', (kind) => {
   it('answers every random trace exactly as the memory store does', async () => {
     const client = await clientOf(kind, server)
     // What the traces reached, so a generator that stopped reaching blocks or queues would be noticed.

@@ -18,7 +18,7 @@ import {
 } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ALL_CLIENT_KINDS, type ClientKind, clientOf, closeClients, ioredis } from './harness/clients.ts'
+import { type ClientKind, clientOf, closeClients, ioredis, STORE_CLIENT_KINDS } from './harness/clients.ts'
 import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -108,7 +108,7 @@ async function noScriptErrors(): Promise<number> {
   return match === null ? 0 : Number(match[1])
 }
 
-describe.each(ALL_CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
+describe.each(STORE_CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
   it('keeps every call exact while the script cache is flushed again and again', async () => {
     const client = await clientOf(kind, server)
     // No denied-key cache: every call, denied or not, must reach Redis through the flushes.

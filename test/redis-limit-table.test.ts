@@ -216,6 +216,16 @@ describe.each(CLIENT_KINDS)('RedisLimitTable input checks (%s)', (kind) => {
   })
 })
 
+describe('RedisLimitTable on Valkey GLIDE', () => {
+  it('refuses a GLIDE client at open, naming the option: it cannot follow the table on a duplicate', async () => {
+    const client = await clientOf('glide', server)
+    expect(await rejection(RedisLimitTable.open({ client, name: 'a' }))).toMatchObject({
+      code: ErrorCode.INVALID_OPTION,
+      option: 'RedisLimitTable.client',
+    })
+  })
+})
+
 describe.each(CLIENT_KINDS)('RedisLimitTable while Redis is away (%s)', (kind) => {
   it('keeps serving the last table; a Redis back without its data does not roll it back; it catches up on edits made meanwhile', async () => {
     const own = await startRedis()

@@ -106,6 +106,27 @@ describe.each(CLIENT_KINDS)('RedisStore keys (%s)', (kind) => {
     expect(await server.cli('ZCARD', key)).toBe('1\n')
   })
 
+  it('counts on from a fixed-window key of the earlier { s, c } shape, and keeps one field after', async () => {
+    const client = await clientOf(kind, server)
+    const store = new RedisStore({ client, deniedCache: false, clock: () => 1_000_000 })
+    const prefix = `old-window${run++}`
+    const rule = asRule(fixedWindow({ limit: 3, windowMs: 60_000 }))
+    const key = `sluice:${prefix}:{k}:${rule.id}`
+    // Two units counted in the window starting at 960000, written by the earlier shape.
+    await server.cli('HSET', key, 's', '960000', 'c', '2')
+    await server.cli('PEXPIRE', key, '60000')
+    const [peek] = await store.apply(prefix, 'k', [rule], 1, 'peek')
+    expect(peek).toMatchObject({ allowed: true, remaining: 0 })
+    const [d] = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    expect(d).toMatchObject({ allowed: true, remaining: 0 })
+    // The window's count, alone, in the field named by its start.
+    expect(await server.cli('HGETALL', key)).toBe('960000\n3\n')
+    const [denied] = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    expect(denied).toMatchObject({ allowed: false, remaining: 0 })
+    // A denied call takes its units back: the count stands.
+    expect(await server.cli('HGETALL', key)).toBe('960000\n3\n')
+  })
+
   it('gives every key a TTL no longer than its rule needs, and idle keys disappear', async () => {
     const client = await clientOf(kind, server)
     const admin = await ioredis(server)

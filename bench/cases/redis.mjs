@@ -10,11 +10,12 @@
  *  - `rlf`: rate-limiter-flexible RateLimiterRedis (its Lua script through ioredis).
  *  - `rlr`: rate-limit-redis (express-rate-limit's Redis store, EVALSHA through ioredis `call`).
  *  - `ceiling:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs through ioredis.
+ *  - `minimal:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs's MINIMAL_LUA (the Redis work alone).
  *  - `ceiling-autopipelined:<algorithm>`: the same with ioredis `enableAutoPipelining` (batched writes).
  */
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { CEILING_LUA, ceilingArgs } from '../lib/ceiling-scripts.mjs'
+import { CEILING_LUA, ceilingArgs, MINIMAL_LUA } from '../lib/ceiling-scripts.mjs'
 import { params, report } from '../lib/child.mjs'
 import { sluice } from '../lib/sluice.mjs'
 import { quantile } from '../lib/stats.mjs'
@@ -53,7 +54,7 @@ async function subject(name) {
       await client.connect()
       close = () => client.destroy()
     }
-    const store = new RedisStore({ client, timeoutMs: 1000 })
+    const store = new RedisStore({ client, timeoutMs: 1000, deniedCache: p.deniedCache ?? true })
     const limiter = createLimiter({ rules: [ruleFor(algorithm)], store, onStoreError: 'throw' })
     const consume = algorithm === 'concurrency' ? consumeAndRelease(limiter) : (key) => limiter.consume(key)
     return { consume, admitted: (d) => d.allowed, close }
@@ -71,8 +72,8 @@ async function subject(name) {
     await new Promise((resolve) => setTimeout(resolve, 100)) // its SCRIPT LOAD
     return { consume: (key) => store.increment(key), admitted: (info) => info.totalHits <= HIGH, close }
   }
-  if (kind === 'ceiling' || kind === 'ceiling-autopipelined') {
-    const sha = await client.script('LOAD', CEILING_LUA[algorithm])
+  if (kind === 'ceiling' || kind === 'ceiling-autopipelined' || kind === 'minimal') {
+    const sha = await client.script('LOAD', (kind === 'minimal' ? MINIMAL_LUA : CEILING_LUA)[algorithm])
     const args = ceilingArgs(ruleFor(algorithm)).map(String)
     return {
       consume: (key) => client.evalsha(sha, 1, `ceiling:{${key}}:${algorithm}`, '1', ...args),

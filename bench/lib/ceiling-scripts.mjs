@@ -87,6 +87,28 @@ redis.call('PEXPIRE', KEYS[1], start + math.ceil(((units + limit) * 1000) / rate
 return { 1, limit, waitMs, 0, waitMs }`,
 }
 
+/**
+ * The smallest scripts that still do each algorithm's Redis work, with none of its arithmetic: the floor of
+ * what a script costs inside Redis (`INFO commandstats` usec_per_call), beside which sluice's is measured
+ * (bench/redis-time.mjs). fixedWindow: INCR + PEXPIRE. slidingLog: TIME, ZREMRANGEBYSCORE, ZCARD, INCR (a
+ * sequence for the member, in the same slot), ZADD, PEXPIRE. Same ARGV as the ceilings.
+ */
+export const MINIMAL_LUA = {
+  fixedWindow: `local c = redis.call('INCR', KEYS[1])
+if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return { 1, tonumber(ARGV[2]) - c, 0, 0, 0 }`,
+
+  slidingLog: `${NOW}
+local limit, windowMs = tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - windowMs)
+local total = redis.call('ZCARD', KEYS[1])
+if total + cost > limit then return { 0, limit - total, windowMs, windowMs, 0 } end
+local seq = redis.call('INCR', KEYS[1] .. ':seq')
+redis.call('ZADD', KEYS[1], now, seq)
+redis.call('PEXPIRE', KEYS[1], windowMs)
+return { 1, limit - total - cost, windowMs, 0, 0 }`,
+}
+
 /** The ARGV after cost for each algorithm, from the rule the bench uses. */
 export function ceilingArgs(rule) {
   switch (rule.kind) {

@@ -11,21 +11,19 @@
  *   reader skips names whose key has expired and removes them. No publisher prunes by its own clock: one
  *   whose clock runs fast would evict every other.
  *
- * Every command touches one key, so this works on Redis Cluster as it is. Neither Redis library is
- * imported: the client is reached through `call` (ioredis) or `sendCommand` (node-redis).
+ * Every command touches one key, so this works on Redis Cluster as it is. The client is reached through
+ * @sluice/redis's one client seam (ioredis, iovalkey, node-redis, Valkey GLIDE); no client library is imported.
  */
 import { InvalidOptionError } from '@sluice/core'
 import { readOptions } from '@sluice/core/store'
+import { connectionFor, type RedisClientLike } from '@sluice/redis'
 import type { LiveStatsSnapshot } from './live-stats.ts'
 
 /**
- * A Redis client: an ioredis `Redis` or `Cluster`, or a node-redis client (`createClient`) or cluster
- * (`createCluster`). It stays the caller's: nothing here connects, quits or reconfigures it.
+ * A Redis client, as @sluice/redis takes it: an ioredis or iovalkey `Redis` or `Cluster`, a node-redis client
+ * or cluster, or a Valkey GLIDE client. It stays the caller's: nothing here connects, quits or reconfigures it.
  */
-export type StatsRedisClient =
-  | { call(...args: never[]): unknown; readonly status: string }
-  | { sendCommand(...args: never[]): unknown; readonly isReady: boolean }
-  | { sendCommand(...args: never[]): unknown; getSlotMaster(slot: never): unknown }
+export type StatsRedisClient = RedisClientLike
 
 /** Free-form data published with each snapshot, e.g. `{ tableVersion }`. */
 export type StatsMeta = Record<string, unknown>
@@ -306,32 +304,8 @@ function prefixOption(option: string, value: unknown): string {
 /** Sends one command (name first, then its single key, then the rest) and resolves with the raw reply. */
 type CommandSender = (args: string[]) => Promise<unknown>
 
-/** Picks how to send commands on `client`, or throws `InvalidOptionError` naming `option`. */
+/** How to send commands on `client`: @sluice/redis's client seam, or throws `InvalidOptionError` naming `option`. */
 function commandSenderFor(client: unknown, option: string): CommandSender {
-  if (client !== null && typeof client === 'object') {
-    const c = client as Record<string, unknown>
-    if (typeof c.call === 'function' && typeof c.defineCommand === 'function') {
-      // ioredis Redis or Cluster: `call` routes by the first key on a Cluster.
-      const call = c.call as (...args: string[]) => Promise<unknown>
-      return (args) => call.apply(client, args)
-    }
-    if (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function') {
-      // node-redis cluster: routed by the key, which is always the command's second word here.
-      const sendCommand = c.sendCommand as (
-        key: string,
-        readonly: boolean,
-        args: string[],
-      ) => Promise<unknown>
-      return (args) => sendCommand.call(client, args[1]!, false, args)
-    }
-    if (typeof c.sendCommand === 'function' && 'isReady' in c) {
-      const sendCommand = c.sendCommand as (args: string[]) => Promise<unknown>
-      return (args) => sendCommand.call(client, args)
-    }
-  }
-  throw new InvalidOptionError(
-    option,
-    client,
-    'an ioredis Redis or Cluster, or a node-redis client or cluster (createClient / createCluster)',
-  )
+  const connection = connectionFor(client, option)
+  return (args) => connection.command(args[1]!, args)
 }

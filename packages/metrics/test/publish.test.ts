@@ -11,6 +11,7 @@ import {
 import { Redis } from 'ioredis'
 import { createClient } from 'redis'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { clientOf, closeClients } from '../../../test/harness/clients.ts'
 import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
 import { publishDecision } from './trace.ts'
 
@@ -78,6 +79,7 @@ afterEach(async () => {
 })
 afterAll(async () => {
   for (const client of open) await client.close()
+  await closeClients()
   await stopAll()
 })
 
@@ -267,6 +269,24 @@ describe.each(['ioredis', 'node-redis'] as const)('publishStats on %s', (kind) =
     ])
   })
 })
+
+describe.each(['iovalkey', 'glide'] as const)(
+  'publishStats on %s (through @sluice/redis client seam)',
+  (kind) => {
+    it('publishes a snapshot that readPublishedStats reads back', async () => {
+      const client = await clientOf(kind, server)
+      const prefix = freshPrefix()
+      const a = knownStats(`a-${kind}`, 7_000)
+      const pa = publisher({ stats: a, client, instance: 'host-a:1', prefix, meta: { region: 'eu' } })
+      await pa.publishNow()
+      expect(await readPublishedStats({ client, prefix })).toEqual([
+        { ...a.snapshot(), instance: 'host-a:1', meta: { region: 'eu' } },
+      ])
+      await pa.close()
+      expect(await readPublishedStats({ client, prefix })).toEqual([])
+    })
+  },
+)
 
 describe('publishStats options', () => {
   const stats = { snapshot: (): LiveStatsSnapshot => ({ at: 0, seconds: 1, limiters: {} }) }

@@ -4,57 +4,19 @@
  * `<kind>Admit`, and replies six values per rule, the block begun, then the server's ms; or each rule's
  * `<kind>Refund` or `<kind>Penalize`.
  *
+ * Over 300 lines: the foot of each act is written here, one function each, beside the others, so the
+ * reply layout (wire.ts) has one Lua writer.
+ *
  * The foot is straight-line code, generated once per sequence and kept: a call runs no loop over a table
  * of rules and creates no closure or table per rule. Each rule's params are read from ARGV in place
  * (after now, mode, cost and deadline, in the order of the rules).
  */
 import type { Rule } from '@sluice/core'
-import { type Script, script } from './script-runner.ts'
+import { type Script, script } from './client.ts'
 import { PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
+import { HEAD_ARGS, PARAMS, REPLY_FIELDS } from './wire.ts'
 
 type Kind = Rule['kind']
-
-/** ARGV before the rules' params: now, mode, cost, deadline, block (see prelude.lua). */
-export const HEAD_ARGS = 5
-
-/** How many params each kind reads from ARGV (see `ruleArgs`). */
-const PARAMS: { readonly [K in Kind]: number } = {
-  fixedWindow: 2,
-  slidingLog: 2,
-  slidingWindow: 3,
-  tokenBucket: 2,
-  leakyBucket: 3,
-  concurrency: 2,
-  warmUp: 7,
-}
-
-/** A rule's params as the script reads them, in order. */
-export function ruleArgs(rule: Rule): string[] {
-  switch (rule.kind) {
-    case 'fixedWindow':
-    case 'slidingLog':
-      return [String(rule.limit), String(rule.windowMs)]
-    case 'slidingWindow':
-      return [String(rule.limit), String(rule.windowMs), String(rule.bucketMs)]
-    case 'tokenBucket':
-      return [String(rule.capacity), String(rule.refillPerSecond)]
-    case 'leakyBucket':
-      return [String(rule.ratePerSecond), String(rule.maxQueueMs), String(rule.limit)]
-    case 'concurrency':
-      return [String(rule.limit), String(rule.leaseMs)]
-    case 'warmUp':
-      // The factory's doubles, written so that Lua's tonumber reads back the very same ones.
-      return [
-        String(rule.stableMs),
-        String(rule.thresholdPermits),
-        String(rule.maxPermits),
-        String(rule.slope),
-        String(rule.coolDownMs),
-        String(rule.maxQueueMs),
-        String(rule.limit),
-      ]
-  }
-}
 
 /** Lua reading a rule's params from ARGV: `tonumber(ARGV[first])`, `tonumber(ARGV[first + 1])`, ... */
 function paramsOf(kind: Kind, first: number): string {
@@ -63,26 +25,23 @@ function paramsOf(kind: Kind, first: number): string {
 
 /**
  * What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`); or, for a
- * store that prefetches, consume a batch of units (`fetch`) and give unspent ones back (`giveBack`).
+ * store that prefetches, consume a batch of units (`fetch`) and return unspent ones (`return`).
  */
-export type Act =
-  | 'apply'
-  | 'penalize'
-  | 'refund'
-  | 'refundCall'
-  | 'unqueue'
-  | 'release'
-  | 'fetch'
-  | 'giveBack'
+export type Act = 'apply' | 'penalize' | 'refund' | 'refundCall' | 'unqueue' | 'release' | 'fetch' | 'return'
+
+/**
+ * Whether units of this kind can be prefetched: its chunk defines `<kind>Return`, which takes a batch's
+ * unspent units back (the one place that decides it).
+ */
+export function canReturn(kind: Kind): boolean {
+  return RULE_LUA[kind].includes(`local function ${kind}Return(`)
+}
 
 /**
  * A fetch takes no more than this share of what any of its rules has left: 1/16 of it, rounded down, so
  * from 31 units left a batch is the call's own cost and every call is decided in Redis.
  */
 export const FETCH_SHARE = 16
-
-/** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
-export const REPLY_FIELDS = 6
 
 /**
  * The Lua after the chunks. `apply`: decide every rule, admit all or none, begin a block when a consume is
@@ -93,41 +52,71 @@ export const REPLY_FIELDS = 6
  * `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
  * batch (ARGV after the params: the units wanted, at most `1 / FETCH_SHARE` of every rule's remaining,
  * at least the call's cost; a fetch ahead has cost 0 and takes 2 units or more, or none, counting
- * nothing), replying the batch taken and the key's reset count before the server's ms. `giveBack`: each
- * rule's `<kind>GiveBack` of units counted at the ms after the params.
+ * nothing), replying the batch taken and the key's reset count before the server's ms. `return`: each
+ * rule's `<kind>Return` of units counted at the ms after the params.
  *
- * Resets under prefetch: `fetch` and `giveBack` also get the key's reset count key (after the rule keys,
+ * Resets under prefetch: `fetch` and `return` also get the key's reset count key (after the rule keys,
  * before the block key) and, after their own ARGV, the reset count the process last saw ('' for none) and
  * the units it spent locally since its previous round trip. When the count has moved (another process
- * reset the key), those units are counted in the new state, as a penalty counts them, and a `giveBack`
+ * reset the key), those units are counted in the new state, as a penalty counts them, and a `return`
  * gives nothing back: its units were counted in the state the reset removed.
  */
-export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
+export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): string {
+  const f = feetOf(kinds)
+  switch (act) {
+    case 'refund':
+      return [...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${f.params[i]})`), OK].join(
+        '\n',
+      )
+    case 'refundCall':
+      return refundCallFoot(f)
+    case 'return':
+      return returnFoot(f)
+    case 'unqueue':
+    case 'release':
+      return markFoot(f, act)
+    default:
+      return decideFoot(f, act, withBlock)
+  }
+}
+
+/** What every foot reads: the kinds, each rule's params as Lua, and the ARGV index of the act's extras. */
+interface Rules {
+  readonly kinds: readonly Kind[]
+  readonly params: readonly string[]
+  /** The first ARGV after the rules' params. */
+  readonly extras: number
+}
+
+function feetOf(kinds: readonly Kind[]): Rules {
   const params: string[] = []
   let argv = HEAD_ARGS + 1
   for (const kind of kinds) {
     params.push(paramsOf(kind, argv))
     argv += PARAMS[kind]
   }
-  if (act === 'refund') {
-    return [
-      ...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${params[i]})`),
-      "return { 'ok', serverNow }",
-    ].join('\n')
-  }
-  if (act === 'refundCall') {
-    // Each rule's mark (the ms that names the call in its state, see @sluice/core's refundMark) follows
-    // the params; '' for a rule that gives nothing back.
-    return [
-      ...kinds.map(
-        (kind, i) =>
-          `if ARGV[${argv + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, cost, ${params[i]}, tonumber(ARGV[${argv + i}])) end`,
-      ),
-      "return { 'ok', serverNow }",
-    ].join('\n')
-  }
-  // A batch's acts: units spent after another process's reset are counted in the new state (see above).
-  const recount = (first: number) => [
+  return { kinds, params, extras: argv }
+}
+
+const OK = "return { 'ok', serverNow }"
+
+/**
+ * Each rule's mark (the ms that names the call in its state, see @sluice/core's refundMark) follows the
+ * params; '' for a rule that gives nothing back.
+ */
+function refundCallFoot({ kinds, params, extras }: Rules): string {
+  return [
+    ...kinds.map(
+      (kind, i) =>
+        `if ARGV[${extras + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, cost, ${params[i]}, tonumber(ARGV[${extras + i}])) end`,
+    ),
+    OK,
+  ].join('\n')
+}
+
+/** A batch's acts: units spent after another process's reset are counted in the new state (see `footOf`). */
+function recountLines({ kinds, params }: Rules, first: number): string[] {
+  return [
     `local resets = redis.call('GET', KEYS[${kinds.length + 1}]) or '0'`,
     `local wasReset = ARGV[${first}] ~= '' and ARGV[${first}] ~= resets`,
     `if wasReset and tonumber(ARGV[${first + 1}]) > 0 then`,
@@ -136,33 +125,50 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
     ),
     'end',
   ]
-  if (act === 'giveBack') {
-    return [
-      `local at = tonumber(ARGV[${argv}])`,
-      ...recount(argv + 1),
-      "if wasReset then return { 'ok', serverNow } end",
-      ...kinds.map((kind, i) => `${kind}GiveBack(KEYS[${i + 1}], now, cost, ${params[i]}, at)`),
-      "return { 'ok', serverNow }",
-    ].join('\n')
-  }
-  if (act === 'unqueue' || act === 'release') {
-    // Each rule's mark (its queue mark, its lease) follows the params; '' for a rule without one.
-    const lines: string[] = []
-    kinds.forEach((kind, i) => {
-      const mark = `ARGV[${argv + i}]`
-      if (act === 'unqueue' && kind === 'leakyBucket') {
-        lines.push(
-          `if ${mark} ~= '' then leakyBucketUnqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`,
-        )
-      } else if (act === 'release' && kind === 'concurrency') {
-        lines.push(`if ${mark} ~= '' then concurrencyRelease(KEYS[${i + 1}], now, ${mark}) end`)
-      }
-    })
-    lines.push("return { 'ok', serverNow }")
-    return lines.join('\n')
-  }
+}
+
+function returnFoot(rules: Rules): string {
+  const { kinds, params, extras } = rules
+  return [
+    `local at = tonumber(ARGV[${extras}])`,
+    ...recountLines(rules, extras + 1),
+    "if wasReset then return { 'ok', serverNow } end",
+    ...kinds.map((kind, i) => `${kind}Return(KEYS[${i + 1}], now, cost, ${params[i]}, at)`),
+    OK,
+  ].join('\n')
+}
+
+/** Each rule's mark (its queue mark, its lease) follows the params; '' for a rule without one. */
+function markFoot({ kinds, params, extras }: Rules, act: 'unqueue' | 'release'): string {
+  const lines: string[] = []
+  kinds.forEach((kind, i) => {
+    const mark = `ARGV[${extras + i}]`
+    if (act === 'unqueue' && kind === 'leakyBucket') {
+      lines.push(
+        `if ${mark} ~= '' then leakyBucketUnqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`,
+      )
+    } else if (act === 'release' && kind === 'concurrency') {
+      lines.push(`if ${mark} ~= '' then concurrencyRelease(KEYS[${i + 1}], now, ${mark}) end`)
+    }
+  })
+  lines.push(OK)
+  return lines.join('\n')
+}
+
+/** The foot of the acts that decide: `apply`, `penalize` (then a peek of cost 1) and `fetch`. */
+function decideFoot(rules: Rules, act: Act, withBlock: boolean): string {
+  const head = decideHead(rules, act, withBlock)
+  // A fetch replies the units it took and the key's reset count before the server's ms.
+  const tail = act === 'fetch' ? 'cost, resets, serverNow' : 'serverNow'
+  return rules.kinds.length === 1
+    ? oneRuleFoot(rules, act, withBlock, head, tail)
+    : severalRulesFoot(rules, withBlock, head, tail)
+}
+
+function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
+  const { kinds, params, extras } = rules
   const head: string[] = []
-  if (act === 'fetch') head.push(...recount(argv + 1))
+  if (act === 'fetch') head.push(...recountLines(rules, extras + 1))
   if (act === 'penalize') {
     kinds.forEach((kind, i) => {
       head.push(`${kind}Penalize(KEYS[${i + 1}], now, cost, ${params[i]})`)
@@ -170,15 +176,17 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
     // What a peek of cost 1 answers right after (the mode is not '1': nothing is admitted).
     head.push('cost = 1')
   }
-  head.push(
-    'do',
-    '  local left = blockLeft()',
-    "  if left > 0 then return { 'blocked', left, serverNow } end",
-    'end',
-  )
+  if (withBlock) {
+    head.push(
+      'do',
+      '  local left = blockLeft()',
+      "  if left > 0 then return { 'blocked', left, serverNow } end",
+      'end',
+    )
+  }
   if (act === 'fetch') {
     // The batch: what was wanted, cut to a share of what each rule has left, never below the call's cost.
-    head.push(`local want = tonumber(ARGV[${argv}])`, 'do', '  local _, r')
+    head.push(`local want = tonumber(ARGV[${extras}])`, 'do', '  local _, r')
     kinds.forEach((kind, i) => {
       head.push(
         `  _, r = ${kind}Decide(KEYS[${i + 1}], now, 0, ${params[i]})`,
@@ -193,37 +201,59 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
       'if cost == 0 then consume = false end',
     )
   }
-  // A fetch replies the units it took and the key's reset count before the server's ms.
-  const tail = act === 'fetch' ? 'cost, resets, serverNow' : 'serverNow'
   // A call with a concurrency rule brings its lease id (made by the store) after the params.
-  if (kinds.includes('concurrency')) head.push(`local lease = ARGV[${argv}]`)
-  const admitOf = (kind: Kind, i: number, indent: string, mark: string, waitMs: string) => {
-    const call = `${kind}Admit(KEYS[${i + 1}], now, cost, ${params[i]}, ${stateOf(kinds.length, i)}`
-    if (kind === 'leakyBucket')
-      return [`${indent}local m = ${call})`, `${indent}if ${waitMs} > 0 then ${mark} = m end`]
-    if (kind === 'concurrency') return [`${indent}${call}, lease)`, `${indent}${mark} = lease`]
-    return [`${indent}${call})`]
-  }
-  if (kinds.length === 1) {
-    const kind = kinds[0]!
-    return [
-      ...head,
-      `local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${kind}Decide(KEYS[1], now, cost, ${params[0]})`,
-      "local mark, blocked = '', 0",
-      'if ok then',
-      '  if consume then',
-      ...admitOf(kind, 0, '    ', 'mark', 'waitMs'),
-      '  end',
-      `  return { 1, remaining, resetMs, retryAfterMs, waitMs, mark, blocked, ${tail} }`,
-      'end',
-      'if consume and block then',
-      '  blocked = beginBlock()',
-      '  if retryAfterMs < blocked then retryAfterMs = blocked end',
-      'end',
-      `return { 0, remaining, resetMs, retryAfterMs, waitMs, '', blocked, ${tail} }`,
-    ].join('\n')
-  }
-  // Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i].
+  if (kinds.includes('concurrency')) head.push(`local lease = ARGV[${extras}]`)
+  return head
+}
+
+/** Rule `i`'s admit, its mark (a leaky bucket's queue mark, a lease) kept in `mark` when it has one. */
+function admitOf(rules: Rules, i: number, indent: string, mark: string, waitMs: string): string[] {
+  const kind = rules.kinds[i]!
+  const call = `${kind}Admit(KEYS[${i + 1}], now, cost, ${rules.params[i]}, ${stateOf(rules.kinds.length, i)}`
+  if (kind === 'leakyBucket')
+    return [`${indent}local m = ${call})`, `${indent}if ${waitMs} > 0 then ${mark} = m end`]
+  if (kind === 'concurrency') return [`${indent}${call}, lease)`, `${indent}${mark} = lease`]
+  return [`${indent}${call})`]
+}
+
+function oneRuleFoot(rules: Rules, act: Act, withBlock: boolean, head: string[], tail: string): string {
+  const kind = rules.kinds[0]!
+  const params = rules.params[0]
+  const decide = `${kind}Decide(KEYS[1], now, cost, ${params})`
+  // A kind with `<kind>Consume` decides and admits a consume of a cost above 0 in one go.
+  const oneGo = act === 'apply' && RULE_LUA[kind].includes(`local function ${kind}Consume(`)
+  return [
+    ...head,
+    ...(oneGo
+      ? [
+          'local ok, remaining, resetMs, retryAfterMs, waitMs, a, b',
+          'local counted = consume and cost > 0',
+          `if counted then ok, remaining, resetMs, retryAfterMs, waitMs = ${kind}Consume(KEYS[1], now, cost, ${params})`,
+          `else ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${decide} end`,
+        ]
+      : [`local ok, remaining, resetMs, retryAfterMs, waitMs, a, b = ${decide}`]),
+    "local mark, blocked = '', 0",
+    'if ok then',
+    oneGo ? '  if consume and not counted then' : '  if consume then',
+    ...admitOf(rules, 0, '    ', 'mark', 'waitMs'),
+    '  end',
+    `  return { 1, remaining, resetMs, retryAfterMs, waitMs, mark, blocked, ${tail} }`,
+    'end',
+    ...(withBlock
+      ? [
+          'if consume and block then',
+          '  blocked = beginBlock()',
+          '  if retryAfterMs < blocked then retryAfterMs = blocked end',
+          'end',
+        ]
+      : []),
+    `return { 0, remaining, resetMs, retryAfterMs, waitMs, '', blocked, ${tail} }`,
+  ].join('\n')
+}
+
+/** Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i]. */
+function severalRulesFoot(rules: Rules, withBlock: boolean, head: string[], tail: string): string {
+  const { kinds, params } = rules
   const F = REPLY_FIELDS
   const slots = kinds.flatMap(() => ['0', '0', '0', '0', '0', "''"]).join(', ')
   // The reply table is built at its full size, so its slots are an array from the start.
@@ -242,7 +272,7 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
   kinds.forEach((kind, index) => {
     const o = index * F
     if (kind === 'leakyBucket') lines.push('    do')
-    lines.push(...admitOf(kind, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`))
+    lines.push(...admitOf(rules, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`))
     if (kind === 'leakyBucket') lines.push('    end')
   })
   lines.push(
@@ -261,12 +291,15 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply'): string {
       '  end',
     )
   })
-  lines.push('  if consume and block then', '    local blocked = beginBlock()')
-  kinds.forEach((_, index) => {
-    const o = index * F
-    lines.push(`    if out[${o + 1}] == 0 and out[${o + 4}] < blocked then out[${o + 4}] = blocked end`)
-  })
-  lines.push(`    out[${kinds.length * F + 1}] = blocked`, '  end', 'end', 'return out')
+  if (withBlock) {
+    lines.push('  if consume and block then', '    local blocked = beginBlock()')
+    kinds.forEach((_, index) => {
+      const o = index * F
+      lines.push(`    if out[${o + 1}] == 0 and out[${o + 4}] < blocked then out[${o + 4}] = blocked end`)
+    })
+    lines.push(`    out[${kinds.length * F + 1}] = blocked`, '  end')
+  }
+  lines.push('end', 'return out')
   return lines.join('\n')
 }
 
@@ -279,17 +312,59 @@ function stateOf(n: number, i: number): string {
 const scripts = new Map<string, Script>()
 const MAX_SCRIPTS = 256
 
-/** The script for rules of these kinds, in this order, doing `act`. */
-export function scriptFor(kinds: readonly Kind[], act: Act = 'apply'): Script {
-  const id = `${act}:${kinds.join(',')}`
+/**
+ * The script for rules of these kinds, in this order, doing `act`; `withBlock` when the call carries a block
+ * policy (a script without one neither reads nor begins a block).
+ */
+export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): Script {
+  const id = `${act}:${withBlock ? 'b' : ''}:${kinds.join(',')}`
   let s = scripts.get(id)
   if (s === undefined) {
     const chunks = [PRELUDE_LUA]
     for (const kind of new Set(kinds)) chunks.push(RULE_LUA[kind])
-    chunks.push(footOf(kinds, act))
-    s = script(chunks.join('\n'))
+    const foot = footOf(kinds, act, withBlock)
+    s = script(`${withoutUnused(chunks.join('\n'), foot)}\n${foot}`)
     if (scripts.size >= MAX_SCRIPTS) scripts.clear()
     scripts.set(id, s)
   }
   return s
+}
+
+/**
+ * The prelude and chunks without the functions the foot never reaches. Redis runs a script's body on every
+ * call, and each `local function` there makes a closure: a fixedWindow consume needs 3 of the 12 its chunk
+ * and the prelude define. A function is a top-level `local function <name>(` line through the next line that
+ * is `end` alone, or that line alone when it ends in `end` (the chunks are written so); it is kept when the foot, a top-level statement or a kept
+ * function names it.
+ */
+export function withoutUnused(lua: string, foot: string): string {
+  const lines = lua.split('\n')
+  const functions = new Map<string, { from: number; to: number }>()
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^local function (\w+)\(/.exec(lines[i]!)
+    if (m === null) continue
+    let to = i
+    // A one-line function (`local function f() end`) ends on its own line.
+    if (!/\bend$/.test(lines[i]!)) while (lines[to] !== 'end') to++
+    functions.set(m[1]!, { from: i, to })
+    i = to
+  }
+  const inside = new Set<number>()
+  for (const f of functions.values()) for (let i = f.from; i <= f.to; i++) inside.add(i)
+  const kept = new Set<string>()
+  const pending = [foot, lines.filter((_, i) => !inside.has(i)).join('\n')]
+  while (pending.length > 0) {
+    const text = pending.pop()!
+    for (const [name, f] of functions) {
+      if (kept.has(name) || !new RegExp(`\\b${name}\\b`).test(text)) continue
+      kept.add(name)
+      pending.push(lines.slice(f.from + 1, f.to + 1).join('\n'))
+    }
+  }
+  const dropped = new Set<number>()
+  for (const [name, f] of functions) {
+    if (kept.has(name)) continue
+    for (let i = f.from; i <= f.to; i++) dropped.add(i)
+  }
+  return lines.filter((_, i) => !dropped.has(i)).join('\n')
 }

@@ -17,6 +17,8 @@
  * `retryAfterMs` among the rules that denied it, and not at all when only concurrency rules denied it.
  */
 import type { RuleDecision, StoreAnswer } from '@sluice/core'
+import { blockedAnswer } from '@sluice/core/store'
+import type { LocalAnswers, LocalCall } from './local.ts'
 
 interface Entry {
   /** The rule combination (its ids) the denial was for. */
@@ -40,12 +42,27 @@ function cached(decisions: RuleDecision[]): StoreAnswer {
   return Object.assign(decisions, { reason: 'cache' as const })
 }
 
-export class DeniedCache {
+export class DeniedCache implements LocalAnswers<{ readonly id: string }> {
   readonly #entries = new Map<string, Entry>()
   readonly #maxKeys: number
+  /** Told when a cached block answers a call: the key's prefetched units stop being spent. */
+  readonly #whenBlocked: (id: string) => void
 
-  constructor(maxKeys: number) {
+  constructor(maxKeys: number, whenBlocked: (id: string) => void = () => {}) {
     this.#maxKeys = maxKeys
+    this.#whenBlocked = whenBlocked
+  }
+
+  /** A cached denial of this call, or the key's cached block (for a limiter that blocks). */
+  answer(call: LocalCall<{ readonly id: string }>): Promise<StoreAnswer> | undefined {
+    if (this.#entries.size === 0) return undefined
+    const hit = this.get(call.id, call.plan.id, call.cost, call.now)
+    if (hit !== undefined) return Promise.resolve(hit)
+    if (call.block === undefined) return undefined
+    const left = this.blockedLeft(call.id, call.now)
+    if (left === 0) return undefined
+    this.#whenBlocked(call.id)
+    return Promise.resolve(blockedAnswer(call.rules, left))
   }
 
   get size(): number {

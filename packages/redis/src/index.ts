@@ -3,10 +3,13 @@
  *
  * @module @sluice/redis
  */
+
+/** The one client seam, shared with @sluice/metrics' `publishStats`: not for applications. */
+export { connectionFor, type RedisClientLike, type RedisConnection } from './client.ts'
 export {
   type LimitTableAuditRecord,
   type LimitTableChangeOptions,
   RedisLimitTable,
   type RedisLimitTableOptions,
 } from './limit-table.ts'
-export { type RedisClientLike, RedisStore, type RedisStoreOptions } from './redis-store.ts'
+export { RedisStore, type RedisStoreOptions } from './redis-store.ts'

@@ -1,6 +1,9 @@
 /**
  * @module RedisLimitTable: a limit table kept in Redis and followed by every process that opens it.
  *
+ * Over 300 lines: its consistency (stamps, versions, restores after Redis lost the table, the version check)
+ * is one state machine, kept in one file so it can be read whole; its subscriber lives in table-subscriber.ts.
+ *
  * Layout, all under one hash tag so every script runs on Redis Cluster: `<prefix>:table:{<name>}` is a
  * hash of entry -> spec JSON, `…:version` the table's version, `…:audit` a capped stream of changes.
  * Entry names are hash fields, never part of a key. A change is one script (table-write.lua): it checks the
@@ -50,8 +53,7 @@ import {
   TableState,
   tooManyEntries,
 } from '@sluice/core/store'
-import type { RedisClientLike } from './redis-store.ts'
-import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
+import { connectionFor, type RedisClientLike, type RedisConnection, type Script, script } from './client.ts'
 import { TABLE_RESTORE_LUA, TABLE_WRITE_LUA } from './scripts.generated.ts'
 import { type Subscriber, subscribe, whenReady } from './table-subscriber.ts'
 
@@ -159,7 +161,7 @@ interface TrailRecord {
 export class RedisLimitTable implements LimitTable {
   /** The table's name. */
   readonly name: string
-  readonly #runner: ScriptRunner
+  readonly #runner: RedisConnection
   /** hash, version, audit, stamp. */
   readonly #keys: readonly [string, string, string, string]
   readonly #channel: string
@@ -183,7 +185,15 @@ export class RedisLimitTable implements LimitTable {
 
   private constructor(options: RedisLimitTableOptions) {
     const o = readOptions('RedisLimitTable', options, KNOWN_OPTIONS, true)
-    this.#runner = scriptRunnerFor(o.client, 'RedisLimitTable.client')
+    this.#runner = connectionFor(o.client, 'RedisLimitTable.client')
+    // The table follows changes on a duplicate of the client; Valkey GLIDE sets its subscriptions at creation.
+    if (typeof (o.client as { duplicate?: unknown }).duplicate !== 'function') {
+      throw new InvalidOptionError(
+        'RedisLimitTable.client',
+        o.client,
+        'an ioredis, iovalkey or node-redis client or cluster (one with duplicate(), for its change notices)',
+      )
+    }
     this.name = prefixOption('RedisLimitTable.name', o.name)
     const prefix = o.prefix === undefined ? 'sluice' : o.prefix
     if (typeof prefix !== 'string' || !STORE_PREFIX.test(prefix) || /["'\\{}:]/.test(prefix)) {

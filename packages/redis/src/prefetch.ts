@@ -2,11 +2,14 @@
  * @module Prefetch: units a RedisStore takes from Redis ahead of the calls that spend them, so most calls on
  * a busy key are decided in this process, with no round trip.
  *
+ * Over 300 lines: a batch's life (lead, join, spend, fetch ahead, return, recount after a reset, expiry)
+ * is one piece of bookkeeping whose invariants (the count never exceeded) span all of it.
+ *
  * A call that finds no units for its key leads a fetch: one script call that counts a batch of units on
  * every rule, atomically, as that many admitted calls would (src/compose.ts, act `fetch`). Calls that come
  * while it is in flight join it as long as the batch it asked for covers them; the rest lead fetches of
  * their own. The units a reply brings are spent locally, by the leader, its joiners, then any call on the
- * key, for at most `ms` from when the fetch was sent; units left then are given back to Redis. Once a batch is
+ * key, for at most `ms` from when the fetch was sent; units left then are returned to Redis. Once a batch is
  * half spent, the next one is fetched ahead, so the calls of a busy key seldom find none.
  *
  * A batch's size follows the key's demand: it starts at 1, doubles (up to `units`) each time the units ran
@@ -16,10 +19,13 @@
  */
 import type { BlockPolicy, Rule, RuleDecision, StoreAnswer } from '@sluice/core'
 import { FETCH_SHARE } from './compose.ts'
+import type { LocalAnswers, LocalCall } from './local.ts'
 
 /** What the store hands a fetch: its rules under one identity (`id`: their specs joined). */
 export interface Batchable {
   readonly id: string
+  /** Whether every rule is of a kind whose units can be fetched ahead and returned (compose's `canReturn`). */
+  readonly batchable: boolean
 }
 
 /** A call waiting for a fetch in flight. */
@@ -39,7 +45,7 @@ export interface Fetch {
 }
 
 /** One key's prefetched units. */
-export interface Held<P extends Batchable> {
+export interface Batch<P extends Batchable> {
   readonly id: string
   readonly prefix: string
   readonly key: string
@@ -79,16 +85,18 @@ export interface Held<P extends Batchable> {
 /** Keys holding units or fetching at once; calls on further keys go to Redis one by one. */
 const MAX_KEYS = 10_000
 
-export class Prefetch<P extends Batchable> {
+export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
   readonly units: number
   readonly ms: number
   readonly #clock: () => number
-  readonly #fetchAhead: (held: Held<P>, batch: Fetch) => void
-  readonly #giveBack: (held: Held<P>, units: number) => void
-  readonly #recount: (held: Held<P>, units: number) => void
-  readonly #held = new Map<string, Held<P>>()
+  readonly #fetchAhead: (batch: Batch<P>, ask: Fetch) => void
+  readonly #returnBatch: (batch: Batch<P>, units: number) => void
+  readonly #recount: (batch: Batch<P>, units: number) => void
+  /** Asks the store again, from the top, for a call whose joined fetch brought too few units. */
+  readonly #retry: (call: LocalCall<P>) => StoreAnswer | Promise<StoreAnswer>
+  readonly #batch = new Map<string, Batch<P>>()
   /** Keys in the order they fall due (nearly: a batch cut short by its fixed window falls due earlier). */
-  #queue: Held<P>[] = []
+  #queue: Batch<P>[] = []
   #head = 0
   #timer: NodeJS.Timeout | undefined
 
@@ -96,65 +104,75 @@ export class Prefetch<P extends Batchable> {
     units: number,
     ms: number,
     clock: () => number,
-    fetchAhead: (held: Held<P>, batch: Fetch) => void,
-    giveBack: (held: Held<P>, units: number) => void,
-    recount: (held: Held<P>, units: number) => void,
+    fetchAhead: (batch: Batch<P>, ask: Fetch) => void,
+    returnBatch: (batch: Batch<P>, units: number) => void,
+    recount: (batch: Batch<P>, units: number) => void,
+    retry: (call: LocalCall<P>) => StoreAnswer | Promise<StoreAnswer>,
   ) {
     this.units = units
     this.ms = ms
     this.#clock = clock
     this.#fetchAhead = fetchAhead
-    this.#giveBack = giveBack
+    this.#returnBatch = returnBatch
     this.#recount = recount
+    this.#retry = retry
   }
 
-  get(id: string): Held<P> | undefined {
-    return this.#held.get(id)
+  /** The call spent from the key's units, or joined to the fetch on its way when that covers it. */
+  answer(call: LocalCall<P>): StoreAnswer | Promise<StoreAnswer> | undefined {
+    if (!call.plan.batchable) return undefined
+    const batch = this.#batch.get(call.id)
+    if (batch === undefined || !fetchedUnder(batch, call.plan)) return undefined
+    return this.spend(batch, call.cost, call.now) ?? this.join(batch, call.cost, () => this.#retry(call))
+  }
+
+  get(id: string): Batch<P> | undefined {
+    return this.#batch.get(id)
   }
 
   /** Whether this process holds units for the key. */
   holds(id: string): boolean {
-    const held = this.#held.get(id)
-    return held !== undefined && held.left > 0
+    const batch = this.#batch.get(id)
+    return batch !== undefined && batch.left > 0
   }
 
   /** Spends `cost` of the key's units at local time `now`: the answer, or undefined when there are too few. */
-  spend(held: Held<P>, cost: number, now: number): StoreAnswer | undefined {
-    if (held.left < cost || now >= held.until) return undefined
-    held.left -= cost
-    held.spent += cost
-    const answer = answerAt(held, now, true)
+  spend(batch: Batch<P>, cost: number, now: number): StoreAnswer | undefined {
+    if (batch.left < cost || now >= batch.until) return undefined
+    batch.left -= cost
+    batch.spent += cost
+    const answer = answerAt(batch, now, true)
     // Half the newest batch spent, nothing on its way, and room for Redis to give 2 units or more: the next
     // batch is fetched now, twice as big.
-    if (held.inFlight === 0 && held.left * 2 < held.taken && held.room >= 2 * FETCH_SHARE) {
-      if (held.size < this.units) held.size = Math.min(this.units, held.size * 2)
-      const batch: Fetch = { want: held.size, promised: 0, joiners: [] }
-      held.inFlight++
-      held.latest = batch
-      this.#fetchAhead(held, batch)
+    if (batch.inFlight === 0 && batch.left * 2 < batch.taken && batch.room >= 2 * FETCH_SHARE) {
+      if (batch.size < this.units) batch.size = Math.min(this.units, batch.size * 2)
+      const ask: Fetch = { want: batch.size, promised: 0, joiners: [] }
+      batch.inFlight++
+      batch.latest = ask
+      this.#fetchAhead(batch, ask)
     }
     return answer
   }
 
   /** The units spent since the latest round trip, which the round trip being sent now takes with it. */
-  claim(held: Held<P>): number {
-    const spent = held.spent
-    held.spent = 0
+  claim(batch: Batch<P>): number {
+    const spent = batch.spent
+    batch.spent = 0
     return spent
   }
 
   /** Units a round trip claimed but never delivered (it failed): the next one takes them. */
-  unclaim(held: Held<P>, spent: number): void {
-    held.spent += spent
+  unclaim(batch: Batch<P>, spent: number): void {
+    batch.spent += spent
   }
 
   /** Has the call wait for the key's latest fetch when that covers it; undefined when it does not. */
   join(
-    held: Held<P>,
+    batch: Batch<P>,
     cost: number,
     again: () => StoreAnswer | Promise<StoreAnswer>,
   ): Promise<StoreAnswer> | undefined {
-    const fetch = held.latest
+    const fetch = batch.latest
     if (fetch === undefined || fetch.want - fetch.promised < cost) return undefined
     fetch.promised += cost
     return new Promise<StoreAnswer>((resolve, reject) => {
@@ -165,7 +183,7 @@ export class Prefetch<P extends Batchable> {
   /**
    * Starts a fetch for the call: the key's state (made when new) and the fetch, or undefined when the
    * call must go to Redis on its own (too many keys held, or units fetched under other rules still on the
-   * way). Units the key holds under other rules, or past their time, are given back first.
+   * way). Units the key holds under other rules, or past their time, are returned first.
    */
   lead(
     id: string,
@@ -176,16 +194,16 @@ export class Prefetch<P extends Batchable> {
     cost: number,
     block: BlockPolicy | undefined,
     now: number,
-  ): [Held<P>, Fetch] | undefined {
-    let held = this.#held.get(id)
-    if (held !== undefined && !fetchedUnder(held, plan)) {
-      if (held.inFlight > 0) return undefined
+  ): [Batch<P>, Fetch] | undefined {
+    let batch = this.#batch.get(id)
+    if (batch !== undefined && !fetchedUnder(batch, plan)) {
+      if (batch.inFlight > 0) return undefined
       this.drop(id)
-      held = undefined
+      batch = undefined
     }
-    if (held === undefined) {
-      if (this.#held.size >= MAX_KEYS) return undefined
-      held = {
+    if (batch === undefined) {
+      if (this.#batch.size >= MAX_KEYS) return undefined
+      batch = {
         id,
         prefix,
         key,
@@ -208,16 +226,16 @@ export class Prefetch<P extends Batchable> {
         queued: false,
         idle: false,
       }
-      this.#held.set(id, held)
-    } else if (now < held.until) {
+      this.#batch.set(id, batch)
+    } else if (now < batch.until) {
       // The units ran out in time: demand outgrew the batch.
-      if (held.size < this.units) held.size = Math.min(this.units, held.size * 2)
-    } else this.#expire(held)
-    held.block = block
-    const fetch: Fetch = { want: Math.max(cost, held.size), promised: cost, joiners: [] }
-    held.inFlight++
-    held.latest = fetch
-    return [held, fetch]
+      if (batch.size < this.units) batch.size = Math.min(this.units, batch.size * 2)
+    } else this.#expire(batch)
+    batch.block = block
+    const fetch: Fetch = { want: Math.max(cost, batch.size), promised: cost, joiners: [] }
+    batch.inFlight++
+    batch.latest = fetch
+    return [batch, fetch]
   }
 
   /**
@@ -227,7 +245,7 @@ export class Prefetch<P extends Batchable> {
    * not yet spent.
    */
   fetched(
-    held: Held<P>,
+    batch: Batch<P>,
     answer: StoreAnswer,
     taken: number,
     cost: number,
@@ -238,79 +256,79 @@ export class Prefetch<P extends Batchable> {
   ): StoreAnswer {
     if (seen !== '' && resets !== seen) {
       // Another process reset the key: the units held were counted in the state it removed, so they are
-      // dropped (not given back), and those spent since the fetch was sent are counted in the new state.
-      held.left = 0
-      const since = this.claim(held)
-      if (since > 0) this.#recount(held, since)
+      // dropped (not returned), and those spent since the fetch was sent are counted in the new state.
+      batch.left = 0
+      const since = this.claim(batch)
+      if (since > 0) this.#recount(batch, since)
     }
-    held.resets = resets
+    batch.resets = resets
     if (answer.reason !== undefined || !admitted(answer)) return answer
     const now = this.#clock()
-    if (held.left > 0 && now >= held.until) this.#expire(held)
+    if (batch.left > 0 && now >= batch.until) this.#expire(batch)
     let until = at + this.ms
     // A fixed window's units never outlive the window they were counted in.
     for (let i = 0; i < answer.length; i++) {
-      if (held.rules[i]!.kind === 'fixedWindow') until = Math.min(until, at + answer[i]!.resetMs)
+      if (batch.rules[i]!.kind === 'fixedWindow') until = Math.min(until, at + answer[i]!.resetMs)
     }
     // Even a batch the leader spent whole sets a time: a call that finds no units before it grows the next.
-    if (held.left === 0 || until < held.until) held.until = until
-    held.left += taken - cost
-    held.at = at
-    held.countedAt = countedAt
-    held.taken = taken
-    held.figures = answer
+    if (batch.left === 0 || until < batch.until) batch.until = until
+    batch.left += taken - cost
+    batch.at = at
+    batch.countedAt = countedAt
+    batch.taken = taken
+    batch.figures = answer
     let room = Number.POSITIVE_INFINITY
     for (const d of answer) if (d.remaining < room) room = d.remaining
-    held.room = room
-    held.idle = false
-    const leader = answerAt(held, at, false)
+    batch.room = room
+    batch.idle = false
+    const leader = answerAt(batch, at, false)
     // Units fetched for a key this process has since let go of (a block, other rules) go straight back.
-    if (this.#held.get(held.id) !== held) {
-      if (held.left > 0) this.#return(held)
-    } else this.#schedule(held, held.until)
+    if (this.#batch.get(batch.id) !== batch) {
+      if (batch.left > 0) this.#return(batch)
+    } else this.#schedule(batch, batch.until)
     return leader
   }
 
   /** The fetch has settled: its joiners spend the units it brought, or ask again when too few are left. */
-  arrived(held: Held<P>, fetch: Fetch): void {
-    this.#settle(held, fetch)
+  arrived(batch: Batch<P>, fetch: Fetch): void {
+    this.#settle(batch, fetch)
     const now = this.#clock()
-    const current = this.#held.get(held.id) === held
+    const current = this.#batch.get(batch.id) === batch
     for (const joiner of fetch.joiners) {
-      const local = current ? this.spend(held, joiner.cost, now) : undefined
+      const local = current ? this.spend(batch, joiner.cost, now) : undefined
       if (local !== undefined) joiner.resolve(local)
       else joiner.resolve(retry(joiner))
     }
   }
 
   /** The fetch failed: its joiners fail with it (each one's limiter then applies its `onStoreError`). */
-  failed(held: Held<P>, fetch: Fetch, error: unknown): void {
-    this.#settle(held, fetch)
+  failed(batch: Batch<P>, fetch: Fetch, error: unknown): void {
+    this.#settle(batch, fetch)
     for (const joiner of fetch.joiners) joiner.reject(error)
   }
 
-  #settle(held: Held<P>, fetch: Fetch): void {
-    held.inFlight--
-    if (held.latest === fetch) held.latest = undefined
-    if (held.inFlight === 0) this.#schedule(held, Math.max(held.until, this.#clock()))
+  #settle(batch: Batch<P>, fetch: Fetch): void {
+    batch.inFlight--
+    if (batch.latest === fetch) batch.latest = undefined
+    if (batch.inFlight === 0) this.#schedule(batch, Math.max(batch.until, this.#clock()))
   }
 
   /** Forgets the key, giving its units back (a known block, other rules, the store closing). */
   drop(id: string): void {
-    const held = this.#held.get(id)
-    if (held === undefined) return
-    this.#held.delete(id)
-    if (held.left > 0) this.#return(held)
+    const batch = this.#batch.get(id)
+    if (batch === undefined) return
+    this.#batch.delete(id)
+    if (batch.left > 0) this.#return(batch)
   }
 
   /** Forgets the key without giving anything back: a reset removed what its units were counted in. */
   forget(id: string): void {
-    this.#held.delete(id)
+    this.#batch.delete(id)
   }
 
   /** Gives every key's units back and stops the sweep. */
   close(): void {
-    for (const id of [...this.#held.keys()]) this.drop(id)
+    for (const id of [...this.#batch.keys()]) this.drop(id)
     clearTimeout(this.#timer)
     this.#timer = undefined
     this.#queue = []
@@ -318,31 +336,31 @@ export class Prefetch<P extends Batchable> {
   }
 
   /** Ends the key's batch: unspent units go back, and the next batch is the size of what was spent. */
-  #expire(held: Held<P>): void {
-    if (held.left > 0) {
-      held.size = Math.max(1, Math.min(held.size, held.taken - held.left))
-      this.#return(held)
+  #expire(batch: Batch<P>): void {
+    if (batch.left > 0) {
+      batch.size = Math.max(1, Math.min(batch.size, batch.taken - batch.left))
+      this.#return(batch)
     }
-    held.idle = true
+    batch.idle = true
   }
 
   /**
-   * Gives the key's units back. A sliding rule takes them back only where the newest batch was counted
+   * Returns the key's units. A sliding rule takes them back only where the newest batch was counted
    * (at `countedAt`), so at most that batch goes back and older units stay counted; the other rules take
    * every one back.
    */
-  #return(held: Held<P>): void {
-    const sliding = held.rules.some((r) => r.kind === 'slidingLog' || r.kind === 'slidingWindow')
-    const units = sliding ? Math.min(held.left, held.taken) : held.left
-    held.left = 0
-    this.#giveBack(held, units)
+  #return(batch: Batch<P>): void {
+    const sliding = batch.rules.some((r) => r.kind === 'slidingLog' || r.kind === 'slidingWindow')
+    const units = sliding ? Math.min(batch.left, batch.taken) : batch.left
+    batch.left = 0
+    this.#returnBatch(batch, units)
   }
 
-  #schedule(held: Held<P>, due: number): void {
-    held.due = due
-    if (held.queued) return
-    held.queued = true
-    this.#queue.push(held)
+  #schedule(batch: Batch<P>, due: number): void {
+    batch.due = due
+    if (batch.queued) return
+    batch.queued = true
+    this.#queue.push(batch)
     if (this.#timer === undefined) this.#arm()
   }
 
@@ -355,24 +373,24 @@ export class Prefetch<P extends Batchable> {
   }
 
   /**
-   * Looks at the keys that fell due: a key's batch past its time is ended (its units given back), and a
+   * Looks at the keys that fell due: a key's batch past its time is ended (its units returned), and a
    * key with no new batch in the `ms` after that is forgotten, so the map holds only keys in use.
    */
   readonly #sweep = (): void => {
     this.#timer = undefined
     const now = this.#clock()
     while (this.#head < this.#queue.length) {
-      const held = this.#queue[this.#head]!
-      if (held.due > now) break
+      const batch = this.#queue[this.#head]!
+      if (batch.due > now) break
       this.#head++
-      held.queued = false
-      if (this.#held.get(held.id) !== held) continue
-      if (held.inFlight > 0) this.#schedule(held, now + this.ms)
-      else if (now < held.until) this.#schedule(held, held.until)
-      else if (!held.idle) {
-        this.#expire(held)
-        this.#schedule(held, now + this.ms)
-      } else this.#held.delete(held.id)
+      batch.queued = false
+      if (this.#batch.get(batch.id) !== batch) continue
+      if (batch.inFlight > 0) this.#schedule(batch, now + this.ms)
+      else if (now < batch.until) this.#schedule(batch, batch.until)
+      else if (!batch.idle) {
+        this.#expire(batch)
+        this.#schedule(batch, now + this.ms)
+      } else this.#batch.delete(batch.id)
     }
     if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
       this.#queue = this.#queue.slice(this.#head)
@@ -383,8 +401,8 @@ export class Prefetch<P extends Batchable> {
 }
 
 /** Whether the key's units were fetched under these rules (the same plan, or one with the same specs). */
-export function fetchedUnder<P extends Batchable>(held: Held<P>, plan: P): boolean {
-  return held.plan === plan || held.plan.id === plan.id
+export function fetchedUnder<P extends Batchable>(batch: Batch<P>, plan: P): boolean {
+  return batch.plan === plan || batch.plan.id === plan.id
 }
 
 function admitted(answer: StoreAnswer): boolean {
@@ -404,21 +422,21 @@ function retry(joiner: Joiner): StoreAnswer | Promise<StoreAnswer> {
  * The key's figures at local time `now`: each rule's remaining with the units this process still holds,
  * its reset counted down from the newest batch. From local units, the answer says `reason: 'prefetch'`.
  */
-function answerAt<P extends Batchable>(held: Held<P>, now: number, local: boolean): StoreAnswer {
-  const figures = held.figures
+function answerAt<P extends Batchable>(batch: Batch<P>, now: number, local: boolean): StoreAnswer {
+  const figures = batch.figures
   const out = new Array<RuleDecision>(figures.length) as RuleDecision[] & {
     reason?: 'prefetch'
     countedAt?: number
   }
   for (let i = 0; i < figures.length; i++) {
     const d = figures[i]!
-    const resetMs = now <= held.at ? d.resetMs : Math.max(0, Math.ceil(held.at + d.resetMs - now))
-    out[i] = { ...d, remaining: d.remaining + held.left, resetMs }
+    const resetMs = now <= batch.at ? d.resetMs : Math.max(0, Math.ceil(batch.at + d.resetMs - now))
+    out[i] = { ...d, remaining: d.remaining + batch.left, resetMs }
   }
   if (local) out.reason = 'prefetch'
   // When the units were counted: a refund naming this call looks for them there. A call spent from units
   // of an older batch still held names the newest batch: a sliding rule's unit refunded from it leaves
   // the window up to `ms` early, within the bound prefetch already states for a sliding window.
-  Object.defineProperty(out, 'countedAt', { value: held.countedAt })
+  Object.defineProperty(out, 'countedAt', { value: batch.countedAt })
   return out
 }

@@ -1,6 +1,10 @@
 /**
  * @module RedisStore: rule state in Redis, shared by every process and machine that uses the same Redis.
  *
+ * Over 300 lines: the store's acts (apply, adjust, reset, close) and a batch's round trips (fetch, return,
+ * recount) share its state; everything else is apart: the wire (wire.ts), the client (client.ts), calls and
+ * deadlines (calls.ts), plans (plans.ts), scripts (compose.ts), local answers (local.ts and its layers).
+ *
  * One script call applies all of a call's rules to one key, atomically and in one round trip; the
  * algorithms live in src/scripts/*.lua, which agree with @sluice/core's rules bit for bit. Time comes from
  * Redis (`TIME`), so application servers' clocks do not matter. This file holds what happens around the
@@ -13,17 +17,13 @@
 import {
   type Adjustment,
   type BlockPolicy,
-  ErrorCode,
   InvalidOptionError,
   type Rule,
-  type RuleDecision,
   type Store,
   type StoreAnswer,
-  StoreError,
   type StoreMode,
 } from '@sluice/core'
 import {
-  blockedAnswer,
   functionOption,
   given,
   integerOption,
@@ -33,22 +33,15 @@ import {
   readOptions,
   type StorePlace,
 } from '@sluice/core/store'
-import { type Act, HEAD_ARGS, REPLY_FIELDS, ruleArgs, scriptFor } from './compose.ts'
-import { Deadlines, type PendingCall } from './deadlines.ts'
+import { ScriptCalls } from './calls.ts'
+import { connectionFor, type RedisClientLike, script } from './client.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
-import { type Fetch, fetchedUnder, type Held, Prefetch } from './prefetch.ts'
-import { type Script, type ScriptRunner, script, scriptRunnerFor } from './script-runner.ts'
+import type { LocalAnswers, LocalCall } from './local.ts'
+import { type Plan, Plans, scriptOf } from './plans.ts'
+import { type Batch, type Fetch, Prefetch } from './prefetch.ts'
 import { RESET_LUA } from './scripts.generated.ts'
-
-/**
- * A Redis client the store can use: an ioredis `Redis` or `Cluster`, or a node-redis client
- * (`createClient`) or cluster (`createCluster`). The store never connects, quits or reconfigures it.
- */
-export type RedisClientLike =
-  | { defineCommand(name: string, definition: { lua: string }): unknown; readonly status: string }
-  | { sendCommand(...args: never[]): unknown; readonly isReady: boolean }
-  | { sendCommand(...args: never[]): unknown; getSlotMaster(slot: never): unknown }
+import { decode, encode, fetchedOf, resetKeys, serverNowOf } from './wire.ts'
 
 export interface RedisStoreOptions {
   /**
@@ -56,8 +49,10 @@ export interface RedisStoreOptions {
    * fail fast instead of queueing while Redis is away:
    * ioredis `new Redis({ enableOfflineQueue: false, maxRetriesPerRequest: 1 })`, or for a Cluster
    * `new Cluster(nodes, { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 1 } })`;
-   * node-redis `createClient({ disableOfflineQueue: true })`. Wait for the client to be ready before the
-   * first call (ioredis `'ready'` event, node-redis `await client.connect()`).
+   * node-redis `createClient({ disableOfflineQueue: true })`; iovalkey as ioredis; Valkey GLIDE
+   * `GlideClient.createClient({ addresses, requestTimeout })` or `GlideClusterClient.createClient(...)`.
+   * Wait for the client to be ready before the first call (ioredis `'ready'` event, node-redis
+   * `await client.connect()`; GLIDE's `createClient` resolves once connected).
    */
   client: RedisClientLike
   /**
@@ -96,7 +91,7 @@ export interface RedisStoreOptions {
    * Prefetch: for consumes whose rules are all fixedWindow, slidingWindow, slidingLog or tokenBucket, one
    * script call counts a batch of up to `units` units on the key (default 64), which this process then
    * spends locally, answering `reason: 'prefetch'` with no round trip, for at most `ms` (default 100);
-   * units left then are given back. The next batch is fetched once half of one is spent. A batch starts
+   * units left then are returned. The next batch is fetched once half of one is spent. A batch starts
    * at 1, grows with the key's local demand and is never more than 1/16 of what any rule has left, so
    * near the limit every call is decided in Redis. The count is never exceeded; a sliding window can pass,
    * in any span of `windowMs`, at most the units prefetched in the `ms` before it beyond its limit.
@@ -105,53 +100,8 @@ export interface RedisStoreOptions {
   prefetch?: boolean | { units?: number; ms?: number }
 }
 
-/** What the store sends for one combination of rules, computed once and kept. */
-interface Plan {
-  /**
-   * The rules' specs (kind, numbers, given name), joined: the combination with its numbers. Rules that
-   * share state identities but differ in their limits get different plans, each sending its own numbers.
-   */
-  readonly id: string
-  /** Per rule: `<rule.id>`, its state identity (no limits), appended to the key base. */
-  readonly ids: readonly string[]
-  readonly kinds: readonly Rule['kind'][]
-  /** Every rule's numbers, in order, as the script reads them. */
-  readonly args: readonly string[]
-  /** The script for this sequence of rule kinds (src/compose.ts). */
-  readonly script: Script
-  readonly limits: readonly number[]
-  /** The scripts of the other acts for these rules, made when first needed. */
-  acts?: { [A in Exclude<Act, 'apply'>]?: Script }
-  /** Whether a rule holds leases (concurrency): a consume then brings a lease id. */
-  readonly leases: boolean
-  /** Whether every rule is of a kind the store can prefetch units for. */
-  readonly batchable: boolean
-}
-
-/** The rule kinds whose units a store can fetch ahead and give back. */
-const BATCHABLE = new Set<Rule['kind']>(['fixedWindow', 'slidingWindow', 'slidingLog', 'tokenBucket'])
-
-/** Where a key's block lives: beside its rule keys, in the same hash slot. */
-const BLOCK_SUFFIX = '!block'
-/** Where a key's reset count lives (see reset.lua): beside its rule keys, in the same hash slot. */
-const RESETS_SUFFIX = '!resets'
-
-/** A block policy as the script reads it (ARGV[5]). */
-const blockArgs = new WeakMap<BlockPolicy, string>()
-function blockArg(block: BlockPolicy | undefined): string {
-  if (block === undefined) return ''
-  let arg = blockArgs.get(block)
-  if (arg === undefined) {
-    arg = `${block.ms}:${block.factor}:${block.maxMs}:${block.forgetMs}:${block.keep}`
-    blockArgs.set(block, arg)
-  }
-  return arg
-}
-
 const RESET = script(RESET_LUA)
 const DEFAULT_DENIED_CACHE_KEYS = 10_000
-/** Rule combinations remembered by their ids; a rules function could otherwise grow the map forever. */
-const MAX_PLANS = 1024
 const KNOWN_OPTIONS: (keyof RedisStoreOptions)[] = [
   'client',
   'prefix',
@@ -163,44 +113,53 @@ const KNOWN_OPTIONS: (keyof RedisStoreOptions)[] = [
 ]
 
 export class RedisStore implements Store {
-  readonly #runner: ScriptRunner
+  /** Its script calls: timeouts, the bound in flight, deadlines in Redis's clock (calls.ts). */
+  readonly #calls: ScriptCalls
   readonly #prefix: string
-  readonly #timeoutMs: number
   readonly #clock: (() => number) | undefined
   readonly #cache: DeniedCache | undefined
-  readonly #maxInFlight: number
-  readonly #deadlines: Deadlines
   readonly #prefetch: Prefetch<Plan> | undefined
-  readonly #plans = new WeakMap<readonly Rule[], Plan>()
-  readonly #plansById = new Map<string, Plan>()
-  #inFlight = 0
-  /**
-   * Redis's ms minus `performance.now()`, as low as the replies so far allow (see `#learnClock`); undefined
-   * until the first reply. It turns a call's local timeout into the deadline its script is sent.
-   */
-  #offset: number | undefined
-  /** Fetches and give-backs on their way: `close()` waits for them, so no batch in flight is lost. */
+  /** The local answers that are on, asked in turn before Redis (local.ts). */
+  readonly #local: readonly LocalAnswers<Plan>[]
+  readonly #plans = new Plans()
+  /** Fetches and returns on their way: `close()` waits for them, so no batch in flight is lost. */
   readonly #batches = new Set<Promise<unknown>>()
   /** Resets made so far: a denial sent before the latest one is not cached. */
   #resets = 0
-  #closed = false
 
   /** Its client and prefix: limiters on the default prefix of stores sharing both are refused (core's `Store.place`). */
   readonly place: StorePlace
 
   constructor(options: RedisStoreOptions) {
     const o = readOptions('RedisStore', options, KNOWN_OPTIONS, true)
-    this.#runner = scriptRunnerFor(o.client, 'RedisStore.client')
+    const connection = connectionFor(o.client, 'RedisStore.client')
     // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
     // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
     this.#prefix = labelOption('RedisStore.prefix', given(o.prefix, 'sluice'), " ':{}")
     this.place = Object.freeze({ owner: o.client as object, namespace: this.#prefix })
-    this.#timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
-    this.#maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
+    const timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
+    const maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
+    this.#calls = new ScriptCalls(connection, 'RedisStore', timeoutMs, maxInFlight)
     this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
-    this.#cache = deniedCache(o.deniedCache)
-    this.#deadlines = new Deadlines(this.#timeoutMs, () => performance.now(), this.#timeoutError)
-    this.#prefetch = prefetchOf(o.prefetch, this.#localNow, this.#fetchAhead, this.#giveBack, this.#recount)
+    const p = prefetchOption(o.prefetch)
+    this.#prefetch =
+      p === undefined
+        ? undefined
+        : new Prefetch(
+            p.units,
+            p.ms,
+            this.#localNow,
+            this.#fetchAhead,
+            this.#returnBatch,
+            this.#recount,
+            (c) => this.apply(c.prefix, c.key, c.rules, c.cost, 'consume', c.block),
+          )
+    const maxKeys = deniedCacheOption(o.deniedCache)
+    // A block the cache answers ends the key's local spending at once.
+    this.#cache =
+      maxKeys === undefined ? undefined : new DeniedCache(maxKeys, (id) => this.#prefetch?.drop(id))
+    // The denied-key cache first: a denial or a block stands whatever units this process holds.
+    this.#local = [this.#cache, this.#prefetch].filter((layer) => layer !== undefined)
   }
 
   /** The ms a script is sent as its `now`: the given clock's, whole (PEXPIRE takes integers); else Redis's. */
@@ -219,51 +178,41 @@ export class RedisStore implements Store {
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer {
-    const plan = this.#plan(rules)
+    const plan = this.#plans.of(rules)
     const consume = mode === 'consume'
-    const cache = consume ? this.#cache : undefined
-    const prefetch = consume && plan.batchable ? this.#prefetch : undefined
     const now = this.#scriptNow()
-    const localNow = cache === undefined && prefetch === undefined ? 0 : (now ?? performance.now())
-    const cacheKey = cache === undefined && prefetch === undefined ? '' : `${prefix}\u0000${key}`
-    if (cache !== undefined && cache.size > 0) {
-      const hit = cache.get(cacheKey, plan.id, cost, localNow)
-      if (hit !== undefined) return Promise.resolve(hit)
-      if (block !== undefined) {
-        const left = cache.blockedLeft(cacheKey, localNow)
-        if (left > 0) {
-          // A block ends the key's local spending at once.
-          prefetch?.drop(cacheKey)
-          return Promise.resolve(blockedAnswer(rules, left))
-        }
-      }
-    }
-    if (prefetch !== undefined) {
-      const held = prefetch.get(cacheKey)
-      if (held !== undefined && fetchedUnder(held, plan)) {
-        const local = prefetch.spend(held, cost, localNow)
-        if (local !== undefined) return local
-        const joined = prefetch.join(held, cost, () => this.apply(prefix, key, rules, cost, mode, block))
-        if (joined !== undefined) return joined
+    // A local answer (see local.ts), else the wire.
+    let local: LocalCall<Plan> | undefined
+    if (consume && this.#local.length > 0) {
+      const id = `${prefix}\u0000${key}`
+      local = { id, prefix, key, plan, rules, cost, block, now: now ?? performance.now() }
+      for (const layer of this.#local) {
+        const answer = layer.answer(local)
+        if (answer !== undefined) return answer
       }
     }
     // A reset while this call is on its way may have removed what denies it: then its denial is not cached.
     const resets = this.#resets
-    const refused = this.#refuse()
+    const refused = this.#calls.refuse()
     if (refused !== undefined) return Promise.reject(refused)
-    const fetch = prefetch?.lead(cacheKey, prefix, key, plan, rules, cost, block, localNow)
-    if (fetch !== undefined) return this.#fetch(fetch[0], fetch[1], cost, now, localNow, resets)
+    if (local !== undefined && plan.batchable && this.#prefetch !== undefined) {
+      const fetch = this.#prefetch.lead(local.id, prefix, key, plan, rules, cost, block, local.now)
+      if (fetch !== undefined) return this.#fetch(fetch[0], fetch[1], cost, now, local.now, resets)
+    }
 
-    const keys = this.#keys(prefix, key, plan, block !== undefined)
-    const args = this.#args(plan, now, consume ? '1' : '0', cost, block)
     // A lease id made here, random: unique across processes without a round trip to agree on one.
-    if (plan.leases) args.push(consume ? newLease(cost) : '')
+    const lease = plan.leases ? [consume ? newLease(cost) : ''] : undefined
+    const base = keyBase(this.#prefix, prefix, key)
+    const sent = encode(base, plan, now, consume ? '1' : '0', cost, block, false, lease)
 
-    const call = this.#deadlines.start<StoreAnswer>()
-    this.#attempt(call, plan.script, keys, args, true, (reply) => {
-      const [answer, blocked] = answerOf(plan, rules, reply, false)
+    const call = this.#calls.start<StoreAnswer>()
+    const s = block === undefined ? plan.script : scriptOf(plan, 'apply', true)
+    this.#calls.attempt(call, s, sent, true, (reply) => {
+      const [answer, blocked] = decode(plan.limits, rules, reply, false)
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
-      if (cache !== undefined) this.#remember(cacheKey, plan.id, cost, localNow, resets, answer, blocked)
+      if (local !== undefined && this.#cache !== undefined) {
+        this.#remember(local.id, plan.id, cost, local.now, resets, answer, blocked)
+      }
       return answer
     })
     return call.promise
@@ -305,40 +254,40 @@ export class RedisStore implements Store {
    * keeps the units the call does not spend. With cost 0 (a fetch ahead) no call waits on it but its joiners.
    */
   #fetch(
-    held: Held<Plan>,
-    batch: Fetch,
+    batch: Batch<Plan>,
+    ask: Fetch,
     cost: number,
     now: number | undefined,
     localNow: number,
     resets: number,
   ): Promise<StoreAnswer> {
     const prefetch = this.#prefetch!
-    const { plan, rules } = held
-    const keys = this.#keys(held.prefix, held.key, plan, held.block !== undefined, true)
-    const args = this.#args(plan, now, '1', cost, held.block)
+    const { plan, rules } = batch
     // The units spent since the last round trip go with it: counted again if another process has reset the key.
-    const seen = held.resets
-    const spent = prefetch.claim(held)
-    args.push(String(batch.want), seen, String(spent))
-    const call = this.#deadlines.start<StoreAnswer>()
-    this.#attempt(call, this.#script(plan, 'fetch'), keys, args, true, (reply) => {
-      const [answer, blocked] = answerOf(plan, rules, reply, true)
-      if (this.#cache !== undefined) this.#remember(held.id, plan.id, cost, localNow, resets, answer, blocked)
+    const seen = batch.resets
+    const spent = prefetch.claim(batch)
+    const base = keyBase(this.#prefix, batch.prefix, batch.key)
+    const extras = [String(ask.want), seen, String(spent)]
+    const sent = encode(base, plan, now, '1', cost, batch.block, true, extras)
+    const call = this.#calls.start<StoreAnswer>()
+    this.#calls.attempt(call, scriptOf(plan, 'fetch', batch.block !== undefined), sent, true, (reply) => {
+      const [answer, blocked] = decode(plan.limits, rules, reply, true)
+      if (this.#cache !== undefined)
+        this.#remember(batch.id, plan.id, cost, localNow, resets, answer, blocked)
       // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
       // Redis's ms: when they were counted, without a clock.
-      const n = reply.length
-      if (answer.reason === 'blocked') return prefetch.fetched(held, answer, 0, cost, localNow, 0, seen, seen)
-      const taken = Number(reply[n - 3])
-      const countedAt = now ?? Number(reply[n - 1])
-      return prefetch.fetched(held, answer, taken, cost, localNow, countedAt, seen, String(reply[n - 2]))
+      if (answer.reason === 'blocked')
+        return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
+      const { taken, resets: nowResets, serverNow } = fetchedOf(reply)
+      return prefetch.fetched(batch, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
     })
     this.#track(
       call.promise.then(
-        () => prefetch.arrived(held, batch),
+        () => prefetch.arrived(batch, ask),
         (error: unknown) => {
           // The script did not run (or ran after its deadline, counting nothing): the units are still unclaimed.
-          prefetch.unclaim(held, spent)
-          prefetch.failed(held, batch, error)
+          prefetch.unclaim(batch, spent)
+          prefetch.failed(batch, ask, error)
         },
       ),
     )
@@ -346,28 +295,27 @@ export class RedisStore implements Store {
   }
 
   /** Fetches a batch for a key whose units are running low, before calls find none (see Prefetch.spend). */
-  readonly #fetchAhead = (held: Held<Plan>, batch: Fetch): void => {
-    const refused = this.#refuse()
+  readonly #fetchAhead = (batch: Batch<Plan>, ask: Fetch): void => {
+    const refused = this.#calls.refuse()
     if (refused !== undefined) {
-      this.#prefetch!.failed(held, batch, refused)
+      this.#prefetch!.failed(batch, ask, refused)
       return
     }
     const now = this.#scriptNow()
-    this.#fetch(held, batch, 0, now, now ?? performance.now(), this.#resets).then(undefined, () => {})
+    this.#fetch(batch, ask, 0, now, now ?? performance.now(), this.#resets).then(undefined, () => {})
   }
 
   /**
    * Gives a key's unspent prefetched units back to Redis; a failure leaves them counted. Sent even once the
    * store is closing: a batch that lands after `close()` goes back (the client is still the caller's).
    */
-  readonly #giveBack = (held: Held<Plan>, units: number): void => {
-    if (this.#refuse(true) !== undefined) return
-    const keys = this.#keys(held.prefix, held.key, held.plan, false, true)
-    const now = this.#scriptNow()
-    const args = this.#args(held.plan, now, 'g', units, undefined)
-    args.push(String(held.countedAt), held.resets, String(this.#prefetch!.claim(held)))
-    const call = this.#deadlines.start<void>()
-    this.#attempt(call, this.#script(held.plan, 'giveBack'), keys, args, true, () => undefined)
+  readonly #returnBatch = (batch: Batch<Plan>, units: number): void => {
+    if (this.#calls.refuse(true) !== undefined) return
+    const base = keyBase(this.#prefix, batch.prefix, batch.key)
+    const extras = [String(batch.countedAt), batch.resets, String(this.#prefetch!.claim(batch))]
+    const sent = encode(base, batch.plan, this.#scriptNow(), 'g', units, undefined, true, extras)
+    const call = this.#calls.start<void>()
+    this.#calls.attempt(call, scriptOf(batch.plan, 'return', false), sent, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -375,30 +323,19 @@ export class RedisStore implements Store {
    * Counts units spent from a batch after another process reset its key, in the key's new state, as a
    * penalty counts them (whatever the rules say). A failure leaves them uncounted.
    */
-  readonly #recount = (held: Held<Plan>, units: number): void => {
-    if (this.#refuse(true) !== undefined) return
-    const keys = this.#keys(held.prefix, held.key, held.plan, false)
-    const args = this.#args(held.plan, this.#scriptNow(), 'p', units, undefined)
-    const call = this.#deadlines.start<void>()
-    this.#attempt(call, this.#script(held.plan, 'penalize'), keys, args, true, () => undefined)
+  readonly #recount = (batch: Batch<Plan>, units: number): void => {
+    if (this.#calls.refuse(true) !== undefined) return
+    const base = keyBase(this.#prefix, batch.prefix, batch.key)
+    const sent = encode(base, batch.plan, this.#scriptNow(), 'p', units)
+    const call = this.#calls.start<void>()
+    this.#calls.attempt(call, scriptOf(batch.plan, 'penalize', false), sent, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
-  /** Keeps `batch` (settling, never rejecting) until it settles, for `close()`. */
-  #track(batch: Promise<unknown>): void {
-    this.#batches.add(batch)
-    batch.then(() => this.#batches.delete(batch))
-  }
-
-  /** The script of `act` for the plan's rules, made when first needed. */
-  #script(plan: Plan, act: Exclude<Act, 'apply'>): Script {
-    plan.acts ??= {}
-    let s = plan.acts[act]
-    if (s === undefined) {
-      s = scriptFor(plan.kinds, act)
-      plan.acts[act] = s
-    }
-    return s
+  /** Keeps `work` (settling, never rejecting) until it settles, for `close()`. */
+  #track(work: Promise<unknown>): void {
+    this.#batches.add(work)
+    work.then(() => this.#batches.delete(work))
   }
 
   adjust(
@@ -410,248 +347,58 @@ export class RedisStore implements Store {
     block?: BlockPolicy,
     marks?: readonly (string | undefined)[],
   ): Promise<StoreAnswer | undefined> {
-    const refused = this.#refuse()
+    const refused = this.#calls.refuse()
     if (refused !== undefined) return Promise.reject(refused)
-    const plan = this.#plan(rules)
+    const plan = this.#plans.of(rules)
     const penalize = adjustment === 'penalize'
     // A refund or a lifted slot can make a cached denial wrong; a penalty cannot, but it may block.
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
     const withBlock = penalize && block !== undefined
-    const keys = this.#keys(prefix, key, plan, withBlock)
     const now = this.#scriptNow()
     const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
-    const args = this.#args(plan, now, mode, cost, withBlock ? block : undefined)
     // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
     const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
-    if (act !== 'refund' && act !== 'penalize') {
-      for (let i = 0; i < rules.length; i++) args.push(marks?.[i] ?? '')
-    }
-    const s = this.#script(plan, act)
-    const call = this.#deadlines.start<StoreAnswer | undefined>()
-    this.#attempt(call, s, keys, args, true, (reply) =>
-      penalize ? answerOf(plan, rules, reply, false)[0] : undefined,
+    // Each rule's mark follows the params for the acts that name one call's units, lease or queue slot.
+    const extras = act === 'refund' || act === 'penalize' ? undefined : rules.map((_, i) => marks?.[i] ?? '')
+    const base = keyBase(this.#prefix, prefix, key)
+    const sent = encode(base, plan, now, mode, cost, withBlock ? block : undefined, false, extras)
+    const s = scriptOf(plan, act, withBlock)
+    const call = this.#calls.start<StoreAnswer | undefined>()
+    this.#calls.attempt(call, s, sent, true, (reply) =>
+      penalize ? decode(plan.limits, rules, reply, false)[0] : undefined,
     )
     return call.promise
-  }
-
-  /**
-   * The Redis keys of one call: each rule's, then the key's reset count for a batch's acts (`withResets`),
-   * then the key's block when the call needs it (the scripts read the block from the last key).
-   */
-  #keys(prefix: string, key: string, plan: Plan, withBlock: boolean, withResets = false): string[] {
-    const base = keyBase(this.#prefix, prefix, key)
-    const n = plan.ids.length
-    const keys = new Array<string>(n)
-    for (let i = 0; i < n; i++) keys[i] = base + plan.ids[i]
-    if (withResets) keys.push(base + RESETS_SUFFIX)
-    if (withBlock) keys.push(base + BLOCK_SUFFIX)
-    return keys
-  }
-
-  /** ARGV of one call: now, mode, cost, the deadline (set when sent), the block, then the rules' params. */
-  #args(
-    plan: Plan,
-    now: number | undefined,
-    mode: string,
-    cost: number,
-    block: BlockPolicy | undefined,
-  ): string[] {
-    const args = new Array<string>(HEAD_ARGS + plan.args.length)
-    args[0] = now === undefined ? '' : String(now)
-    args[1] = mode
-    args[2] = String(cost)
-    args[3] = ''
-    args[4] = blockArg(block)
-    for (let i = 0; i < plan.args.length; i++) args[i + HEAD_ARGS] = plan.args[i]!
-    return args
-  }
-
-  /**
-   * Sends one call's script with the deadline of `call` in Redis's ms: past it, the call has been answered
-   * by its timeout, so a script that starts later counts nothing and answers `late`. A `late` answer
-   * that arrives while the call is still waiting means the deadline was wrong (no reply had told the
-   * store Redis's clock yet, or that clock moved): the clock is learnt from that answer, and the call is
-   * sent once more (`retry`), with a deadline from it.
-   */
-  #attempt<T>(
-    call: PendingCall<T>,
-    s: Script,
-    keys: readonly string[],
-    args: string[],
-    retry: boolean,
-    done: (reply: unknown[]) => T,
-  ): void {
-    args[3] = this.#offset === undefined ? '0' : String(Math.floor(call.deadline + this.#offset))
-    const sent = performance.now()
-    this.#send(s, keys, args).then(
-      (reply) => {
-        this.#inFlight--
-        const serverNow = serverNowOf(reply)
-        if (serverNow !== undefined) this.#learnClock(serverNow, sent, performance.now())
-        if (call.done) return
-        if (isLate(reply)) {
-          const refused = retry ? this.#refuse() : this.#timeoutError()
-          if (refused !== undefined) call.reject(refused)
-          else this.#attempt(call, s, keys, args, false, done)
-          return
-        }
-        let answer: T
-        try {
-          if (serverNow === undefined) throw unexpectedReply()
-          answer = done(reply as unknown[])
-        } catch (error) {
-          call.reject(error)
-          return
-        }
-        call.resolve(answer)
-      },
-      (error: unknown) => {
-        this.#inFlight--
-        this.#runner.troubled()
-        call.reject(storeError(error))
-      },
-    )
-  }
-
-  /**
-   * Learns Redis's clock from a reply: Redis read `serverNow` (whole ms) between `sent` and `received`, so
-   * its offset from the local clock lies in [serverNow - received, serverNow + 1 - sent]. The store keeps
-   * the highest lower bound seen, which errs early: a deadline from it falls before the call's timeout
-   * by about the time a reply takes to come back, so a call counted just before its deadline is still
-   * answered by Redis rather than by the timeout. A reply whose range lies wholly below the kept
-   * bound means Redis's clock went back (or a cluster node's clock runs behind): the bound restarts there.
-   */
-  #learnClock(serverNow: number, sent: number, received: number): void {
-    const lower = serverNow - received
-    if (this.#offset === undefined || this.#offset > serverNow + 1 - sent || lower > this.#offset) {
-      this.#offset = lower
-    }
   }
 
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {
     this.#resets++
     this.#cache?.delete(`${prefix}\u0000${key}`)
     this.#prefetch?.forget(`${prefix}\u0000${key}`)
-    const refused = this.#refuse()
+    const refused = this.#calls.refuse()
     if (refused !== undefined) return Promise.reject(refused)
-    const base = keyBase(this.#prefix, prefix, key)
-    // The block goes too, with its escalation: DEL of a key that is not there costs nothing.
-    const keys = rules.map((rule) => base + rule.id)
-    // The reset count goes last: a process holding prefetched units learns of the reset from it.
-    keys.push(base + BLOCK_SUFFIX, base + RESETS_SUFFIX)
-    const call = this.#deadlines.start<void>()
-    this.#send(RESET, keys, []).then(
-      () => {
-        this.#inFlight--
-        call.resolve()
-      },
-      (error: unknown) => {
-        this.#inFlight--
-        call.reject(storeError(error))
-      },
+    // The block goes too, with its escalation (DEL of a key that is not there costs nothing), and the reset
+    // count: a process holding prefetched units learns of the reset from it.
+    const keys = resetKeys(
+      keyBase(this.#prefix, prefix, key),
+      rules.map((rule) => rule.id),
     )
+    const call = this.#calls.start<void>()
+    this.#calls.sendPlain(call, RESET, keys)
     return call.promise
   }
 
   /**
    * Gives prefetched units back, stops answering and forgets the denied-key cache. Resolves once every
-   * batch that was on its way has landed and its unspent units have been given back (or failed to be), so
+   * batch that was on its way has landed and its unspent units have been returned (or failed to be), so
    * the caller may close the client then. The client stays open: it is the caller's.
    */
   async close(): Promise<void> {
     this.#prefetch?.close()
-    this.#closed = true
+    this.#calls.closed = true
     this.#cache?.clear()
-    // A batch landing now gives its units back, which may start another give-back: wait until none is left.
+    // A batch landing now gives its units back, which may start another return: wait until none is left.
     while (this.#batches.size > 0) await Promise.all([...this.#batches])
   }
-
-  /** Why a call cannot be sent now (`closing`: a give-back, which goes out even while the store closes). */
-  #refuse(closing = false): StoreError | undefined {
-    if (this.#closed && !closing) return new StoreError(ErrorCode.STORE_ERROR, 'The RedisStore is closed.')
-    if (this.#inFlight >= this.#maxInFlight) {
-      return new StoreError(
-        ErrorCode.STORE_ERROR,
-        `Redis has ${this.#inFlight} calls unanswered (maxInFlight ${this.#maxInFlight}); not sending more.`,
-      )
-    }
-    if (!this.#runner.connected()) {
-      return new StoreError(ErrorCode.STORE_ERROR, 'The Redis client is not connected.')
-    }
-    return undefined
-  }
-
-  /** Sends a script call, counted in flight until the client settles it. */
-  #send(s: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
-    this.#inFlight++
-    try {
-      return this.#runner.run(s, keys, args, this.#inFlight === 1)
-    } catch (error) {
-      return Promise.reject(error)
-    }
-  }
-
-  readonly #timeoutError = (): StoreError => {
-    this.#runner.troubled()
-    return new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
-  }
-
-  /**
-   * The plan for `rules`: by identity of the list first (fixed rules, and a limit table's entries, pass
-   * the same list every call), then by the rules' specs.
-   */
-  #plan(rules: readonly Rule[]): Plan {
-    let plan = this.#plans.get(rules)
-    if (plan !== undefined) return plan
-    let id = specOf(rules[0]!)
-    for (let i = 1; i < rules.length; i++) id += `|${specOf(rules[i]!)}`
-    plan = this.#plansById.get(id)
-    if (plan === undefined) {
-      plan = planOf(id, rules)
-      if (this.#plansById.size >= MAX_PLANS) this.#plansById.clear()
-      this.#plansById.set(id, plan)
-    }
-    this.#plans.set(rules, plan)
-    return plan
-  }
-}
-
-/** Each rule's JSON (its spec: kind, numbers, given name), computed once per rule object. */
-const specs = new WeakMap<Rule, string>()
-
-function specOf(rule: Rule): string {
-  let spec = specs.get(rule)
-  if (spec === undefined) {
-    spec = JSON.stringify(rule)
-    specs.set(rule, spec)
-  }
-  return spec
-}
-
-function planOf(id: string, rules: readonly Rule[]): Plan {
-  const kinds = rules.map((r) => r.kind)
-  return {
-    id,
-    ids: rules.map((r) => r.id),
-    kinds,
-    args: rules.flatMap(ruleArgs),
-    script: scriptFor(kinds),
-    limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
-    leases: kinds.includes('concurrency'),
-    batchable: kinds.every((kind) => BATCHABLE.has(kind)),
-  }
-}
-
-/** True for a script's answer that it started after its deadline and counted nothing. */
-function isLate(reply: unknown): boolean {
-  return Array.isArray(reply) && reply.length === 2 && String(reply[0]) === 'late'
-}
-
-/** Redis's ms, which every reply ends with; undefined when the reply is not one of the scripts'. */
-function serverNowOf(reply: unknown): number | undefined {
-  if (!Array.isArray(reply) || reply.length < 2) return undefined
-  const serverNow = Number(reply[reply.length - 1])
-  return Number.isFinite(serverNow) ? serverNow : undefined
 }
 
 /** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
@@ -662,67 +409,13 @@ function countedAt(answer: StoreAnswer, at: number): void {
   Object.defineProperty(answer, 'countedAt', { value: at })
 }
 
-function unexpectedReply(): StoreError {
-  return new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
-}
-
-/**
- * The script's reply as RuleDecisions, and the ms of the block the call began (0 for none):
- * `{ 'blocked', left, serverNow }` for a blocked key; else six values per rule (allowed, remaining, resetMs,
- * retryAfterMs, waitMs, queue mark), the block begun, Redis's ms.
- */
-function answerOf(
-  plan: Plan,
-  rules: readonly Rule[],
-  reply: unknown[],
-  fetch: boolean,
-): [StoreAnswer, number] {
-  const n = rules.length
-  if (reply.length === 3 && String(reply[0]) === 'blocked') return [blockedAnswer(rules, Number(reply[1])), 0]
-  if (reply.length !== n * REPLY_FIELDS + (fetch ? 4 : 2)) throw unexpectedReply()
-  const out = new Array<RuleDecision>(n)
-  for (let i = 0; i < n; i++) {
-    const o = i * REPLY_FIELDS
-    const waitMs = Number(reply[o + 4])
-    const d: RuleDecision = {
-      rule: rules[i]!.name,
-      allowed: Number(reply[o]) === 1,
-      limit: plan.limits[i]!,
-      remaining: Number(reply[o + 1]),
-      resetMs: Number(reply[o + 2]),
-      retryAfterMs: Number(reply[o + 3]),
-      waitMs,
-      windowSeconds: rules[i]!.policyWindowSeconds,
-    }
-    const mark = reply[o + 5]
-    const rule = rules[i]!
-    if (rule.kind === 'concurrency') {
-      const unit = { ...d, unit: 'concurrent-requests' as const }
-      out[i] = mark !== '' && mark != null ? { ...unit, lease: String(mark) } : unit
-    } else out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
-  }
-  return [out, Number(reply[n * REPLY_FIELDS])]
-}
-
-function storeError(error: unknown): StoreError {
-  if (error instanceof StoreError) return error
-  const message = error instanceof Error ? error.message : String(error)
-  return new StoreError(ErrorCode.STORE_ERROR, `Redis failed: ${message}`, { cause: error })
-}
-
 const DEFAULT_PREFETCH_UNITS = 64
 const DEFAULT_PREFETCH_MS = 100
 
-function prefetchOf(
-  option: unknown,
-  clock: () => number,
-  fetchAhead: (held: Held<Plan>, batch: Fetch) => void,
-  giveBack: (held: Held<Plan>, units: number) => void,
-  recount: (held: Held<Plan>, units: number) => void,
-): Prefetch<Plan> | undefined {
+/** Prefetch's units and ms, or undefined when it is off. */
+function prefetchOption(option: unknown): { units: number; ms: number } | undefined {
   if (option === undefined || option === false) return undefined
-  const make = (units: number, ms: number) => new Prefetch(units, ms, clock, fetchAhead, giveBack, recount)
-  if (option === true) return make(DEFAULT_PREFETCH_UNITS, DEFAULT_PREFETCH_MS)
+  if (option === true) return { units: DEFAULT_PREFETCH_UNITS, ms: DEFAULT_PREFETCH_MS }
   if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
     const o = readOptions<{ units?: number; ms?: number }>('RedisStore.prefetch', option, ['units', 'ms'])
     const units = integerOption(
@@ -732,13 +425,14 @@ function prefetchOf(
       1_000_000,
     )
     const ms = integerOption('RedisStore.prefetch.ms', given(o.ms, DEFAULT_PREFETCH_MS), 1, 60_000)
-    return make(units, ms)
+    return { units, ms }
   }
   throw new InvalidOptionError('RedisStore.prefetch', option, 'true, false or { units, ms }')
 }
 
-function deniedCache(option: unknown): DeniedCache | undefined {
-  if (option === undefined || option === true) return new DeniedCache(DEFAULT_DENIED_CACHE_KEYS)
+/** The denied-key cache's bound, or undefined when it is off. */
+function deniedCacheOption(option: unknown): number | undefined {
+  if (option === undefined || option === true) return DEFAULT_DENIED_CACHE_KEYS
   if (option === false) return undefined
   if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
     const o = readOptions<{ maxKeys?: number }>('RedisStore.deniedCache', option, ['maxKeys'])
@@ -747,7 +441,7 @@ function deniedCache(option: unknown): DeniedCache | undefined {
       given(o.maxKeys, DEFAULT_DENIED_CACHE_KEYS),
       1,
     )
-    return new DeniedCache(maxKeys)
+    return maxKeys
   }
   throw new InvalidOptionError('RedisStore.deniedCache', option, 'true, false or { maxKeys }')
 }

@@ -3,8 +3,8 @@
 -- rule kinds and per act (src/compose.ts), calls them for each rule in turn, all or nothing, and replies.
 --
 -- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek, 'p' penalize, 'r' refund,
--- 'u' unqueue), cost, deadline, block (see below), then each rule's params (and, to unqueue, each rule's
--- queue mark). The deadline is in the server's ms: a script that starts after it counts nothing, because
+-- 'u' unqueue or release, 'g' a batch's return), cost, deadline, block (see below), then each rule's params
+-- and the act's extras (src/wire.ts names them all). The deadline is in the server's ms: a script that starts after it counts nothing, because
 -- the caller has already answered the call some other way (its timeout passed and `onStoreError` decided).
 -- The reply ends with the server's ms, from which the caller keeps its estimate of the server's clock.
 --

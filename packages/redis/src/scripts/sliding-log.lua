@@ -21,6 +21,11 @@ local function logEntry(key, rank)
   return tonumber(string.match(e[1], '^%d+:(%d+):%d+$')), tonumber(e[2])
 end
 
+-- How many members the log holds: read only where a call needs ranks beyond the oldest live entry.
+local function logSize(key)
+  return redis.call('ZCARD', key)
+end
+
 -- Units from the entry whose sum before it is `before` through the entry whose sum is `finish`.
 local function unitsSince(before, finish)
   local d = finish - before
@@ -29,39 +34,45 @@ local function unitsSince(before, finish)
 end
 
 -- Reads the live part of the log at `now`, removing up to `logMaxDrop` expired members: the live units, the
--- newest entry's running sum and time, the member count, the rank of the oldest live member, and the sum
--- before it.
+-- newest entry's running sum and time, the `seq` an entry logged at `now` takes (one past the newest's when
+-- that was logged at `now` too: members of one ms sort by it), the expired members left (the rank of the
+-- oldest live member), and the sum before the oldest live member.
 local function slidingLogLive(key, now, windowMs)
-  local expired = redis.call('ZCOUNT', key, '-inf', num(now - windowMs))
+  local expired = redis.call('ZCOUNT', key, '-inf', now - windowMs)
   if expired > 0 then
     local drop = expired
     if drop > logMaxDrop then drop = logMaxDrop end
     redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
     expired = expired - drop
   end
-  local n = redis.call('ZCARD', key)
-  -- Live entries are ranks `expired` .. n - 1; `before` is the sum before the oldest of them.
-  local total, newestEnd, newestAt, before = 0, 0, 0, 0
-  if n > 0 then
-    newestEnd, newestAt = logEntry(key, n - 1)
-    local firstEnd, firstCost
-    if expired < n then
+  local total, newestEnd, newestAt, seq, before = 0, 0, 0, 0, 0
+  local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if #e > 0 then
+    local newestSeq, finish = string.match(e[1], '^(%d+):(%d+):%d+$')
+    newestEnd, newestAt = tonumber(finish), tonumber(e[2])
+    -- Live entries are those from rank `expired` on; there are some when the newest is live.
+    local live = newestAt > now - windowMs
+    local firstEnd, firstCost = '0', '0'
+    if live then
       firstEnd, firstCost = string.match(redis.call('ZRANGE', key, expired, expired)[1], '^%d+:(%d+):(%d+)$')
     end
-    if newestEnd == nil or (expired < n and firstEnd == nil) then
+    if newestEnd == nil or firstEnd == nil then
       redis.call('DEL', key)
-      n, expired, newestEnd = 0, 0, 0
-    elseif expired < n then
-      before = tonumber(firstEnd) - tonumber(firstCost)
-      if before < 0 then before = before + logModulus end
-      total = unitsSince(before, newestEnd)
+      newestEnd, newestAt, expired = 0, 0, 0
+    else
+      if newestAt == now then seq = tonumber(newestSeq) + 1 end
+      if live then
+        before = tonumber(firstEnd) - tonumber(firstCost)
+        if before < 0 then before = before + logModulus end
+        total = unitsSince(before, newestEnd)
+      end
     end
   end
-  return total, newestEnd, newestAt, n, expired, before
+  return total, newestEnd, newestAt, seq, expired, before
 end
 
 local function slidingLogDecide(key, now, cost, limit, windowMs)
-  local total, newestEnd, newestAt, n, expired, before = slidingLogLive(key, now, windowMs)
+  local total, newestEnd, newestAt, seq, expired, before = slidingLogLive(key, now, windowMs)
   if total + cost <= limit then
     -- The newest entry is this call's, or with cost 0 the newest already logged.
     local resetMs = windowMs
@@ -69,12 +80,12 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
       resetMs = 0
       if total > 0 then resetMs = newestAt + windowMs - now end
     end
-    return true, limit - total - cost, resetMs, 0, 0, newestEnd, n
+    return true, limit - total - cost, resetMs, 0, 0, newestEnd, seq
   end
   -- Denied: the call fits once the oldest `mustExpire` units have expired, that is once the first entry
   -- whose running sum reaches them has.
   local mustExpire = total + cost - limit
-  local lo, hi = expired, n - 1
+  local lo, hi = expired, logSize(key) - 1
   while lo < hi do
     local mid = floor((lo + hi) / 2)
     local midEnd = logEntry(key, mid)
@@ -91,20 +102,19 @@ local function slidingLogDecide(key, now, cost, limit, windowMs)
   return false, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0
 end
 
-local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, n)
+local function slidingLogAdmit(key, now, cost, _limit, windowMs, newestEnd, seq)
   local finish = newestEnd + cost
   if finish >= logModulus then finish = finish - logModulus end
-  local seq = 0
-  if n > 0 then seq = redis.call('ZCOUNT', key, now, now) end
-  redis.call('ZADD', key, now, string.format('%016d:%s:%s', seq, num(finish), num(cost)))
+  redis.call('ZADD', key, now, string.format('%016d:%d:%d', seq, finish, cost))
   redis.call('PEXPIRE', key, pttl(windowMs))
 end
 
 -- Drops the newest `cost` live units: the newest entry whose running sum passes the units that stay is cut
 -- down to them (rewritten with its new sum and cost), every newer one removed, found by binary search.
 local function slidingLogRefund(key, now, cost, _limit, windowMs)
-  local total, _, _, n, expired, before = slidingLogLive(key, now, windowMs)
+  local total, _, _, _, expired, before = slidingLogLive(key, now, windowMs)
   if total == 0 then return end
+  local n = logSize(key)
   local keep = total - cost
   if keep < 0 then keep = 0 end
   local lo, hi = expired, n - 1
@@ -137,7 +147,7 @@ end
 -- Prefetched units not spent (see src/prefetch.ts), counted at `at`: taken from the newest entry when it was
 -- logged at `at`. An entry logged after them (another call's) would have to move back in time to make
 -- room; then nothing is given back and the units count until they leave the window.
-local function slidingLogGiveBack(key, now, cost, _limit, windowMs, at)
+local function slidingLogReturn(key, now, cost, _limit, windowMs, at)
   if at + windowMs <= now then return end
   local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if #e == 0 or tonumber(e[2]) ~= at then return end
@@ -158,8 +168,9 @@ end
 -- sums of every newer entry, so they stay counted until they leave the window).
 local function slidingLogRefundCall(key, now, cost, limit, windowMs, at)
   if at + windowMs <= now then return end
-  local total, newestEnd, newestAt, n = slidingLogLive(key, now, windowMs)
+  local total, newestEnd, newestAt = slidingLogLive(key, now, windowMs)
   if total == 0 or newestAt ~= at then return end
+  local n = logSize(key)
   -- The members logged at `at` are the newest `count`; the units they hold end at `newestEnd`.
   local count = redis.call('ZCOUNT', key, at, at)
   local firstEnd, firstCost = string.match(redis.call('ZRANGE', key, n - count, n - count)[1], '^%d+:(%d+):(%d+)$')
@@ -173,8 +184,8 @@ local function slidingLogRefundCall(key, now, cost, limit, windowMs, at)
 end
 
 local function slidingLogPenalize(key, now, cost, limit, windowMs)
-  local total, newestEnd, _, n = slidingLogLive(key, now, windowMs)
+  local total, newestEnd, _, seq = slidingLogLive(key, now, windowMs)
   local add = cost
   if limit + cost - total < add then add = limit + cost - total end
-  if add > 0 then slidingLogAdmit(key, now, add, limit, windowMs, newestEnd, n) end
+  if add > 0 then slidingLogAdmit(key, now, add, limit, windowMs, newestEnd, seq) end
 end

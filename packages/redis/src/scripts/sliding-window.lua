@@ -81,7 +81,7 @@ end
 
 -- Prefetched units not spent (see src/prefetch.ts), counted at `at`: taken from the bucket they were counted
 -- in, while it counts, and from no other (units of a later bucket leave the window later).
-local function slidingWindowGiveBack(key, now, cost, _limit, windowMs, bucketMs, at)
+local function slidingWindowReturn(key, now, cost, _limit, windowMs, bucketMs, at)
   local s = at - fmod(at, bucketMs)
   if s + windowMs <= now then return end
   local field = num(s)
@@ -94,7 +94,7 @@ end
 
 -- One call's units, counted at `at`: taken from the bucket that holds `at`, while it is live.
 local function slidingWindowRefundCall(key, now, cost, limit, windowMs, bucketMs, at)
-  slidingWindowGiveBack(key, now, cost, limit, windowMs, bucketMs, at)
+  slidingWindowReturn(key, now, cost, limit, windowMs, bucketMs, at)
 end
 
 local function slidingWindowPenalize(key, now, cost, limit, windowMs, bucketMs)

@@ -85,7 +85,7 @@ local function tokenBucketRefund(key, now, cost, capacity, refill)
 end
 
 -- Prefetched tokens not spent (see src/prefetch.ts) go back into the bucket, as a refund.
-local function tokenBucketGiveBack(key, now, cost, capacity, refill, _at)
+local function tokenBucketReturn(key, now, cost, capacity, refill, _at)
   tokenBucketRefund(key, now, cost, capacity, refill)
 end
 

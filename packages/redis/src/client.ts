@@ -1,14 +1,29 @@
 /**
- * @module The one seam between the store and a Redis client: run a Lua script on keys and arguments.
+ * @module The one seam between sluice and a Redis client: run a Lua script on keys and arguments, or send
+ * one command. The store, the limit table and @sluice/metrics' `publishStats` all reach Redis through it.
+ * (Just over 300 lines: one class per client library, each small.)
  *
- * Two implementations, picked by looking at the client: ioredis (`Redis` or `Cluster`) through
- * `defineCommand`, which sends EVALSHA and reloads the script by itself on NOSCRIPT; and node-redis
- * (client or cluster) through `sendCommand` with EVALSHA, resent as EVAL (which also reloads the script)
- * only when Redis answers with a NOSCRIPT error reply. Any other error goes to the caller untouched.
- * Neither library is imported: both are optional peers, and the store only needs their public methods.
+ * Implementations, picked by looking at the client (no client library is imported: all are optional peers,
+ * and only their public methods are used):
+ * - ioredis or iovalkey (`Redis` or `Cluster`): scripts through `defineCommand`, which sends EVALSHA and
+ *   reloads the script by itself on NOSCRIPT; commands through `call`.
+ * - node-redis (client or cluster) and Valkey GLIDE (`GlideClient` or `GlideClusterClient`): EVALSHA, resent
+ *   as EVAL (which also reloads the script) only when Redis answers NOSCRIPT. Any other error goes to the
+ *   caller untouched. A cluster routes each call by its first key.
  */
 import { createHash } from 'node:crypto'
 import { InvalidOptionError } from '@sluice/core'
+
+/**
+ * A Redis client sluice can use: an ioredis or iovalkey `Redis` or `Cluster`, a node-redis client
+ * (`createClient`) or cluster (`createCluster`), or a Valkey GLIDE `GlideClient` or `GlideClusterClient`.
+ * sluice never connects, quits or reconfigures it.
+ */
+export type RedisClientLike =
+  | { defineCommand(name: string, definition: { lua: string }): unknown; readonly status: string }
+  | { sendCommand(...args: never[]): unknown; readonly isReady: boolean }
+  | { sendCommand(...args: never[]): unknown; getSlotMaster(slot: never): unknown }
+  | { customCommand(...args: never[]): unknown; invokeScript(...args: never[]): unknown }
 
 /** A Lua script and its SHA1, as Redis names it in its script cache. */
 export interface Script {
@@ -20,13 +35,15 @@ export function script(lua: string): Script {
   return { lua, sha: createHash('sha1').update(lua).digest('hex') }
 }
 
-/** Runs scripts on one client. Every key of one call must hash to the same slot. */
-export interface ScriptRunner {
+/** One Redis client as sluice uses it. Every key of one call must hash to the same slot. */
+export interface RedisConnection {
   /**
    * Resolves with the script's raw reply, or rejects with the client's error. `alone`: no other call
    * awaits a reply, so this one is sent at once rather than held to share a write with the next ones.
    */
   run(script: Script, keys: readonly string[], args: readonly string[], alone: boolean): Promise<unknown>
+  /** Sends one command whose key is `key` (the cluster routes by it); `args` starts with the command's name. */
+  command(key: string, args: readonly string[]): Promise<unknown>
   /** False when the client is known to be disconnected, so calls can fail fast instead of queueing. */
   connected(): boolean
   /**
@@ -39,6 +56,7 @@ export interface ScriptRunner {
 /** The parts of an ioredis `Redis` or `Cluster` the store uses. */
 interface IoRedisLike {
   defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
+  call(...args: string[]): Promise<unknown>
   status: string
   /** A standalone client's socket (a Cluster has one per node, and none here). */
   stream?: { cork?(): void; uncork?(): void }
@@ -61,12 +79,31 @@ interface NodeRedisClusterLike {
   readonly _slots?: { rediscover(startWith: unknown): Promise<void> }
 }
 
-/** Picks the runner for `client`, or throws `InvalidOptionError` naming `option`. */
-export function scriptRunnerFor(client: unknown, option: string): ScriptRunner {
+/** The parts of a Valkey GLIDE `GlideClient` or `GlideClusterClient` sluice uses. */
+interface GlideLike {
+  customCommand(
+    args: string[],
+    options?: { route?: { type: 'primarySlotKey'; key: string } },
+  ): Promise<unknown>
+  readonly isClosed?: boolean
+}
+
+/** The clients `connectionFor` accepts, as its error names them. */
+export const ACCEPTED_CLIENTS =
+  'an ioredis or iovalkey Redis or Cluster, a node-redis client or cluster (createClient / createCluster), ' +
+  'or a Valkey GLIDE GlideClient or GlideClusterClient'
+
+/** The connection for `client`, or throws `InvalidOptionError` naming `option`. */
+export function connectionFor(client: unknown, option: string): RedisConnection {
   if (client !== null && typeof client === 'object') {
     const c = client as Record<string, unknown>
     if (typeof c.defineCommand === 'function' && typeof c.sendCommand === 'function') {
       return new IoRedisRunner(client as IoRedisLike)
+    }
+    if (typeof c.customCommand === 'function' && typeof c.invokeScript === 'function') {
+      // A cluster client's class is GlideClusterClient; its commands take a route.
+      const cluster = /Cluster/.test((client as object).constructor?.name ?? '')
+      return new GlideRunner(client as GlideLike, cluster)
     }
     if (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function') {
       return new NodeRedisClusterRunner(client as NodeRedisClusterLike)
@@ -75,17 +112,13 @@ export function scriptRunnerFor(client: unknown, option: string): ScriptRunner {
       return new NodeRedisClientRunner(client as NodeRedisClientLike)
     }
   }
-  throw new InvalidOptionError(
-    option,
-    client,
-    'an ioredis Redis or Cluster, or a node-redis client or cluster (createClient / createCluster)',
-  )
+  throw new InvalidOptionError(option, client, ACCEPTED_CLIENTS)
 }
 
 /** ioredis statuses in which a command would only wait in the offline queue for a reconnect. */
 const IOREDIS_DOWN = new Set(['reconnecting', 'close', 'end'])
 
-class IoRedisRunner implements ScriptRunner {
+class IoRedisRunner implements RedisConnection {
   readonly #client: IoRedisLike
   /** Command name per script SHA, defined on the client once. */
   readonly #commands = new Map<string, string>()
@@ -131,6 +164,11 @@ class IoRedisRunner implements ScriptRunner {
     })
   }
 
+  command(_key: string, args: readonly string[]): Promise<unknown> {
+    // `call` routes by the command's first key on a Cluster.
+    return this.#client.call(...args)
+  }
+
   connected(): boolean {
     return !IOREDIS_DOWN.has(this.#client.status)
   }
@@ -139,13 +177,19 @@ class IoRedisRunner implements ScriptRunner {
   troubled(): void {}
 }
 
-/** True for Redis's "NOSCRIPT No matching script" error reply, and nothing else. */
+/**
+ * True for Redis's "NOSCRIPT No matching script" error reply (GLIDE words it "NoScriptError: No matching
+ * script"), and nothing else.
+ */
 export function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('NOSCRIPT ')
+  return (
+    error instanceof Error &&
+    (error.message.startsWith('NOSCRIPT ') || error.message.includes('NoScriptError: No matching script'))
+  )
 }
 
 /** EVALSHA, then EVAL when the server has lost the script (a restart, a failover, SCRIPT FLUSH). */
-abstract class NodeRedisRunner implements ScriptRunner {
+abstract class EvalshaRunner implements RedisConnection {
   protected abstract send(firstKey: string, command: string[]): Promise<unknown>
   abstract connected(): boolean
   abstract troubled(): void
@@ -167,9 +211,13 @@ abstract class NodeRedisRunner implements ScriptRunner {
       return this.send(firstKey, retry)
     })
   }
+
+  command(key: string, args: readonly string[]): Promise<unknown> {
+    return this.send(key, args as string[])
+  }
 }
 
-class NodeRedisClientRunner extends NodeRedisRunner {
+class NodeRedisClientRunner extends EvalshaRunner {
   readonly #client: NodeRedisClientLike
   constructor(client: NodeRedisClientLike) {
     super()
@@ -189,7 +237,7 @@ class NodeRedisClientRunner extends NodeRedisRunner {
 /** Least time between two slot-map refreshes a cluster's failures ask for. */
 export const REDISCOVER_EVERY_MS = 500
 
-class NodeRedisClusterRunner extends NodeRedisRunner {
+class NodeRedisClusterRunner extends EvalshaRunner {
   readonly #cluster: NodeRedisClusterLike
   /** When the last refresh was asked for (`performance.now()`), or -Infinity. */
   #rediscoveredAt = Number.NEGATIVE_INFINITY
@@ -240,4 +288,27 @@ class NodeRedisClusterRunner extends NodeRedisRunner {
         this.#rediscovering = false
       })
   }
+}
+
+/**
+ * Valkey GLIDE, standalone or cluster: `customCommand`, routed on a cluster to the primary of the first key's
+ * slot. GLIDE reconnects by itself and refreshes a cluster's topology on its own.
+ */
+class GlideRunner extends EvalshaRunner {
+  readonly #client: GlideLike
+  readonly #cluster: boolean
+  constructor(client: GlideLike, cluster: boolean) {
+    super()
+    this.#client = client
+    this.#cluster = cluster
+  }
+  protected send(firstKey: string, command: string[]): Promise<unknown> {
+    return this.#cluster
+      ? this.#client.customCommand(command, { route: { type: 'primarySlotKey', key: firstKey } })
+      : this.#client.customCommand(command)
+  }
+  connected(): boolean {
+    return this.#client.isClosed !== true
+  }
+  troubled(): void {}
 }

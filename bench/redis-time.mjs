@@ -1,0 +1,132 @@
+#!/usr/bin/env node
+/**
+ * @module Redis time per call: what one script call costs inside redis-server (`INFO commandstats`
+ * usec_per_call of EVALSHA, FCALL), for sluice's fixedWindow and slidingLog beside the raw-script floors
+ * (lib/ceiling-scripts.mjs: MINIMAL_LUA, the Redis work alone, and CEILING_LUA, the same job written
+ * straight down). Redis runs one script at a time, so this figure bounds what one Redis (or one cluster
+ * shard) decides per second, and other processes on the machine barely move it; throughput is printed too,
+ * with the load average, but means little on a shared machine.
+ *
+ *   node bench/redis-time.mjs [--before <snapshot dir>] [--rounds 3] [--ms 1500]
+ *
+ * `--before` measures a second build beside the current one, in the same run (make it with
+ * `node -e "import('./bench/lib/snapshot.mjs').then(m => m.snapshot('bench/.snapshot-before'))"` before
+ * changing anything). Subjects take turns over the rounds; each figure is the median of its rounds.
+ * Every subject runs with `deniedCache: false`, 10,000 keys and 64 calls in flight on an ioredis client.
+ */
+import { loadavg } from 'node:os'
+import { resolve } from 'node:path'
+import { runCase } from './lib/child.mjs'
+import { connectIoredis, redisVersion, startRedis } from './lib/redis-server.mjs'
+import { snapshot } from './lib/snapshot.mjs'
+
+const args = process.argv.slice(2)
+const arg = (name, fallback) => {
+  const i = args.indexOf(name)
+  return i === -1 ? fallback : args[i + 1]
+}
+const before = arg('--before', undefined)
+const rounds = Number(arg('--rounds', 3))
+const measureMs = Number(arg('--ms', 1500))
+const ALGORITHMS = ['fixedWindow', 'slidingLog']
+
+const subjects = []
+for (const algorithm of ALGORITHMS) {
+  if (before !== undefined)
+    subjects.push({ label: `before ${algorithm}`, subject: `sluice:${algorithm}`, snap: before })
+  subjects.push({ label: `sluice ${algorithm}`, subject: `sluice:${algorithm}` })
+  subjects.push({ label: `minimal ${algorithm}`, subject: `minimal:${algorithm}` })
+  subjects.push({ label: `ceiling ${algorithm}`, subject: `ceiling:${algorithm}` })
+}
+
+/** redis-server's CPU seconds so far (user + system, INFO cpu): what it spent, whoever else ran. */
+async function redisCpu(admin) {
+  const info = await admin.info('cpu')
+  const field = (name) => Number(new RegExp(`${name}:([0-9.]+)`).exec(info)[1])
+  return field('used_cpu_user') + field('used_cpu_sys')
+}
+
+/**
+ * Script calls and their total µs inside Redis since the last CONFIG RESETSTAT, and the commands the scripts
+ * ran (every other command counted, but for the connections' own: INFO, CONFIG, CLIENT, HELLO, SELECT).
+ */
+async function scriptStats(admin) {
+  const info = await admin.info('commandstats')
+  let calls = 0
+  let usec = 0
+  let inner = 0
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
+    if (/^(evalsha|eval|fcall)$/.test(m[1])) {
+      calls += Number(m[2])
+      usec += Number(m[3])
+    } else if (!/^(info|config|client|hello|select|script)/.test(m[1])) inner += Number(m[2])
+  }
+  return { calls, usec, inner }
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
+const current = snapshot()
+const redis = await startRedis()
+const admin = await connectIoredis(redis.port)
+const load = [loadavg()[0]]
+const figures = new Map(subjects.map((s) => [s.label, { usec: [], cpu: [], commands: [], rate: [] }]))
+console.log(
+  `redis-server ${redisVersion()} on ${redis.port}; ${rounds} rounds of ${measureMs} ms per subject`,
+)
+try {
+  for (let round = 0; round < rounds; round++) {
+    for (const s of subjects) {
+      await admin.flushall()
+      const params = {
+        subject: s.subject,
+        port: redis.port,
+        redisPid: redis.pid,
+        measure: 'throughput',
+        inFlight: 64,
+        warmupMs: 300,
+        measureMs,
+        keys: 10_000,
+        deniedCache: false,
+      }
+      const env = { ...process.env, SLUICE_BENCH_SNAPSHOT: resolve(s.snap ?? current) }
+      // The case's warm-up calls (about a sixth) are counted too: past the first call per script, they cost
+      // Redis what the measured ones do.
+      await admin.config('RESETSTAT')
+      const cpu0 = await redisCpu(admin)
+      const result = await runCase('redis', params, { env })
+      const cpu = (await redisCpu(admin)) - cpu0
+      const { calls, usec, inner } = await scriptStats(admin)
+      const f = figures.get(s.label)
+      f.usec.push(usec / calls)
+      f.cpu.push((cpu * 1e6) / calls)
+      f.commands.push(inner / calls)
+      f.rate.push(result.perSecond)
+    }
+    load.push(loadavg()[0])
+  }
+} finally {
+  admin.disconnect()
+  await redis.stop()
+}
+
+console.log(
+  `load average (1 min) during the run: ${Math.min(...load).toFixed(2)}–${Math.max(...load).toFixed(2)}`,
+)
+console.log(
+  '| subject | Redis µs per call (commandstats) | of minimal | of ceiling | Redis CPU µs per call | commands per call | calls/s (64 in flight) |',
+)
+console.log('|---|---|---|---|---|---|---|')
+for (const s of subjects) {
+  const f = figures.get(s.label)
+  const algorithm = s.subject.split(':')[1]
+  const usec = median(f.usec)
+  const minimal = median(figures.get(`minimal ${algorithm}`).usec)
+  const ceiling = median(figures.get(`ceiling ${algorithm}`).usec)
+  console.log(
+    `| ${s.label} | ${usec.toFixed(2)} (${Math.min(...f.usec).toFixed(2)}–${Math.max(...f.usec).toFixed(2)}) | ${(usec / minimal).toFixed(2)}× | ${(usec / ceiling).toFixed(2)}× | ${median(f.cpu).toFixed(1)} | ${median(f.commands).toFixed(2)} | ${Math.round(median(f.rate)).toLocaleString('en')} |`,
+  )
+}

@@ -1,0 +1,96 @@
+/**
+ * @module What the store sends for each combination of rules, computed once and kept: the rules' ids,
+ * params, limits and scripts (`Plan`), found by the identity of the rules list, else by the rules' specs.
+ */
+import type { Rule } from '@sluice/core'
+import type { Script } from './client.ts'
+import { type Act, canReturn, scriptFor } from './compose.ts'
+import { ruleArgs } from './wire.ts'
+
+/** What the store sends for one combination of rules, computed once and kept. */
+export interface Plan {
+  /**
+   * The rules' specs (kind, numbers, given name), joined: the combination with its numbers. Rules that
+   * share state identities but differ in their limits get different plans, each sending its own numbers.
+   */
+  readonly id: string
+  /** Per rule: `<rule.id>`, its state identity (no limits), appended to the key base. */
+  readonly ids: readonly string[]
+  readonly kinds: readonly Rule['kind'][]
+  /** Every rule's numbers, in order, as the script reads them (the wire's `params`). */
+  readonly params: readonly string[]
+  /** The script that applies this sequence of rule kinds without a block (src/compose.ts). */
+  readonly script: Script
+  readonly limits: readonly number[]
+  /** The scripts of the other acts (and of calls with a block), by act and `+b`, made when first needed. */
+  acts?: { [act: string]: Script }
+  /** Whether a rule holds leases (concurrency): a consume then brings a lease id. */
+  readonly leases: boolean
+  /** Whether every rule is of a kind the store can prefetch units for. */
+  readonly batchable: boolean
+}
+
+/** Rule combinations remembered by their ids; a rules function could otherwise grow the map forever. */
+const MAX_PLANS = 1024
+
+export class Plans {
+  readonly #byList = new WeakMap<readonly Rule[], Plan>()
+  readonly #byId = new Map<string, Plan>()
+
+  /**
+   * The plan for `rules`: by identity of the list first (fixed rules, and a limit table's entries, pass
+   * the same list every call), then by the rules' specs.
+   */
+  of(rules: readonly Rule[]): Plan {
+    let plan = this.#byList.get(rules)
+    if (plan !== undefined) return plan
+    let id = specOf(rules[0]!)
+    for (let i = 1; i < rules.length; i++) id += `|${specOf(rules[i]!)}`
+    plan = this.#byId.get(id)
+    if (plan === undefined) {
+      plan = planOf(id, rules)
+      if (this.#byId.size >= MAX_PLANS) this.#byId.clear()
+      this.#byId.set(id, plan)
+    }
+    this.#byList.set(rules, plan)
+    return plan
+  }
+}
+
+/** The script of `act` for the plan's rules, with or without a block, made when first needed. */
+export function scriptOf(plan: Plan, act: Act, withBlock: boolean): Script {
+  plan.acts ??= {}
+  const id = withBlock ? `${act}+b` : act
+  let s = plan.acts[id]
+  if (s === undefined) {
+    s = scriptFor(plan.kinds, act, withBlock)
+    plan.acts[id] = s
+  }
+  return s
+}
+
+/** Each rule's JSON (its spec: kind, numbers, given name), computed once per rule object. */
+const specs = new WeakMap<Rule, string>()
+
+function specOf(rule: Rule): string {
+  let spec = specs.get(rule)
+  if (spec === undefined) {
+    spec = JSON.stringify(rule)
+    specs.set(rule, spec)
+  }
+  return spec
+}
+
+function planOf(id: string, rules: readonly Rule[]): Plan {
+  const kinds = rules.map((r) => r.kind)
+  return {
+    id,
+    ids: rules.map((r) => r.id),
+    kinds,
+    params: rules.flatMap(ruleArgs),
+    script: scriptFor(kinds, 'apply', false),
+    limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
+    leases: kinds.includes('concurrency'),
+    batchable: kinds.every(canReturn),
+  }
+}

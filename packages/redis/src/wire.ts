@@ -1,0 +1,214 @@
+/**
+ * @module The wire between the store and its scripts: how a call goes out (KEYS and ARGV) and how its answer
+ * comes back. Nothing else in TypeScript knows an offset; the Lua side of each is named where it is fixed
+ * (prelude.lua reads the head, compose.ts's foot the params and each act's extras, and writes the reply).
+ *
+ * KEYS: each rule's key, then the key's reset count (a batch's acts: fetch, return), then the key's block
+ * (when the call carries a block policy: the scripts read it from the last key).
+ * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a consume's
+ * lease (a plan with a concurrency rule), the marks of a release, unqueue or refund of one call, a fetch's
+ * `want, seen resets, spent`, a return's `counted at, seen resets, spent`.
+ * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
+ * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`.
+ */
+import {
+  type BlockPolicy,
+  ErrorCode,
+  type Rule,
+  type RuleDecision,
+  type StoreAnswer,
+  StoreError,
+} from '@sluice/core'
+import { blockedAnswer } from '@sluice/core/store'
+
+type Kind = Rule['kind']
+
+/** ARGV before the rules' params: now, mode, cost, deadline, block (see prelude.lua). */
+export const HEAD_ARGS = 5
+
+/** How many params each kind reads from ARGV (see `ruleArgs`). */
+export const PARAMS: { readonly [K in Kind]: number } = {
+  fixedWindow: 2,
+  slidingLog: 2,
+  slidingWindow: 3,
+  tokenBucket: 2,
+  leakyBucket: 3,
+  concurrency: 2,
+  warmUp: 7,
+}
+
+/** A rule's params as the script reads them, in order. */
+export function ruleArgs(rule: Rule): string[] {
+  switch (rule.kind) {
+    case 'fixedWindow':
+    case 'slidingLog':
+      return [String(rule.limit), String(rule.windowMs)]
+    case 'slidingWindow':
+      return [String(rule.limit), String(rule.windowMs), String(rule.bucketMs)]
+    case 'tokenBucket':
+      return [String(rule.capacity), String(rule.refillPerSecond)]
+    case 'leakyBucket':
+      return [String(rule.ratePerSecond), String(rule.maxQueueMs), String(rule.limit)]
+    case 'concurrency':
+      return [String(rule.limit), String(rule.leaseMs)]
+    case 'warmUp':
+      // The factory's doubles, written so that Lua's tonumber reads back the very same ones.
+      return [
+        String(rule.stableMs),
+        String(rule.thresholdPermits),
+        String(rule.maxPermits),
+        String(rule.slope),
+        String(rule.coolDownMs),
+        String(rule.maxQueueMs),
+        String(rule.limit),
+      ]
+  }
+}
+
+/** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
+export const REPLY_FIELDS = 6
+
+/** What a script is asked to do with the call's cost (ARGV[2], read by prelude.lua). */
+export type Mode =
+  | '1' // consume
+  | '0' // peek
+  | 'p' // penalize
+  | 'r' // refund
+  | 'u' // unqueue, release
+  | 'g' // return a batch's units
+
+/** Where a key's block lives: beside its rule keys, in the same hash slot. */
+const BLOCK_SUFFIX = '!block'
+/** Where a key's reset count lives (see reset.lua): beside its rule keys, in the same hash slot. */
+const RESETS_SUFFIX = '!resets'
+
+/** A block policy as the script reads it (ARGV[5]). */
+const blockArgs = new WeakMap<BlockPolicy, string>()
+function blockArg(block: BlockPolicy | undefined): string {
+  if (block === undefined) return ''
+  let arg = blockArgs.get(block)
+  if (arg === undefined) {
+    arg = `${block.ms}:${block.factor}:${block.maxMs}:${block.forgetMs}:${block.keep}`
+    blockArgs.set(block, arg)
+  }
+  return arg
+}
+
+/** One call as it goes out: the script's KEYS and ARGV (the deadline set by `withDeadline` when sent). */
+export interface Call {
+  readonly keys: readonly string[]
+  readonly args: string[]
+}
+
+/** The rules a call applies, as the wire carries them. */
+export interface RulesOnWire {
+  /** Per rule its state identity (`rule.id`), appended to the key base. */
+  readonly ids: readonly string[]
+  /** Every rule's params, in order (`ruleArgs`). */
+  readonly params: readonly string[]
+}
+
+/**
+ * Encodes one call on the key whose base (`keyBase`) is `base`: `block` when the call reads or may begin a
+ * block, `withResets` for a batch's acts, `extras` after the params (see the module comment).
+ */
+export function encode(
+  base: string,
+  rules: RulesOnWire,
+  now: number | undefined,
+  mode: Mode,
+  cost: number,
+  block?: BlockPolicy,
+  withResets = false,
+  extras: readonly string[] = NONE,
+): Call {
+  const n = rules.ids.length
+  const keys = new Array<string>(n)
+  for (let i = 0; i < n; i++) keys[i] = base + rules.ids[i]
+  if (withResets) keys.push(base + RESETS_SUFFIX)
+  if (block !== undefined) keys.push(base + BLOCK_SUFFIX)
+  const params = rules.params
+  const args = new Array<string>(HEAD_ARGS + params.length + extras.length)
+  args[0] = now === undefined ? '' : String(now)
+  args[1] = mode
+  args[2] = String(cost)
+  args[3] = ''
+  args[4] = blockArg(block)
+  for (let i = 0; i < params.length; i++) args[i + HEAD_ARGS] = params[i]!
+  for (let i = 0; i < extras.length; i++) args[i + HEAD_ARGS + params.length] = extras[i]!
+  return { keys, args }
+}
+
+const NONE: readonly string[] = []
+
+/** Sets the call's deadline in Redis's ms (ARGV[4]); 0 when Redis's clock is not known yet. */
+export function withDeadline(call: Call, deadline: number | undefined): Call {
+  call.args[3] = deadline === undefined ? '0' : String(Math.floor(deadline))
+  return call
+}
+
+/** A reset's keys: every rule key, the block, and the reset count last (reset.lua bumps it). */
+export function resetKeys(base: string, ids: readonly string[]): string[] {
+  const keys = ids.map((id) => base + id)
+  keys.push(base + BLOCK_SUFFIX, base + RESETS_SUFFIX)
+  return keys
+}
+
+/** True for a script's answer that it started after its deadline and counted nothing. */
+export function isLate(reply: unknown): boolean {
+  return Array.isArray(reply) && reply.length === 2 && String(reply[0]) === 'late'
+}
+
+/** Redis's ms, which every reply ends with; undefined when the reply is not one of the scripts'. */
+export function serverNowOf(reply: unknown): number | undefined {
+  if (!Array.isArray(reply) || reply.length < 2) return undefined
+  const serverNow = Number(reply[reply.length - 1])
+  return Number.isFinite(serverNow) ? serverNow : undefined
+}
+
+export function unexpectedReply(): StoreError {
+  return new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
+}
+
+/**
+ * The script's reply as RuleDecisions, and the ms of the block the call began (0 for none). `limits`: each
+ * rule's limit (or capacity), as the decisions report it.
+ */
+export function decode(
+  limits: readonly number[],
+  rules: readonly Rule[],
+  reply: unknown[],
+  fetch: boolean,
+): [StoreAnswer, number] {
+  const n = rules.length
+  if (reply.length === 3 && String(reply[0]) === 'blocked') return [blockedAnswer(rules, Number(reply[1])), 0]
+  if (reply.length !== n * REPLY_FIELDS + (fetch ? 4 : 2)) throw unexpectedReply()
+  const out = new Array<RuleDecision>(n)
+  for (let i = 0; i < n; i++) {
+    const o = i * REPLY_FIELDS
+    const waitMs = Number(reply[o + 4])
+    const d: RuleDecision = {
+      rule: rules[i]!.name,
+      allowed: Number(reply[o]) === 1,
+      limit: limits[i]!,
+      remaining: Number(reply[o + 1]),
+      resetMs: Number(reply[o + 2]),
+      retryAfterMs: Number(reply[o + 3]),
+      waitMs,
+      windowSeconds: rules[i]!.policyWindowSeconds,
+    }
+    const mark = reply[o + 5]
+    const rule = rules[i]!
+    if (rule.kind === 'concurrency') {
+      const unit = { ...d, unit: 'concurrent-requests' as const }
+      out[i] = mark !== '' && mark != null ? { ...unit, lease: String(mark) } : unit
+    } else out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
+  }
+  return [out, Number(reply[n * REPLY_FIELDS])]
+}
+
+/** What a fetch's reply adds before Redis's ms: the units it took and the key's reset count. */
+export function fetchedOf(reply: unknown[]): { taken: number; resets: string; serverNow: number } {
+  const n = reply.length
+  return { taken: Number(reply[n - 3]), resets: String(reply[n - 2]), serverNow: Number(reply[n - 1]) }
+}
