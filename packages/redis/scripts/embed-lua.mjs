@@ -23,6 +23,12 @@ export const RULE_FILES = {
   warmUp: 'warm-up.lua',
 }
 
+/** The rule kinds whose single-rule consume (a cost above 0, no block) has a script written straight down. */
+export const CONSUME_FILES = {
+  fixedWindow: 'fixed-window-consume.lua',
+  slidingLog: 'sliding-log-consume.lua',
+}
+
 function read(name) {
   return readFileSync(dir + name, 'utf8').replace(/\r\n/g, '\n')
 }
@@ -33,6 +39,9 @@ function literal(text) {
 
 export function generate() {
   const rules = Object.entries(RULE_FILES)
+    .map(([code, file]) => `  /** ${file} */\n  ${code}: ${literal(read(file))},`)
+    .join('\n')
+  const consumes = Object.entries(CONSUME_FILES)
     .map(([code, file]) => `  /** ${file} */\n  ${code}: ${literal(read(file))},`)
     .join('\n')
   return `/**
@@ -49,6 +58,11 @@ export const PRELUDE_LUA = ${literal(read('prelude.lua'))}
 export const RULE_LUA = {
 ${rules}
 } as const
+
+/** One rule's consume of a cost above 0 without a block, written straight down, for the kinds that have one. */
+export const CONSUME_LUA: { readonly [kind: string]: string | undefined } = {
+${consumes}
+}
 
 /** reset.lua: deletes a key's rule keys and block, and counts the reset. */
 export const RESET_LUA = ${literal(read('reset.lua'))}

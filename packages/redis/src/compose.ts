@@ -13,7 +13,7 @@
  */
 import type { Rule } from '@sluice/core'
 import { type Script, script } from './client.ts'
-import { PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
+import { CONSUME_LUA, PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
 import { HEAD_ARGS, PARAMS, REPLY_FIELDS } from './wire.ts'
 
 type Kind = Rule['kind']
@@ -326,6 +326,28 @@ export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock 
     s = script(`${withoutUnused(chunks.join('\n'), foot)}\n${foot}`)
     if (scripts.size >= MAX_SCRIPTS) scripts.clear()
     scripts.set(id, s)
+  }
+  return s
+}
+
+/** The straight-down consume scripts (see `consumeScriptFor`), made once. */
+const consumes = new Map<Kind, Script>()
+
+/**
+ * For rules that are one rule of a kind with a consume written straight down (src/scripts/*-consume.lua),
+ * that script: a consume of a cost above 0 without a block, with the `apply` script's ARGV and reply, that
+ * makes no closure and calls no Lua function (the composed script spends most of Redis's time per call on
+ * those). Undefined for any other rules.
+ */
+export function consumeScriptFor(kinds: readonly Kind[]): Script | undefined {
+  if (kinds.length !== 1) return undefined
+  const kind = kinds[0]!
+  let s = consumes.get(kind)
+  if (s === undefined) {
+    const lua = CONSUME_LUA[kind]
+    if (lua === undefined) return undefined
+    s = script(lua)
+    consumes.set(kind, s)
   }
   return s
 }

@@ -4,7 +4,7 @@
  */
 import type { Rule } from '@sluice/core'
 import type { Script } from './client.ts'
-import { type Act, canReturn, scriptFor } from './compose.ts'
+import { type Act, canReturn, consumeScriptFor, scriptFor } from './compose.ts'
 import { ruleArgs } from './wire.ts'
 
 /** What the store sends for one combination of rules, computed once and kept. */
@@ -21,6 +21,11 @@ export interface Plan {
   readonly params: readonly string[]
   /** The script that applies this sequence of rule kinds without a block (src/compose.ts). */
   readonly script: Script
+  /**
+   * For one rule of a kind with a consume written straight down, the script of a consume of a cost above
+   * 0 without a block (the common call: `script` answers it too, in more of Redis's time).
+   */
+  readonly consume: Script | undefined
   readonly limits: readonly number[]
   /** The scripts of the other acts (and of calls with a block), by act and `+b`, made when first needed. */
   acts?: { [act: string]: Script }
@@ -89,6 +94,7 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
     kinds,
     params: rules.flatMap(ruleArgs),
     script: scriptFor(kinds, 'apply', false),
+    consume: consumeScriptFor(kinds),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
     leases: kinds.includes('concurrency'),
     batchable: kinds.every(canReturn),

@@ -206,7 +206,12 @@ export class RedisStore implements Store {
     const sent = encode(base, plan, now, consume ? '1' : '0', cost, block, false, lease)
 
     const call = this.#calls.start<StoreAnswer>()
-    const s = block === undefined ? plan.script : scriptOf(plan, 'apply', true)
+    const s =
+      block !== undefined
+        ? scriptOf(plan, 'apply', true)
+        : consume && cost > 0 && plan.consume !== undefined
+          ? plan.consume
+          : plan.script
     this.#calls.attempt(call, s, sent, true, (reply) => {
       const [answer, blocked] = decode(plan.limits, rules, reply, false)
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)

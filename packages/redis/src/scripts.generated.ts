@@ -1033,6 +1033,129 @@ end
 `,
 } as const
 
+/** One rule's consume of a cost above 0 without a block, written straight down, for the kinds that have one. */
+export const CONSUME_LUA: { readonly [kind: string]: string | undefined } = {
+  /** fixed-window-consume.lua */
+  fixedWindow: `-- sluice: one fixedWindow rule's consume of a cost above 0, without a block, written straight down: the
+-- prelude's head (TIME, the deadline, the caller's clock) and fixedWindowConsume with fixedWindowBegin
+-- (fixed-window.lua) inlined, so a call makes no closure and calls no Lua function. Same ARGV and reply
+-- as the composed \`apply\` script (src/wire.ts); src/plans.ts sends it only for such a call. Keep it in step
+-- with fixed-window.lua: the conformance suites run every such consume through it.
+
+local t = redis.call('TIME')
+local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
+if serverNow >= tonumber(ARGV[4]) then return { 'late', serverNow } end
+local now, ttlSlack = serverNow, 0
+if ARGV[1] ~= '' then now, ttlSlack = tonumber(ARGV[1]), 1000 end
+local key, cost, limit, windowMs = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local start = now - math.fmod(now, windowMs)
+-- The cost goes as ARGV[3], the text the caller sent: Redis parses it as HINCRBY's integer.
+local after = redis.call('HINCRBY', key, start, ARGV[3])
+if after == cost then
+  -- The window's first units: as fixedWindowBegin.
+  if redis.call('HLEN', key) > 1 then
+    local o = redis.call('HMGET', key, 's', 'c')
+    if tonumber(o[1]) == start then after = after + tonumber(o[2]) end
+    redis.call('DEL', key)
+    redis.call('HSET', key, start, after)
+  end
+  redis.call('PEXPIRE', key, start + windowMs - now + ttlSlack)
+end
+if after <= limit then return { 1, limit - after, start + windowMs - now, 0, 0, '', 0, serverNow } end
+-- Denied: the units go again (and with them a field this call made).
+local count = after - cost
+if count == 0 then
+  redis.call('HDEL', key, start)
+else
+  redis.call('HINCRBY', key, start, -cost)
+end
+local remaining = limit - count
+if remaining < 0 then remaining = 0 end
+local resetMs = 0
+if count > 0 then resetMs = start + windowMs - now end
+return { 0, remaining, resetMs, resetMs, 0, '', 0, serverNow }
+`,
+  /** sliding-log-consume.lua */
+  slidingLog: `-- sluice: one slidingLog rule's consume of a cost above 0, without a block, written straight down: the
+-- prelude's head (TIME, the deadline, the caller's clock) and slidingLogLive, slidingLogDecide and
+-- slidingLogAdmit (sliding-log.lua, which explains the log's shape) inlined, so an admitted call makes no
+-- closure and calls no Lua function. Same ARGV and reply as the composed \`apply\` script (src/wire.ts);
+-- src/plans.ts sends it only for such a call. Keep it in step with sliding-log.lua: the conformance suites
+-- run every such consume through it.
+
+local t = redis.call('TIME')
+local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
+if serverNow >= tonumber(ARGV[4]) then return { 'late', serverNow } end
+local now, ttlSlack = serverNow, 0
+if ARGV[1] ~= '' then now, ttlSlack = tonumber(ARGV[1]), 1000 end
+local key, cost, limit, windowMs = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local logModulus = 4503599627370496 -- 2^52
+
+-- The live part of the log, as slidingLogLive.
+local expired = redis.call('ZCOUNT', key, '-inf', now - windowMs)
+if expired > 0 then
+  local drop = expired
+  if drop > 64 then drop = 64 end
+  redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
+  expired = expired - drop
+end
+local total, newestEnd, newestAt, seq, before = 0, 0, 0, 0, 0
+local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if #e > 0 then
+  local newestSeq, finish = string.match(e[1], '^(%d+):(%d+):%d+$')
+  newestEnd, newestAt = tonumber(finish), tonumber(e[2])
+  local live = newestAt > now - windowMs
+  local firstEnd, firstCost = '0', '0'
+  if live then
+    firstEnd, firstCost = string.match(redis.call('ZRANGE', key, expired, expired)[1], '^%d+:(%d+):(%d+)$')
+  end
+  if newestEnd == nil or firstEnd == nil then
+    redis.call('DEL', key)
+    newestEnd, newestAt, expired = 0, 0, 0
+  else
+    if newestAt == now then seq = tonumber(newestSeq) + 1 end
+    if live then
+      before = tonumber(firstEnd) - tonumber(firstCost)
+      if before < 0 then before = before + logModulus end
+      total = newestEnd - before
+      if total < 0 then total = total + logModulus end
+    end
+  end
+end
+
+if total + cost <= limit then
+  -- Admitted: as slidingLogAdmit.
+  local finish = newestEnd + cost
+  if finish >= logModulus then finish = finish - logModulus end
+  redis.call('ZADD', key, now, string.format('%016d:%d:%d', seq, finish, cost))
+  redis.call('PEXPIRE', key, windowMs + ttlSlack)
+  return { 1, limit - total - cost, windowMs, 0, 0, '', 0, serverNow }
+end
+
+-- Denied: as slidingLogDecide, the entry whose expiry lets the call fit, by binary search over ranks.
+local mustExpire = total + cost - limit
+local lo, hi = expired, redis.call('ZCARD', key) - 1
+while lo < hi do
+  local mid = math.floor((lo + hi) / 2)
+  local midEnd = tonumber(string.match(redis.call('ZRANGE', key, mid, mid)[1], '^%d+:(%d+):%d+$'))
+  local units = 0
+  if midEnd ~= nil then
+    units = midEnd - before
+    if units < 0 then units = units + logModulus end
+  end
+  if midEnd == nil or units >= mustExpire then
+    hi = mid
+  else
+    lo = mid + 1
+  end
+end
+local oldestAt = tonumber(redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')[2])
+local remaining = limit - total
+if remaining < 0 then remaining = 0 end
+return { 0, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0, '', 0, serverNow }
+`,
+}
+
 /** reset.lua: deletes a key's rule keys and block, and counts the reset. */
 export const RESET_LUA = `-- sluice: forgets one key's state under the given rules. KEYS: the rule keys and the key's block, then the
 -- key's reset count (last), all in one hash slot. The count tells a process holding prefetched units for the

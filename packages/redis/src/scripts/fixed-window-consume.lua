@@ -1,0 +1,38 @@
+-- sluice: one fixedWindow rule's consume of a cost above 0, without a block, written straight down: the
+-- prelude's head (TIME, the deadline, the caller's clock) and fixedWindowConsume with fixedWindowBegin
+-- (fixed-window.lua) inlined, so a call makes no closure and calls no Lua function. Same ARGV and reply
+-- as the composed `apply` script (src/wire.ts); src/plans.ts sends it only for such a call. Keep it in step
+-- with fixed-window.lua: the conformance suites run every such consume through it.
+
+local t = redis.call('TIME')
+local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
+if serverNow >= tonumber(ARGV[4]) then return { 'late', serverNow } end
+local now, ttlSlack = serverNow, 0
+if ARGV[1] ~= '' then now, ttlSlack = tonumber(ARGV[1]), 1000 end
+local key, cost, limit, windowMs = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local start = now - math.fmod(now, windowMs)
+-- The cost goes as ARGV[3], the text the caller sent: Redis parses it as HINCRBY's integer.
+local after = redis.call('HINCRBY', key, start, ARGV[3])
+if after == cost then
+  -- The window's first units: as fixedWindowBegin.
+  if redis.call('HLEN', key) > 1 then
+    local o = redis.call('HMGET', key, 's', 'c')
+    if tonumber(o[1]) == start then after = after + tonumber(o[2]) end
+    redis.call('DEL', key)
+    redis.call('HSET', key, start, after)
+  end
+  redis.call('PEXPIRE', key, start + windowMs - now + ttlSlack)
+end
+if after <= limit then return { 1, limit - after, start + windowMs - now, 0, 0, '', 0, serverNow } end
+-- Denied: the units go again (and with them a field this call made).
+local count = after - cost
+if count == 0 then
+  redis.call('HDEL', key, start)
+else
+  redis.call('HINCRBY', key, start, -cost)
+end
+local remaining = limit - count
+if remaining < 0 then remaining = 0 end
+local resetMs = 0
+if count > 0 then resetMs = start + windowMs - now end
+return { 0, remaining, resetMs, resetMs, 0, '', 0, serverNow }
