@@ -6,6 +6,7 @@
  * Subjects:
  *  - `sluice:<algorithm>`: createLimiter + RedisStore on an ioredis client (`onStoreError: 'throw'`, so a
  *    timeout fails the case instead of passing as an admission).
+ *    `concurrency` releases each lease as the HTTP kit does (not awaited); `concurrency-awaited` awaits it.
  *  - `sluice-node-redis:<algorithm>`: the same on a node-redis client.
  *  - `rlf`: rate-limiter-flexible RateLimiterRedis (its Lua script through ioredis).
  *  - `rlr`: rate-limit-redis (express-rate-limit's Redis store, EVALSHA through ioredis `call`).
@@ -55,8 +56,12 @@ async function subject(name) {
       close = () => client.destroy()
     }
     const store = new RedisStore({ client, timeoutMs: 1000, deniedCache: p.deniedCache ?? true })
-    const limiter = createLimiter({ rules: [ruleFor(algorithm)], store, onStoreError: 'throw' })
-    const consume = algorithm === 'concurrency' ? consumeAndRelease(limiter) : (key) => limiter.consume(key)
+    const rule = ruleFor(algorithm === 'concurrency-awaited' ? 'concurrency' : algorithm)
+    const limiter = createLimiter({ rules: [rule], store, onStoreError: 'throw' })
+    const consume =
+      algorithm === 'concurrency' || algorithm === 'concurrency-awaited'
+        ? consumeAndRelease(limiter, algorithm === 'concurrency-awaited')
+        : (key) => limiter.consume(key)
     return { consume, admitted: (d) => d.allowed, close }
   }
   const { client, close } = await ioredisClient()

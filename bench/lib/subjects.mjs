@@ -154,11 +154,23 @@ export function memorySubject(name, options = {}) {
   throw new Error(`unknown memory subject ${name}`)
 }
 
-/** A concurrency limiter's call as a request makes it: the decision, then the release of its lease. */
-export function consumeAndRelease(limiter) {
+/**
+ * A concurrency limiter's call as a request through the HTTP kit makes it: the decision is awaited, and
+ * the release of its lease is sent as the response ends, awaited by nobody (@sluice/core/http's
+ * `limitOnEnd`): the request has its answer by then, so the release's round trip is not on its path. A
+ * failed release fails the next call, so the case cannot pass while leases leak. `awaited`: the caller
+ * awaits the release too (two round trips per call, as `await limiter.release` costs).
+ */
+export function consumeAndRelease(limiter, awaited = false) {
+  let failed
   return async (key) => {
+    if (failed !== undefined) throw failed
     const d = await limiter.consume(key)
-    await limiter.release(key, d)
+    if (awaited) await limiter.release(key, d)
+    else
+      limiter.release(key, d).catch((error) => {
+        failed ??= error
+      })
     return d
   }
 }
