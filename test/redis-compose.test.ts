@@ -58,18 +58,20 @@ describe.each(CLIENT_KINDS)('the straight-down consume scripts (%s)', (kind) => 
     const client = await clientOf(kind, server)
     const redis = new RedisStore({ client, deniedCache: false })
     const prefix = `lean${run++}`
-    for (const rule of [
+    const bucket = tokenBucket({ capacity: 5, refillPerSecond: 1 }) as Rule
+    const rules = [
       fixedWindow({ limit: 5, windowMs: 60_000 }),
       slidingLog({ limit: 5, windowMs: 60_000 }),
-    ]) {
+    ] as Rule[]
+    for (const rule of rules) {
       const lua = CONSUME_LUA[rule.kind]!
       // Made no closure per call: the Redis time they save (bench/redis-time.mjs).
       expect(lua).not.toMatch(/\bfunction\s*[\w.:]*\s*\(/)
       const sha = createHash('sha1').update(lua).digest('hex')
       await server.cli('SCRIPT', 'FLUSH')
-      // A peek, a block or several rules take the composed script.
+      // A peek or several rules take the composed script.
       await redis.apply(prefix, 'k', [rule], 1, 'peek')
-      await redis.apply(prefix, 'k', [rule, tokenBucket({ capacity: 5, refillPerSecond: 1 })], 1, 'consume')
+      await redis.apply(prefix, 'k', [rule, bucket], 1, 'consume')
       expect((await server.cli('SCRIPT', 'EXISTS', sha)).trim()).toBe('0')
       const d = await redis.apply(prefix, 'k', [rule], 2, 'consume')
       expect((await server.cli('SCRIPT', 'EXISTS', sha)).trim()).toBe('1')
