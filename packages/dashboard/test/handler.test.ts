@@ -575,6 +575,31 @@ describe('writes that are accepted', () => {
     }
   })
 
+  it("serves a RedisLimitTable's entries while Redis is away, with auditError instead of a 500 (issue 25 item 13)", async () => {
+    const redis = await startRedis()
+    // No offline queue: a command while Redis is away fails at once instead of waiting for it.
+    const client = new Redis({ host: redis.host, port: redis.port, enableOfflineQueue: false })
+    await new Promise((resolve) => client.once('ready', resolve))
+    const table = await RedisLimitTable.open({ client, name: 'channels' })
+    try {
+      await table.set('PAYMENT:ALIPAY', [{ kind: 'slidingLog', limit: 3, windowMs: 1000 }], { actor: 'ops' })
+      const url = await serve(dashboard({ access: byHeader, tables: { channels: table } }))
+      await redis.stop()
+      const view = await send(`${url}/api/tables/channels`, { headers: { [ROLE]: 'read' } })
+      expect(view.status).toBe(200)
+      expect(view.json).toEqual({
+        name: 'channels',
+        version: 1,
+        entries: [{ entry: 'PAYMENT:ALIPAY', rules: [{ kind: 'slidingLog', limit: 3, windowMs: 1000 }] }],
+        audit: [],
+        auditError: { code: expect.stringMatching(/^ERR_SLUICE_/), message: expect.any(String) },
+      })
+    } finally {
+      await table.close()
+      client.disconnect()
+    }
+  })
+
   it('takes a write without Origin or Sec-Fetch-Site (a script with the token), and a trusted origin', async () => {
     const s = await setup({ trustedOrigins: ['https://ops.example.com/'] })
     const plain = await send(entryUrl(s.url, 'A'), {
