@@ -20,7 +20,7 @@ import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { RuleSpec } from '@sluice/core'
+import { parseRuleSpecs, type RuleSpec } from '@sluice/core'
 import { type Access, dashboard } from '@sluice/dashboard'
 import { RedisLimitTable } from '@sluice/redis'
 import { Redis } from 'ioredis'
@@ -348,6 +348,31 @@ describe('the dashboard in Chromium', () => {
       expect(errors).toEqual([])
     } finally {
       for (const entry of ['.', '..']) await table.delete(entry, { actor: 'test' })
+    }
+  })
+
+  it("reads and writes every rule kind by core's grammar, served to the page (warmUp's comma included)", async () => {
+    const { page, errors } = await open('write')
+    const card = page.locator('.card.table[data-table="channels"]')
+    const text = 'warmUp:100/s,30sx4~1s concurrency:10~30s slidingWindow:600/1m/6@minute tokenBucket:50+10/s'
+    try {
+      await card.locator('input[name="entry"]').fill('KINDS')
+      await card.locator('input[name="rules"]').fill(text)
+      await card.locator('button', { hasText: 'Save entry' }).click()
+      await expect
+        .poll(() => card.locator('.message').textContent())
+        .toMatch(/^Saved KINDS = (.+) \(version \d+\)\.$/)
+      expect(await card.locator('.message').textContent()).toContain(` = ${text} (`)
+      expect(JSON.parse(JSON.stringify(table.entries().get('KINDS')))).toEqual(
+        JSON.parse(JSON.stringify(parseRuleSpecs(text.split(' ')))),
+      )
+      await expect.poll(() => card.locator('tr[data-entry="KINDS"] .rules').textContent()).toBe(text)
+      // The edit button gives the text back as the grammar writes it.
+      await card.locator('tr[data-entry="KINDS"] button', { hasText: 'edit' }).click()
+      expect(await card.locator('input[name="rules"]').inputValue()).toBe(text)
+      expect(errors).toEqual([])
+    } finally {
+      await table.delete('KINDS', { actor: 'test' })
     }
   })
 

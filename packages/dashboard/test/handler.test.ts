@@ -152,6 +152,56 @@ describe('access', () => {
     }
   })
 
+  it("serves the page as ES modules, each import one it serves, the rule grammar core's own, bundled", async () => {
+    const { url } = await setup()
+    const headers = { [ROLE]: 'read' }
+    const served = new Map<string, string>()
+    const pending = ['app.js']
+    while (pending.length > 0) {
+      const name = pending.pop()!
+      if (served.has(name)) continue
+      const asset = await send(`${url}/assets/${name}`, { headers })
+      expect(asset.status, name).toBe(200)
+      expect(asset.headers['content-type'], name).toBe('text/javascript; charset=utf-8')
+      served.set(name, asset.text)
+      const imports = /^(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"]|^import\s*['"]([^'"]+)['"]/gm
+      for (const m of asset.text.matchAll(imports)) {
+        const from = m[1] ?? m[2]!
+        // Only the page's own modules, beside it: no bare name, no other origin.
+        expect(from, `${name} imports ${from}`).toMatch(/^\.\/[a-z]+\.js$/)
+        pending.push(from.slice(2))
+      }
+    }
+    expect([...served.keys()].sort()).toEqual([
+      'api.js',
+      'app.js',
+      'chart.js',
+      'dom.js',
+      'format.js',
+      'grammar.js',
+      'stats.js',
+      'tables.js',
+    ])
+    // The grammar is core's, bundled whole: it imports nothing, and reads and writes rules as core does.
+    const grammarText = served.get('grammar.js')!
+    expect(grammarText).not.toMatch(/^\s*import\b/m)
+    const grammar = (await import(
+      `data:text/javascript;base64,${Buffer.from(grammarText).toString('base64')}`
+    )) as typeof import('@sluice/core')
+    const texts = [
+      'slidingLog:100/1s',
+      'warmUp:100/s,30sx4~1s',
+      'slidingWindow:600/1m/6@minute',
+      'concurrency:10~30s',
+    ]
+    const core = await import('@sluice/core')
+    expect(JSON.stringify(grammar.parseRuleSpecs(texts))).toBe(JSON.stringify(core.parseRuleSpecs(texts)))
+    expect(grammar.parseRuleSpecs(texts).map(grammar.formatRuleSpec)).toEqual(texts)
+    expect(() => grammar.parseRuleSpec('slidingLog:3')).toThrow(
+      'Invalid rule spec "slidingLog:3": expected slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s.',
+    )
+  })
+
   it("uses the configured token, so several processes behind one address accept each other's pages", async () => {
     const csrfToken = 'a'.repeat(20) + '-_'.repeat(10)
     const a = await setup({ csrfToken })
