@@ -190,12 +190,15 @@ describe('the dashboard in Chromium', () => {
       ])
     const before = await chartOf(page, 'api')
     await expect.poll(() => chartOf(page, 'api'), { timeout: 5000 }).not.toBe(before)
-    for (const limiter of ['api', 'report', 'search', 'login']) {
+    for (const limiter of ['api', 'report', 'search', 'login', 'busy']) {
       await expect(page.locator(`.card.limiter[data-limiter="${limiter}"]`).count()).resolves.toBe(1)
     }
     // Queued (the leaky bucket holds requests) and shadow (a shadowed limit) are drawn too.
     await page.locator('.card.limiter[data-limiter="report"] path.area.queued').waitFor({ timeout: 10_000 })
     await page.locator('.card.limiter[data-limiter="search"] path.area.shadow').waitFor({ timeout: 10_000 })
+    // Requests an overload guard shed are drawn as denied, on the card of the limit they came through
+    // (issue 31): `busy` denies nothing by its rules.
+    await page.locator('.card.limiter[data-limiter="busy"] path.area.denied').waitFor({ timeout: 10_000 })
     // The busiest denier comes first.
     const first = await page.locator('.card.limiter').first().getAttribute('data-limiter')
     expect(first).toBe('api')
