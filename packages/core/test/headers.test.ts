@@ -10,7 +10,7 @@ import {
 } from '@sluice/core'
 import { rateLimitHeaders, resolveHeaderOptions, stackedHeaders } from '@sluice/core/http'
 import { describe, expect, it } from 'vitest'
-import { UNLIMITED_DECISION } from '../src/limiter.ts'
+import { UNLIMITED_DECISION } from '../src/limiter/limiter.ts'
 
 const perSecond: RuleDecision = {
   rule: '10-per-1s',

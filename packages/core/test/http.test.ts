@@ -12,7 +12,7 @@ import {
   whenResponseEnds,
 } from '@sluice/core/http'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { hold } from '../src/hold.ts'
+import { hold } from '../src/limiter/hold.ts'
 
 interface FakeRequest {
   ip?: string

@@ -21,7 +21,7 @@ import {
   tokenBucket,
 } from '@sluice/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { MAX_KEY_LENGTH, STORE_ERROR_RETRY_MS, UNLIMITED_DECISION } from '../src/limiter.ts'
+import { MAX_KEY_LENGTH, STORE_ERROR_RETRY_MS, UNLIMITED_DECISION } from '../src/limiter/limiter.ts'
 import { admitted, catchError, denied, figures, harness } from './support.ts'
 
 afterEach(() => {

@@ -8,6 +8,16 @@
  */
 
 export { describe as describeValue } from '../errors.ts'
+export { booleanOption, functionOption, isPromise } from '../options.ts'
+export {
+  type HttpAdapter,
+  type HttpAdapterBase,
+  headerValues,
+  type NodeRequest,
+  type NodeResponse,
+  type RequestView,
+  whenResponseEnds,
+} from './adapter.ts'
 export {
   DEFAULT_HEADER_DRAFT,
   HEADER_DRAFTS,
@@ -19,8 +29,8 @@ export {
   resolveHeaderOptions,
   retryAfterSeconds,
   stackedHeaders,
-} from '../headers.ts'
-export { holdResponse } from '../hold.ts'
+} from './headers.ts'
+export { holdResponse } from './hold.ts'
 export {
   compileKey,
   type KeyOptions,
@@ -28,17 +38,7 @@ export {
   type KeyResult,
   type KeySpec,
   type MissingKeyPolicy,
-} from '../keys/keys.ts'
-export { booleanOption, functionOption, isPromise } from '../options.ts'
-export {
-  type HttpAdapter,
-  type HttpAdapterBase,
-  headerValues,
-  type NodeRequest,
-  type NodeResponse,
-  type RequestView,
-  whenResponseEnds,
-} from './adapter.ts'
+} from './keys/keys.ts'
 export {
   type BuildOptions,
   buildRequestLimit,
