@@ -24,6 +24,9 @@ import type { Limiter, StoreErrorPolicy } from './limiter.ts'
 /** Keys longer than this are stored as a digest, so hostile keys cannot grow memory or Redis keys. */
 export const MAX_KEY_LENGTH = 200
 
+/** The rules of a key no rule limits. */
+const NO_RULES: readonly Rule[] = Object.freeze([])
+
 /**
  * Checks a `rules` option (`option` names it in errors) and turns it into a per-call resolver that returns
  * only limiting rules. For `createLimiter` and for the HTTP kit, which checks it in the adapter's words.
@@ -34,12 +37,23 @@ export function rulesOption<C>(
 ): (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]> {
   if (typeof value === 'function') {
     const fn = value as (key: string, context: C) => readonly RuleInput[] | null | PromiseLike<unknown>
-    const checked = (rules: unknown) =>
-      rules === null || rules === undefined
-        ? []
-        : checkRules(rules as readonly RuleInput[], 'the rules function', ErrorCode.INVALID_RULES)
+    // The last frozen list the function answered, and its check: a list that cannot change passes its
+    // check once, however many calls in a row it answers (a limit table answers one frozen list per entry).
+    let lastList: unknown
+    let lastRules: readonly Rule[] = NO_RULES
+    const checked = (rules: unknown): readonly Rule[] => {
+      if (rules === lastList) return lastRules
+      if (rules === null || rules === undefined) return NO_RULES
+      const out = checkRules(rules as readonly RuleInput[], 'the rules function', ErrorCode.INVALID_RULES)
+      if (Object.isFrozen(rules)) {
+        lastList = rules
+        lastRules = out
+      }
+      return out
+    }
     return (key, context) => {
       const rules = fn(key, context)
+      if (rules === lastList) return lastRules
       // A native promise, whatever thenable the function answered with.
       return isPromise(rules) ? Promise.resolve(rules).then(checked) : checked(rules)
     }
