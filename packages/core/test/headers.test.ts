@@ -8,8 +8,9 @@ import {
   type RuleDecision,
   slidingLog,
 } from '@sluice/core'
-import { rateLimitHeaders, resolveHeaderOptions, stackedHeaders } from '@sluice/core/http'
+import { rateLimitHeaders, resolveHeaderOptions } from '@sluice/core/http'
 import { describe, expect, it } from 'vitest'
+import { stackedHeaders } from '../src/http/headers.ts'
 import { UNLIMITED_DECISION } from '../src/limiter/limiter.ts'
 
 const perSecond: RuleDecision = {

@@ -9,9 +9,9 @@ import {
   parseHttpOptions,
   RequestRecord,
   type RequestView,
-  whenResponseEnds,
 } from '@sluice/core/http'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { whenResponseEnds } from '../src/http/adapter.ts'
 import { hold } from '../src/limiter/hold.ts'
 
 interface FakeRequest {
