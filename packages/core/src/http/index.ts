@@ -59,3 +59,4 @@ export {
 } from './options.ts'
 export { labelledPrefix } from './prefix.ts'
 export { type CountedLimit, type EndCallback, RequestRecord } from './record.ts'
+export { type Next, type OnDenied, respondOnNode, type WritableResponse } from './respond.ts'

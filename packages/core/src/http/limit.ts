@@ -1,6 +1,6 @@
 /**
  * @module A request limit: parsed options built into a limiter and a key, and the one act an adapter asks
- * of it per request, `limitRequest`, which answers an outcome (outcome.ts) the adapter only has to write
+ * of it per request, `consume`, which answers an outcome (outcome.ts) the adapter only has to write
  * out. The way down reads in order: the overload guard (`enter`), `skip`, the request's record (counted
  * once per limit), the key, the cost, the limiter, then the outcome. What runs when the response ends
  * lives in end-phase.ts; the request's record (record.ts) keeps what the limit counted, so a request
@@ -8,6 +8,7 @@
  * rendered together.
  */
 import { httpChannel } from '../channels.ts'
+import { warnDeprecated } from '../deprecate.ts'
 import { InvalidOptionError } from '../errors.ts'
 import { hold } from '../limiter/hold.ts'
 import { createLimiter, type Limiter } from '../limiter/limiter.ts'
@@ -41,6 +42,11 @@ export interface RequestLimit<Req, Res> {
    * adapter can go on in the same tick, else a promise of it. Never throws: it rejects when the store
    * fails under `onStoreError: 'throw'`, on a cost no rule can admit, and when a user function (key,
    * cost, skip, rules, message) throws; adapters pass that on to their framework's error path.
+   */
+  consume(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome>
+  /**
+   * `consume`, under its former name.
+   * @deprecated Use `consume` (one verb per act); warns once (`SLUICE_DEP_HTTP_KIT`). Removed next release.
    */
   limitRequest(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome>
   /** Runs `callback` once when the response to `req` ends (see `RequestRecord.onEnd`). */
@@ -141,6 +147,11 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
   }
 
   limitRequest(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
+    warnDeprecated('SLUICE_DEP_HTTP_KIT', 'RequestLimit.limitRequest', 'use RequestLimit.consume.')
+    return this.consume(req, res)
+  }
+
+  consume(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
     // Without a guard, a request runs exactly the code it ran before the option existed.
     if (this.#guard !== undefined) {
       try {
@@ -172,7 +183,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     const left = new AbortController()
     this.#end.onResponseEnd(req, res, () => left.abort())
     return hold(decision.waitMs, left.signal).then((waited) => {
-      this.#held.release(req)
+      this.#held.leave(req)
       if (!waited) this.#end.unqueue(req, key, cost, decision)
       return waited
     })
@@ -253,7 +264,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
       return PASS
     }
     if (decision.allowed) {
-      if (decision.waitMs > 0 && !this.#held.take(key, this.#view.ip(req), req)) {
+      if (decision.waitMs > 0 && !this.#held.enter(key, this.#view.ip(req), req)) {
         // One client holds too many places in this key's queue: this one is refused now, its slot given back.
         this.#end.unqueue(req, key, cost, decision)
         return this.#deny(req, record, key, queueFull(decision), this.#status)

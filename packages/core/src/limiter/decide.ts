@@ -122,10 +122,7 @@ export class Decider<C> {
         if (!answers(rulesSaid, n))
           return this.#fallback(malformed(rulesSaid), key, cost, context, mode, started)
         const decision = compose(rulesSaid)
-        if (decisionChannel.hasSubscribers) {
-          const storeMs = started === 0 ? 0 : performance.now() - started
-          publishDecision(this.#parts.prefix, key, cost, mode, decision, storeMs)
-        }
+        if (decisionChannel.hasSubscribers) this.#publishTimed(key, cost, mode, decision, started)
         return decision
       },
       (error) => this.#fallback(error, key, cost, context, mode, started),
@@ -157,10 +154,15 @@ export class Decider<C> {
     }
     if (!decisionChannel.hasSubscribers) return answer
     return answer.then((decision) => {
-      const storeMs = started === 0 ? 0 : performance.now() - started
-      publishDecision(prefix, key, cost, mode, decision, storeMs)
+      this.#publishTimed(key, cost, mode, decision, started)
       return decision
     })
+  }
+
+  /** Publishes a decision the store took time over: from `started` (0: not timed) until now. */
+  #publishTimed(key: string, cost: number, mode: StoreMode, decision: Decision, started: number): void {
+    const storeMs = started === 0 ? 0 : performance.now() - started
+    publishDecision(this.#parts.prefix, key, cost, mode, decision, storeMs)
   }
 }
 
