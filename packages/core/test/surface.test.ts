@@ -27,6 +27,7 @@ const HTTP_KIT = [
   'parseHttpOptions',
   'rateLimitHeaders',
   'resolveHeaderOptions',
+  'respondOnNode',
 ]
 
 /** Offered until this release, used by no adapter: kept one release, each warning once (http/deprecated.ts). */
