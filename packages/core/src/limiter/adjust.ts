@@ -5,6 +5,7 @@
  * as done).
  */
 import { ErrorCode, InvalidOptionError, SluiceError } from '../errors.ts'
+import { isPromise } from '../options.ts'
 import { refundMark } from '../rules/index.ts'
 import type { Adjustment, Decision, Rule, StoreAnswer } from '../types.ts'
 import { adjustCostOf, checkCost, keyOf } from './checks.ts'
@@ -91,47 +92,77 @@ export async function unqueue<C>(
   await adjust(parts, key, options, 'unqueue', queues)
 }
 
-/** Ends a concurrency lease. */
-export async function release<C>(
+/** Ends a concurrency lease. Not an async function: a synchronous store ends it without a wait in between. */
+export function release<C>(
   parts: LimiterParts<C>,
   key: string,
   decision: Decision,
   options?: { context?: C },
 ): Promise<void> {
-  if (decision.lease === undefined || typeof parts.store.adjust !== 'function') return
-  await adjust(
-    parts,
-    key,
-    options,
-    'release',
-    decision.rules.map((d) => d.lease),
-  )
+  if (decision.lease === undefined || typeof parts.store.adjust !== 'function') return DONE
+  const marks = decision.rules.map((d) => d.lease)
+  return adjust(parts, key, options, 'release', marks).then(nothing)
 }
 
-/** Runs an adjustment on the store; a failure rejects with a `StoreError`, whatever `onStoreError` says. */
-async function adjust<C>(
+const DONE = Promise.resolve()
+const nothing = (): void => {}
+
+/**
+ * Runs an adjustment on the store; a failure rejects with a `StoreError`, whatever `onStoreError` says. Not an
+ * async function: rules and a store that answer synchronously cost no promise hop between them.
+ */
+function adjust<C>(
   parts: LimiterParts<C>,
   key: string,
   options: AdjustOptions<C> | undefined,
   adjustment: Adjustment,
   marksOf?: Marks,
 ): Promise<StoreAnswer | undefined> {
+  try {
+    const storageKey = keyOf(key)
+    const cost = adjustCostOf(options?.cost)
+    const rules = parts.resolveRules(key, options?.context as C)
+    if (isPromise(rules)) {
+      return rules.then((resolved) => adjustUnder(parts, storageKey, resolved, cost, adjustment, marksOf))
+    }
+    return adjustUnder(parts, storageKey, rules, cost, adjustment, marksOf)
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}
+
+/** `adjust` under the key's resolved rules. */
+function adjustUnder<C>(
+  parts: LimiterParts<C>,
+  storageKey: string,
+  rules: readonly Rule[],
+  cost: number,
+  adjustment: Adjustment,
+  marksOf: Marks | undefined,
+): Promise<StoreAnswer | undefined> {
   const { prefix, store, block } = parts
-  const storageKey = keyOf(key)
-  const cost = adjustCostOf(options?.cost)
-  const rules = await parts.resolveRules(key, options?.context as C)
-  if (rules.length === 0) return undefined
+  if (rules.length === 0) return NOTHING
   if (adjustment === 'penalize') checkCost(cost, rules, true)
   const marks = typeof marksOf === 'function' ? marksOf(rules) : marksOf
   if (typeof store.adjust !== 'function') {
     throw new SluiceError(ErrorCode.UNSUPPORTED, `This store cannot ${adjustment}: it has no adjust method.`)
   }
-  let answer: StoreAnswer | undefined
-  try {
-    answer = await store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
-  } catch (error) {
-    throw asStoreError(error)
+  const checked = (answer: StoreAnswer | undefined): StoreAnswer | undefined => {
+    if (adjustment === 'penalize' && !answers(answer, rules.length)) throw malformed(answer)
+    return answer
   }
-  if (adjustment === 'penalize' && !answers(answer, rules.length)) throw malformed(answer)
-  return answer
+  let answer: StoreAnswer | undefined | Promise<StoreAnswer | undefined>
+  try {
+    answer = store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
+  } catch (error) {
+    return Promise.reject(asStoreError(error))
+  }
+  if (isPromise(answer)) {
+    return Promise.resolve(answer).then(checked, (error: unknown) => {
+      throw asStoreError(error)
+    })
+  }
+  return Promise.resolve(checked(answer))
 }
+
+const NOTHING: Promise<undefined> = Promise.resolve(undefined)

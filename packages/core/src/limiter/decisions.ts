@@ -58,7 +58,9 @@ export function compose(rules: StoreAnswer): Decision {
     reason: rules.reason ?? 'rules',
   }
   if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
-  return d.lease === undefined ? decision : { ...decision, lease: d.lease }
+  // Added, not spread into a copy: one object per call, and one shape per kind of answer.
+  if (d.lease !== undefined) decision.lease = d.lease
+  return decision
 }
 
 /** The Decision of several rules: the denying one decides, else the one with least remaining. */
@@ -87,7 +89,8 @@ function composeSeveral(rules: StoreAnswer): Decision {
     reason: rules.reason ?? 'rules',
   }
   if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
-  return lease === undefined ? decision : { ...decision, lease }
+  if (lease !== undefined) decision.lease = lease
+  return decision
 }
 
 export const STORE_ALLOW_DECISION: Decision = Object.freeze({
