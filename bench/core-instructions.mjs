@@ -2,11 +2,11 @@
 /**
  * @module What one in-memory call costs in CPU instructions, counted by callgrind: sluice's hot paths
  * beside a peer or a sibling, in one run, where throughput on a shared machine is noise.
- * `node bench/core-instructions.mjs [--calls N] [--before DIR] [--only name,...]`; needs valgrind.
+ * `node bench/core-instructions.mjs [--calls N] [--warmup N] [--before DIR] [--only name,...]`; needs valgrind.
  *
- * Each workload runs twice under callgrind (cases/calls.mjs), with `calls` and with `2 × calls` calls
- * after the same warm-up; the difference over `calls` is one call's cost in steady state, start-up,
- * compilation and warm-up cancelled. All threads are counted (garbage collection included). `--before DIR`
+ * Each workload runs under callgrind (cases/calls.mjs) with counting off through start-up and a warm-up
+ * (every key touched, `--warmup` calls, one full collection), then on for `--calls` calls: their count over
+ * `calls` is one call's cost in steady state. All threads are counted (garbage collection included). `--before DIR`
  * also counts sluice's workloads from another snapshot (lib/snapshot.mjs): a change's before and after.
  * Writes bench/CORE-INSTRUCTIONS.md.
  */
@@ -16,13 +16,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { snapshot } from './lib/snapshot.mjs'
+import { median } from './lib/stats.mjs'
 
 const args = process.argv.slice(2)
 const option = (name, fallback) => {
   const i = args.indexOf(`--${name}`)
   return i === -1 ? fallback : args[i + 1]
 }
-const CALLS = Number(option('calls', 40_000))
+const CALLS = Number(option('calls', 150_000))
+const WARMUP = Number(option('warmup', 150_000))
 const BEFORE = option('before', undefined)
 const ONLY = option('only', undefined)?.split(',')
 const KEYS = 100_000
@@ -77,12 +79,16 @@ if (spawnSync('valgrind', ['--version']).error !== undefined) {
   process.exit(1)
 }
 
-/** Total instructions (all threads) of one run of cases/calls.mjs. */
+/**
+ * Instructions (all threads) of `calls` calls in one run of cases/calls.mjs: counting is off until the
+ * warm-up is over (`--instr-atstart=no`), switched on when the case says READY and dumped when it says DONE.
+ */
 function total(dir, subject, keys, calls, snapshotDir) {
   const out = join(dir, `cg-${process.hrtime.bigint()}`)
-  const params = { subject, keys, warmup: 2 * CALLS, calls, batch: 256 }
+  const params = { subject, keys, warmup: WARMUP, calls, batch: 256 }
   const argv = [
     '--tool=callgrind',
+    '--instr-atstart=no',
     '--smc-check=all-non-file',
     `--callgrind-out-file=${out}.%p`,
     process.execPath,
@@ -93,22 +99,42 @@ function total(dir, subject, keys, calls, snapshotDir) {
   return new Promise((resolve, reject) => {
     const child = spawn('valgrind', argv, {
       env: { ...process.env, SLUICE_BENCH_SNAPSHOT: snapshotDir },
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['pipe', 'pipe', 'pipe'],
     })
     let err = ''
     child.stderr.on('data', (c) => {
       err = (err + c).slice(-2000)
     })
+    let said = ''
+    child.stdout.on('data', (c) => {
+      said += c
+      if (said.includes('READY\n')) {
+        said = said.replace('READY\n', '')
+        control(['-i', 'on', String(child.pid)])
+        child.stdin.write('go\n')
+      }
+      if (said.includes('DONE\n')) {
+        said = said.replace('DONE\n', '')
+        control(['-d', String(child.pid)])
+        child.stdin.write('end\n')
+      }
+    })
     child.once('exit', (code) => {
       if (code !== 0) return reject(new Error(`${subject}: ${err}`))
-      let sum = 0
-      for (const f of readdirSync(dir).filter((f) => f.startsWith(out.slice(dir.length + 1)))) {
-        sum += Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, f), 'utf8'))[1])
+      // The dump (part 1) holds what was counted from READY to DONE; the final one, what came after.
+      const part = readdirSync(dir).find((f) => f.startsWith(out.slice(dir.length + 1)) && f.endsWith('.1'))
+      if (part === undefined) return reject(new Error(`${subject}: no dump`))
+      const sum = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, part), 'utf8'))[1])
+      for (const f of readdirSync(dir).filter((f) => f.startsWith(out.slice(dir.length + 1))))
         rmSync(join(dir, f))
-      }
       resolve(sum)
     })
   })
+}
+
+function control(args) {
+  const r = spawnSync('callgrind_control', args, { encoding: 'utf8' })
+  if (r.status !== 0) throw new Error(`callgrind_control ${args.join(' ')}: ${r.stderr || r.stdout}`)
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-core-instructions-'))
@@ -117,12 +143,10 @@ const perCall = new Map()
 async function measure(subject, keys, snapshotDir, label) {
   const id = `${label}|${subject}|${keys}`
   if (!perCall.has(id)) {
-    // The two lengths run side by side: two processes, each counted on its own.
-    const [once, twice] = await Promise.all([
-      total(dir, subject, keys, CALLS, snapshotDir),
-      total(dir, subject, keys, 2 * CALLS, snapshotDir),
-    ])
-    perCall.set(id, (twice - once) / CALLS)
+    // Three runs side by side, their median: a full collection lands in some runs' counted calls and not
+    // in others', which moves one run's figure by up to a quarter on 100 k keys.
+    const runs = await Promise.all([1, 2, 3].map(() => total(dir, subject, keys, CALLS, snapshotDir)))
+    perCall.set(id, median(runs) / CALLS)
     console.log(`${label} ${subject} (${keys} keys): ${Math.round(perCall.get(id))} instructions per call`)
   }
   return perCall.get(id)
@@ -152,9 +176,10 @@ const lines = [
   '# Instructions per in-memory call',
   '',
   `Written by \`node bench/core-instructions.mjs\` on ${new Date().toISOString().slice(0, 10)}; node ${process.version}.`,
-  `Each workload runs under callgrind twice, ${CALLS} and ${2 * CALLS} calls after the same warm-up (every key`,
-  'touched, then more calls, then one full collection), 256 in flight; one call costs the difference over the',
-  'extra calls, all threads counted. "Ratio" is calls per instruction of sluice over the other (its',
+  `Each workload runs under callgrind, counting off through start-up and a warm-up (every key touched,`,
+  `${WARMUP} calls, one full collection), then on for ${CALLS} calls, 256 in flight, all threads counted;`,
+  'the median of three runs.',
+  '"Ratio" is calls per instruction of sluice over the other (its',
   "instructions over sluice's): the issue's per-CPU-second ratios, which a busy machine cannot move.",
   '',
   BEFORE === undefined
