@@ -3,7 +3,7 @@
  * changes this list.
  */
 import * as core from '@sluice/core'
-import { fixedWindow } from '@sluice/core'
+import { fixedWindow, type Rule } from '@sluice/core'
 import * as http from '@sluice/core/http'
 import * as store from '@sluice/core/store'
 import { describe, expect, it, vi } from 'vitest'
@@ -132,7 +132,7 @@ describe('entry points', () => {
       ).toBe(2)
       expect(http.HEADER_DRAFTS.length).toBeGreaterThan(0)
       expect(http.HEADER_DRAFTS.includes(http.DEFAULT_HEADER_DRAFT)).toBe(true)
-      expect(store.algorithmOf(fixedWindow({ limit: 1, windowMs: 1000 }))).toBeTypeOf('object')
+      expect(store.algorithmOf(fixedWindow({ limit: 1, windowMs: 1000 }) as Rule)).toBeTypeOf('object')
       expect(store.RULE_KINDS.fixedWindow).toBeTypeOf('object')
       expect(store.MAX_BLOCK_HISTORY).toBe(63)
       expect(store.isValidPrefix('ok')).toBe(true)
