@@ -11,7 +11,7 @@ import type { Adjustment, Decision, Rule, StoreAnswer } from '../types.ts'
 import { adjustCostOf, checkCost, keyOf } from './checks.ts'
 import type { LimiterParts } from './decide.ts'
 import { answers, asStoreError, compose, malformed, UNLIMITED_DECISION } from './decisions.ts'
-import type { AdjustOptions, CallOptions, RefundOptions } from './limiter.ts'
+import type { AdjustOptions, CallOptions, RefundOptions } from './types.ts'
 
 /** A mark per rule (which call's units an adjustment concerns), or a function of the rules resolved. */
 type Marks = readonly (string | undefined)[] | ((rules: readonly Rule[]) => readonly (string | undefined)[])

@@ -19,7 +19,7 @@ import { isFactoryRule } from '../rules/index.ts'
 import { parseRuleSpec } from '../rules/text.ts'
 import { isUnlimited, type RuleInput } from '../rules/unlimited.ts'
 import type { Rule } from '../types.ts'
-import type { Limiter, StoreErrorPolicy } from './limiter.ts'
+import type { Limiter, StoreErrorPolicy } from './types.ts'
 
 /** Keys longer than this are stored as a digest, so hostile keys cannot grow memory or Redis keys. */
 export const MAX_KEY_LENGTH = 200

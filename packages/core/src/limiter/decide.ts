@@ -17,7 +17,7 @@ import {
   STORE_DENY_DECISION,
   UNLIMITED_DECISION,
 } from './decisions.ts'
-import type { CallOptions, StoreErrorPolicy } from './limiter.ts'
+import type { CallOptions, StoreErrorPolicy } from './types.ts'
 
 /** A call's rules, resolved per call: a fixed list, or what a rules function answered (checked). */
 export type ResolveRules<C> = (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]>
