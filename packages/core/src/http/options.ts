@@ -6,9 +6,6 @@
  */
 import { type BlockOptions, blockOption } from '../block.ts'
 import { InvalidOptionError } from '../errors.ts'
-import { type HeaderOptions, type ResolvedHeaderOptions, resolveHeaderOptions } from '../headers.ts'
-import { subnetOption } from '../keys/ip.ts'
-import { type KeySpec, keySpecOption, type MissingKeyPolicy, missingKeyOption } from '../keys/keys.ts'
 import {
   type Limiter,
   limiterOption,
@@ -16,7 +13,7 @@ import {
   rulesOption,
   type StoreErrorPolicy,
   storeErrorPolicyOption,
-} from '../limiter.ts'
+} from '../limiter/limiter.ts'
 import {
   booleanOption,
   functionOption,
@@ -27,6 +24,9 @@ import {
 } from '../options.ts'
 import { isOverload, type Overload } from '../overload.ts'
 import type { Decision, Store } from '../types.ts'
+import { type HeaderOptions, type ResolvedHeaderOptions, resolveHeaderOptions } from './headers.ts'
+import { subnetOption } from './keys/ip.ts'
+import { type KeySpec, keySpecOption, type MissingKeyPolicy, missingKeyOption } from './keys/keys.ts'
 
 /** A problem-details body (RFC 9457) or any JSON object a user prefers. */
 export type ResponseBody = Record<string, unknown>
