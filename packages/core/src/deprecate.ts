@@ -11,7 +11,11 @@ const warned = new Set<string>()
 export function warnDeprecated(code: string, name: string, message: string): void {
   if (warned.has(name)) return
   warned.add(name)
-  process.emitWarning(`${name} is deprecated: ${message}`, { type: 'DeprecationWarning', code })
+  const text = `${name} is deprecated: ${message}`
+  // Runtimes without Node's process (a browser bundle, an edge worker) get the warning on the console.
+  const host = (globalThis as { process?: NodeJS.Process }).process
+  if (typeof host?.emitWarning === 'function') host.emitWarning(text, { type: 'DeprecationWarning', code })
+  else console.warn(`[${code}] ${text}`)
 }
 
 /** `fn`, warning once (under `name`) the first time it is called. */
