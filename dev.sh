@@ -33,7 +33,9 @@ build_if_stale() {
   local stale=""
   for dir in packages/*/; do
     [ -f "${dir}dist/index.js" ] || { stale=1; break; }
+    # The dashboard also bundles core's rule grammar for its page (page/grammar.ts, tsup.page.config.ts).
     if [ -n "$(find "${dir}src" "${dir}package.json" "${dir}tsconfig.json" "${dir}tsup.config.ts" \
+      "${dir}tsup.page.config.ts" "${dir}page/grammar.ts" \
       tsup.base.ts tsconfig.base.json -newer "${dir}dist/index.js" -print -quit 2>/dev/null)" ]; then
       stale=1; break
     fi

@@ -1,11 +1,13 @@
 /**
- * The README and the guides under docs/ cannot drift from the code: every ```ts block in them is
- * typechecked against the packages' sources (as tests are, with the same compiler options), every relative
- * link and picture in them points at a file that exists, and "On a fresh machine" names exactly the two
- * commands dev.sh runs.
+ * The README and the guides under docs/ cannot drift from the code: every ```ts (or ```typescript) block in
+ * them is typechecked against the packages' sources (as tests are, with the same compiler options, and
+ * decorators as @sluice/nestjs writes them); every relative link and picture in them and in the packages'
+ * READMEs points at a file that exists, and every #anchor at a heading of that file; every docs/ link in the
+ * packages' sources (error hints) too; and "On a fresh machine" names exactly the two commands dev.sh runs.
  */
-import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs'
+import { dirname, join, normalize } from 'node:path'
+import { parseHttpOptions } from '@sluice/core/http'
 import ts from 'typescript'
 import { describe, expect, it } from 'vitest'
 import { ROOT } from './examples-harness.ts'
@@ -22,12 +24,23 @@ const DOCS: ReadonlyMap<string, string> = new Map(
   ].map((path) => [path, readFileSync(join(ROOT, path), 'utf8')]),
 )
 
-/** The README's ```ts blocks, with the line each starts on. */
+/** Every package's README, by path from the root. */
+const PACKAGE_READMES: ReadonlyMap<string, string> = new Map(
+  readdirSync(join(ROOT, 'packages'))
+    .map((name) => `packages/${name}/README.md`)
+    .filter((path) => existsSync(join(ROOT, path)))
+    .map((path) => [path, readFileSync(join(ROOT, path), 'utf8')]),
+)
+
+/** The fences a TypeScript block may open with; each is typechecked. */
+const TS_FENCES = new Set(['```ts', '```typescript'])
+
+/** A page's ```ts blocks, with the line each starts on. */
 function tsBlocks(markdown: string): { line: number; code: string }[] {
   const blocks: { line: number; code: string }[] = []
   const lines = markdown.split('\n')
   for (let i = 0; i < lines.length; i++) {
-    if (lines[i]!.trim() !== '```ts') continue
+    if (!TS_FENCES.has(lines[i]!.trim())) continue
     const start = i + 1
     let end = start
     while (end < lines.length && lines[end]!.trim() !== '```') end++
@@ -66,7 +79,10 @@ function typecheck(sources: Map<string, string>): string[] {
       fastify: [typesOf('packages/fastify/node_modules/fastify')],
       ioredis: [typesOf('packages/redis/node_modules/ioredis')],
       redis: [typesOf('packages/redis/node_modules/redis')],
+      '@nestjs/common': [typesOf('packages/nestjs/node_modules/@nestjs/common')],
     },
+    // As @sluice/nestjs and its users write Nest's decorators; no other block uses decorators.
+    experimentalDecorators: true,
   }
   const host = ts.createCompilerHost(options)
   const { getSourceFile, fileExists, readFile } = host
@@ -126,21 +142,106 @@ describe('README.md', () => {
     expect(errors).toEqual([])
   })
 
-  it('links only to files that exist, from the README and from every guide', () => {
+  it('links only to files and headings that exist, from the README, every guide and every package README', () => {
     let count = 0
     const missing: string[] = []
-    for (const [path, markdown] of DOCS) {
-      const targets = [...markdown.matchAll(/\]\(([^)\s]+)\)/g)]
+    for (const [path, markdown] of [...DOCS, ...PACKAGE_READMES]) {
+      const targets = [...outsideCode(markdown).matchAll(/\]\(([^)\s]+)\)/g)]
         .map((m) => m[1]!)
-        .filter((target) => !/^[a-z]+:/.test(target) && !target.startsWith('#'))
-        .map((target) => join(dirname(path), target.split('#')[0]!))
+        .filter((target) => !/^[a-z]+:/.test(target))
       count += targets.length
-      // bench/RESULTS.md is written by the benchmark run, so a page may link to it before it exists.
-      for (const t of targets) {
-        if (t !== 'bench/RESULTS.md' && !existsSync(join(ROOT, t))) missing.push(`${path}: ${t}`)
+      for (const target of targets) {
+        const [file, anchor] = target.split('#') as [string, string | undefined]
+        const to = file === '' ? path : normalize(join(dirname(path), file))
+        // bench/RESULTS.md is written by the benchmark run, so a page may link to it before it exists.
+        if (to === 'bench/RESULTS.md') continue
+        const problem = linkProblem(to, anchor)
+        if (problem !== undefined) missing.push(`${path}: ${target} (${problem})`)
       }
     }
-    expect(count).toBeGreaterThan(5)
+    expect(count).toBeGreaterThan(50)
+    expect(missing).toEqual([])
+  })
+
+  it('names only docs pages and headings that exist in error hints, and every hint for a peer names one', () => {
+    const links: string[] = []
+    for (const file of sourceFiles(join(ROOT, 'packages'))) {
+      for (const m of readFileSync(file, 'utf8').matchAll(/\b((?:docs\/[\w-]+|README)\.md)(#[\w-]+)?/g)) {
+        links.push(`${m[1]}${m[2] ?? ''}`)
+      }
+    }
+    // The peers' option names each throw with a hint naming the guide that says what sluice takes instead.
+    for (const name of [
+      'windowMs',
+      'limit',
+      'max',
+      'timeWindow',
+      'keyGenerator',
+      'handler',
+      'standardHeaders',
+    ]) {
+      let message = ''
+      try {
+        parseHttpOptions('rateLimit', { [name]: 1 })
+      } catch (error) {
+        message = (error as Error).message
+      }
+      const link = /\((docs\/[\w-]+\.md#[\w-]+)\)/.exec(message)?.[1]
+      expect(link, `${name}: ${message}`).toBeDefined()
+      links.push(link!)
+    }
+    const missing = links.filter((link) => {
+      const [file, anchor] = link.split('#') as [string, string | undefined]
+      return linkProblem(file, anchor) !== undefined
+    })
+    expect(links.length).toBeGreaterThanOrEqual(7)
     expect(missing).toEqual([])
   })
 })
+
+/** The markdown outside fenced code blocks (a block's text is code, not links). */
+function outsideCode(markdown: string): string {
+  return markdown.replace(/^(`{3,}|~{3,})[^\n]*\n[\s\S]*?^\1\s*$/gm, '')
+}
+
+/**
+ * The anchors GitHub gives a page's headings: the heading's text without markup, lower-cased, with
+ * punctuation dropped and spaces as hyphens; a repeated one gets -1, -2, …; plus any `<a id>`/`<a name>`.
+ */
+function anchorsOf(markdown: string): Set<string> {
+  const anchors = new Set<string>()
+  const seen = new Map<string, number>()
+  for (const [, heading] of outsideCode(markdown).matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
+    const text = heading!.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1').replace(/<[^>]+>/g, '')
+    const slug = text
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-')
+    const n = seen.get(slug) ?? 0
+    seen.set(slug, n + 1)
+    anchors.add(n === 0 ? slug : `${slug}-${n}`)
+  }
+  for (const [, id] of markdown.matchAll(/<a\s+(?:id|name)="([^"]+)"/g)) anchors.add(id!)
+  return anchors
+}
+
+/** Why a link to `path` (from the root) and `anchor` is dead, or undefined when it is not. */
+function linkProblem(path: string, anchor: string | undefined): string | undefined {
+  const file = join(ROOT, path)
+  if (!existsSync(file)) return 'no such file'
+  if (anchor === undefined || anchor === '') return undefined
+  if (statSync(file).isDirectory() || !path.endsWith('.md')) return 'an anchor in a page that has no headings'
+  return anchorsOf(readFileSync(file, 'utf8')).has(anchor) ? undefined : `no heading #${anchor}`
+}
+
+/** Every .ts file under the packages' src/ folders. */
+function sourceFiles(packages: string): string[] {
+  return readdirSync(packages)
+    .map((name) => join(packages, name, 'src'))
+    .filter((src) => existsSync(src))
+    .flatMap((src) =>
+      readdirSync(src, { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.ts'))
+        .map((f) => join(src, f)),
+    )
+}

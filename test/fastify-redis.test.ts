@@ -105,3 +105,82 @@ describe('two registrations on one Redis client', () => {
     expect((await other.inject('/b')).statusCode).toBe(200)
   })
 })
+
+describe.each(CLIENT_KINDS)(
+  'key, rules and cost functions that return a promise, through Fastify on Redis (%s)',
+  (kind) => {
+    /** A plan per API key, looked up as a cache or a database would answer: later, in a promise. */
+    const plans = new Map([
+      ['k1', 5],
+      ['k2', 2],
+    ])
+    const later = <T>(value: T) => new Promise<T>((resolve) => setImmediate(() => resolve(value)))
+
+    async function asyncApp(hook: 'onRequest' | 'preHandler'): Promise<FastifyInstance> {
+      const app = Fastify()
+      apps.push(app)
+      const store = new RedisStore({ client: await clientOf(kind, server) })
+      await app.register(sluice, {
+        hook,
+        store,
+        key: (request) => later((request.headers['x-api-key'] as string | undefined) ?? null),
+        rules: async (key) => {
+          if (key === 'boom') throw new Error('the plan store is down')
+          return [slidingLog({ limit: await later(plans.get(key) ?? 1), windowMs: 60_000 })]
+        },
+        cost: () => later(2),
+      })
+      app.get('/a', async () => 'a')
+      app.post(
+        '/pay',
+        {
+          config: {
+            rateLimit: {
+              key: async () => 'pay',
+              rules: () => later([slidingLog({ limit: 3, windowMs: 60_000, name: 'pay' })]),
+              cost: async () => 1,
+            },
+          },
+        },
+        async () => 'paid',
+      )
+      await app.ready()
+      return app
+    }
+
+    it.each(['onRequest', 'preHandler'] as const)(
+      'at %s: wait for each and count exactly across two apps (cost 2 of a plan of 5: the third is denied)',
+      async (hook) => {
+        await server.cli('FLUSHALL')
+        const [one, two] = [await asyncApp(hook), await asyncApp(hook)]
+        const get = (app: FastifyInstance, key?: string) =>
+          app.inject({ url: '/a', headers: key === undefined ? {} : { 'x-api-key': key } })
+        const k1 = [await get(one, 'k1'), await get(two, 'k1'), await get(one, 'k1')]
+        expect(k1.map((r) => r.statusCode)).toEqual([200, 200, 429])
+        expect(k1.map((r) => r.headers['ratelimit'])).toEqual([
+          '"5-per-60s";r=3;t=60',
+          '"5-per-60s";r=1;t=60',
+          '"5-per-60s";r=1;t=60',
+        ])
+        // Another plan, another count: 2 units, one request.
+        expect([(await get(two, 'k2')).statusCode, (await get(one, 'k2')).statusCode]).toEqual([200, 429])
+        // No key: 400, and nothing counted. A rejected rules function goes to Fastify's error handler.
+        expect((await get(one)).statusCode).toBe(400)
+        expect((await get(two, 'boom')).statusCode).toBe(500)
+        // A route's own async options count on their own, 1 unit each.
+        const pay = await Promise.all(
+          Array.from({ length: 5 }, (_, i) =>
+            (i % 2 === 0 ? one : two).inject({ method: 'POST', url: '/pay' }),
+          ),
+        )
+        expect(pay.map((r) => r.statusCode).sort()).toEqual([200, 200, 200, 429, 429])
+        const keys = (await server.cli('KEYS', '*')).trim().split('\n').sort()
+        expect(keys).toEqual([
+          'sluice:sluice:POST /pay:{pay}:slidingLog:60000@pay',
+          'sluice:sluice:{k1}:slidingLog:60000',
+          'sluice:sluice:{k2}:slidingLog:60000',
+        ])
+      },
+    )
+  },
+)

@@ -325,6 +325,23 @@ describe('RedisLimitTable under a hostile or failing Redis (issue 25)', () => {
     expect((await a.audit(10)).map((r) => r.change)).toEqual(['set'])
   })
 
+  it('refuses a bidi override or a zero-width character in an audit actor, and writes nothing (item 14)', async () => {
+    const name = `actor${run++}`
+    const a = await on(server, name)
+    for (const actor of ['ops\u202Eeilla', 'ops\u200Balice', 'ops\u2066alice']) {
+      const error = await rejection(a.set('PAYMENT:ALIPAY', [tps(5)], { actor }))
+      expect(error).toMatchObject({ code: ErrorCode.INVALID_OPTION, option: 'actor' })
+      const refused = await rejection(a.delete('PAYMENT:ALIPAY', { actor }))
+      expect(refused).toMatchObject({ code: ErrorCode.INVALID_OPTION, option: 'actor' })
+    }
+    expect(a.version).toBe(0)
+    expect(await hash(server, name)).toEqual([])
+    expect(await a.audit(10)).toEqual([])
+    // A readable actor is taken as it is.
+    await a.set('PAYMENT:ALIPAY', [tps(5)], { actor: 'ops:alice' })
+    expect((await a.audit(1))[0]).toMatchObject({ version: 1, actor: 'ops:alice' })
+  })
+
   it('a version of 2^53 - 1 in a notice, then an ordinary set: the set resolves and every process applies it', async () => {
     const name = `huge${run++}`
     const a = await on(server, name)

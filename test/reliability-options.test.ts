@@ -21,7 +21,7 @@ import {
   slidingWindow,
   tokenBucket,
 } from '@sluice/core'
-import { describeValue, REQUEST_OPTION_NAMES } from '@sluice/core/http'
+import { REQUEST_OPTION_NAMES } from '@sluice/core/http'
 import { rateLimit } from '@sluice/express'
 import { sluice } from '@sluice/fastify'
 import { RedisStore } from '@sluice/redis'
@@ -29,6 +29,7 @@ import fc from 'fast-check'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
+import { describe as describeValue } from '../packages/core/src/errors.ts'
 import { flavours, listen } from '../packages/express/test/support.ts'
 import { agent, closeAgents, get } from './harness/http-load.ts'
 

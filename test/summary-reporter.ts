@@ -8,9 +8,11 @@ export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
     const count = { passed: 0, failed: 0, skipped: 0, pending: 0 }
     for (const module of testModules) {
+      const before = count.failed
       for (const test of module.children.allTests()) count[test.result().state]++
-      // A file that failed to load has no tests to count, but it did fail.
-      if (module.state() === 'failed' && !module.children.size) count.failed++
+      // A file that failed outside its tests (it did not load, or a beforeAll threw and its tests were
+      // skipped) has no failed test to count, but it did fail.
+      if (module.state() === 'failed' && count.failed === before) count.failed++
     }
     process.stdout.write(`\n${count.passed} passed, ${count.failed} failed, ${count.skipped} skipped\n`)
   }

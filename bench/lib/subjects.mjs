@@ -73,7 +73,7 @@ const require = createRequire(import.meta.url)
  */
 export function memorySubject(name, options = {}) {
   if (name === 'sluice:table') {
-    const store = new MemoryStore(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys })
+    const store = new MemoryStore(storeOptions(options))
     const spec = { kind: 'fixedWindow', limit: HIGH, windowMs: WINDOW_MS }
     const entries = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`client:${i}`, [spec]]))
     const table = createLimitTable({ ...entries, '*': [spec] })
@@ -85,7 +85,7 @@ export function memorySubject(name, options = {}) {
     }
   }
   if (name.startsWith('sluice:')) {
-    const store = new MemoryStore(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys })
+    const store = new MemoryStore(storeOptions(options))
     const limiter = createLimiter({ rules: [ruleFor(name.slice(7))], store })
     return {
       consume: name === 'sluice:concurrency' ? consumeAndRelease(limiter) : (key) => limiter.consume(key),
@@ -152,6 +152,14 @@ export function memorySubject(name, options = {}) {
     }
   }
   throw new Error(`unknown memory subject ${name}`)
+}
+
+/** A sluice MemoryStore's options from a subject's: `maxKeys`, and `sweepIntervalMs` (0: no sweep timer). */
+function storeOptions(options) {
+  const out = {}
+  if (options.maxKeys !== undefined) out.maxKeys = options.maxKeys
+  if (options.sweepIntervalMs !== undefined) out.sweepIntervalMs = options.sweepIntervalMs
+  return out
 }
 
 /**

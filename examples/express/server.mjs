@@ -8,9 +8,10 @@
  * - GET /metrics: every decision as Prometheus metrics (@sluice/metrics).
  * - /sluice/: the live dashboard (this process's decisions per second, the most denied keys, and the
  *   table, editable) on an admin listener of its own, bound to 127.0.0.1 (ADMIN_PORT, default 3001):
- *   only this machine reaches it, and the public port serves no dashboard at all. Access is decided by
- *   the listener, never by the peer address: behind a reverse proxy on the same host every client's
- *   address is loopback, but a proxy forwarding to PORT can never reach the admin listener.
+ *   only this machine reaches it, and the public port serves no dashboard at all. Write access follows
+ *   from the listener reached, never from the peer address: behind a reverse proxy on the same host every
+ *   client connects from loopback, so a check on req.socket.remoteAddress would let every client write,
+ *   while a proxy forwarding to PORT does not reach ADMIN_PORT (never point one at it).
  * Run: node examples/express/server.mjs (PORT, default 3000; ADMIN_PORT, default 3001, 0 for any free one).
  */
 import { createLimitTable, leakyBucket, slidingWindow } from '@sluice/core'

@@ -15,7 +15,9 @@ import { InvalidOptionError } from './errors.ts'
 import { given, integerOption, readOptions } from './options.ts'
 import { ruleDecision } from './rules/algorithm.ts'
 import { MAX_FIGURE } from './rules/bounds.ts'
-import type { Rule, RuleDecision } from './types.ts'
+import type { BlockPolicy, Rule, RuleDecision } from './types.ts'
+
+export type { BlockPolicy } from './types.ts'
 
 /** `createLimiter`'s `block` option: how long a key the rules deny is blocked. */
 export interface BlockOptions {
@@ -33,16 +35,6 @@ export interface BlockOptions {
    * Default `ms`.
    */
   forgetMs?: number
-}
-
-/** A `block` option, checked and resolved: what a limiter hands its store with every call. */
-export interface BlockPolicy {
-  readonly ms: number
-  readonly factor: number
-  readonly maxMs: number
-  readonly forgetMs: number
-  /** The block starts a key keeps: enough for the count to reach the block that lasts `maxMs`. */
-  readonly keep: number
 }
 
 /** The most block starts a key keeps; escalation must reach `maxMs` within this many blocks. */

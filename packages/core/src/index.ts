@@ -17,9 +17,9 @@ export {
   SluiceError,
   StoreError,
 } from './errors.ts'
-export type { HeaderDraft, HeaderOptions } from './headers.ts'
-export { ipKey } from './keys/ip.ts'
-export type { KeyPart, KeySpec, MissingKeyPolicy } from './keys/keys.ts'
+export type { HeaderDraft, HeaderOptions } from './http/headers.ts'
+export { ipKey } from './http/keys/ip.ts'
+export type { KeyPart, KeySpec, MissingKeyPolicy } from './http/keys/keys.ts'
 export {
   type AcquireOptions,
   type AdjustOptions,
@@ -30,7 +30,7 @@ export {
   type RefundOptions,
   type RulesOption,
   type StoreErrorPolicy,
-} from './limiter.ts'
+} from './limiter/limiter.ts'
 export {
   type Overload,
   type OverloadOptions,
@@ -49,7 +49,7 @@ export { formatRuleSpec, parseRuleSpec, parseRuleSpecs } from './rules/text.ts'
 export { type TokenBucketOptions, tokenBucket } from './rules/token-bucket.ts'
 export type { RuleInput } from './rules/unlimited.ts'
 export { type WarmUpOptions, warmUp } from './rules/warm-up.ts'
-export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.ts'
+export { MemoryStore, type MemoryStoreOptions } from './store/memory-store.ts'
 export { createLimitTable, type LimitTable, type LimitTableEntries } from './table.ts'
 export type {
   Adjustment,

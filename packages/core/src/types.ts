@@ -2,7 +2,6 @@
  * @module The shapes every sluice package agrees on: rules, decisions and the store seam.
  * Rules are plain, frozen data; stores apply them; the limiter composes what stores answer.
  */
-import type { BlockPolicy } from './block.ts'
 
 /** The algorithms sluice implements. A rule's `kind` names one of them. */
 export type RuleKind =
@@ -287,4 +286,14 @@ export interface Store {
 export interface StorePlace {
   readonly owner: object
   readonly namespace: string
+}
+
+/** A `block` option, checked and resolved: what a limiter hands its store with every call. */
+export interface BlockPolicy {
+  readonly ms: number
+  readonly factor: number
+  readonly maxMs: number
+  readonly forgetMs: number
+  /** The block starts a key keeps: enough for the count to reach the block that lasts `maxMs`. */
+  readonly keep: number
 }

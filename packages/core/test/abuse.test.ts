@@ -20,9 +20,8 @@ import {
   slidingWindow,
   tokenBucket,
 } from '@sluice/core'
-import { blockLength, MAX_BLOCK_HISTORY } from '@sluice/core/store'
 import { describe, expect, it } from 'vitest'
-import { blockOption } from '../src/block.ts'
+import { blockLength, blockOption, MAX_BLOCK_HISTORY } from '../src/block.ts'
 import { catchError } from './support.ts'
 
 function setup(rules: readonly RuleInput[], block?: BlockOptions) {

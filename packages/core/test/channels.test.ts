@@ -148,13 +148,13 @@ describe('sluice:http', () => {
     })
     const req = (route?: string): Req => ({ ip: '203.0.113.7', route })
     const requests = [req('GET /a'), req(), req(), req(), req(), req(), req()]
-    plain.limitRequest(requests[0]!, res)
-    plain.limitRequest(requests[1]!, res)
-    queued.limitRequest(requests[2]!, res)
-    queued.limitRequest(requests[3]!, res)
-    shadow.limitRequest(requests[4]!, res)
-    expect(shadow.limitRequest(requests[5]!, res)).toEqual({ action: 'pass' })
-    byHeader.limitRequest(requests[6]!, res)
+    plain.consume(requests[0]!, res)
+    plain.consume(requests[1]!, res)
+    queued.consume(requests[2]!, res)
+    queued.consume(requests[3]!, res)
+    shadow.consume(requests[4]!, res)
+    expect(shadow.consume(requests[5]!, res)).toEqual({ action: 'pass' })
+    byHeader.consume(requests[6]!, res)
     expect(
       seen.map((m) => [m.limiter, m.action, m.route, m.key, m.decision?.allowed, m.request === undefined]),
     ).toEqual([

@@ -8,9 +8,10 @@ import {
   type RuleDecision,
   slidingLog,
 } from '@sluice/core'
-import { rateLimitHeaders, resolveHeaderOptions, stackedHeaders } from '@sluice/core/http'
+import { rateLimitHeaders, resolveHeaderOptions } from '@sluice/core/http'
 import { describe, expect, it } from 'vitest'
-import { UNLIMITED_DECISION } from '../src/limiter.ts'
+import { stackedHeaders } from '../src/http/headers.ts'
+import { UNLIMITED_DECISION } from '../src/limiter/limiter.ts'
 
 const perSecond: RuleDecision = {
   rule: '10-per-1s',

@@ -9,10 +9,10 @@ import {
   parseHttpOptions,
   RequestRecord,
   type RequestView,
-  whenResponseEnds,
 } from '@sluice/core/http'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { hold } from '../src/hold.ts'
+import { whenResponseEnds } from '../src/http/adapter.ts'
+import { hold } from '../src/limiter/hold.ts'
 
 interface FakeRequest {
   ip?: string
@@ -61,7 +61,7 @@ function resolveHttpLimit<R extends FakeRequest = FakeRequest>(
   adapter = adapterFor(requestView),
 ) {
   const limit = buildRequestLimit(parseHttpOptions<FakeRequest>(where, options), adapter, build)
-  return { limiter: limit.limiter, check: (req: FakeRequest) => limit.limitRequest(req, new FakeResponse()) }
+  return { limiter: limit.limiter, check: (req: FakeRequest) => limit.consume(req, new FakeResponse()) }
 }
 
 function clockedStore() {
@@ -538,9 +538,9 @@ describe('RequestRecord and the response-end phase', () => {
       adapter,
     )
     const res = {}
-    const first = await limit.limitRequest(request(), res)
+    const first = await limit.consume(request(), res)
     const req = request()
-    const second = await limit.limitRequest(req, res)
+    const second = await limit.consume(req, res)
     expect(first.action).toBe('allow')
     if (second.action !== 'allow') throw new Error(`expected a queued request, got ${second.action}`)
     expect(second.decision.waitMs).toBe(1000)
@@ -549,8 +549,41 @@ describe('RequestRecord and the response-end phase', () => {
     watching[0]!(false)
     expect(await waited).toBe(false)
     // The slot went back: the next request waits as long as the second did.
-    const third = await limit.limitRequest(request(), res)
+    const third = await limit.consume(request(), res)
     expect(third.action === 'allow' && third.decision.waitMs).toBe(1000)
     limit.limiter.close()
+  })
+})
+
+describe('former names', () => {
+  it('RequestLimit.limitRequest consumes as RequestLimit.consume does, and warns once (SLUICE_DEP_HTTP_KIT)', () => {
+    const warnings: unknown[] = []
+    const emit = vi.spyOn(process, 'emitWarning').mockImplementation(((message: string, options: unknown) => {
+      warnings.push([message, (options as { code?: string }).code])
+    }) as typeof process.emitWarning)
+    const store = new MemoryStore({ clock: () => 0 })
+    const view: RequestView<FakeRequest> = { ip: (r) => r.ip, route: (r) => r.route, header: () => undefined }
+    const limit = buildRequestLimit(
+      parseHttpOptions<FakeRequest>('t', { rules: [fixedWindow({ limit: 2, windowMs: 1000 })], store }),
+      adapterFor(view),
+    )
+    try {
+      const req = (): FakeRequest => ({ ip: '10.0.0.1', method: 'GET', route: '/', headers: {} })
+      expect(limit.limitRequest(req(), new FakeResponse())).toMatchObject({
+        action: 'allow',
+        decision: { remaining: 1 },
+      })
+      expect(limit.limitRequest(req(), new FakeResponse())).toMatchObject({
+        action: 'allow',
+        decision: { remaining: 0 },
+      })
+      expect(limit.consume(req(), new FakeResponse())).toMatchObject({ action: 'deny' })
+    } finally {
+      emit.mockRestore()
+      limit.limiter.close()
+    }
+    expect(warnings).toEqual([
+      ['RequestLimit.limitRequest is deprecated: use RequestLimit.consume.', 'SLUICE_DEP_HTTP_KIT'],
+    ])
   })
 })

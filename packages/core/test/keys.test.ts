@@ -1,7 +1,8 @@
 import { ErrorCode, InvalidOptionError, ipKey, type KeySpec, SluiceError } from '@sluice/core'
-import { compileKey, type KeyOptions, type KeyResult, type RequestView } from '@sluice/core/http'
+import type { KeyOptions, KeyResult, RequestView } from '@sluice/core/http'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { compileKey } from '../src/http/keys/keys.ts'
 
 interface Req {
   ip?: string

@@ -21,7 +21,7 @@ import {
   tokenBucket,
 } from '@sluice/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { MAX_KEY_LENGTH, STORE_ERROR_RETRY_MS, UNLIMITED_DECISION } from '../src/limiter.ts'
+import { MAX_KEY_LENGTH, STORE_ERROR_RETRY_MS, UNLIMITED_DECISION } from '../src/limiter/limiter.ts'
 import { admitted, catchError, denied, figures, harness } from './support.ts'
 
 afterEach(() => {
@@ -228,6 +228,38 @@ describe('rules as a function of the key', () => {
     expect((await limiter.consume('PAYMENT:ALIPAY')).allowed).toBe(false)
     expect((await limiter.consume('PAYMENT:WECHAT')).remaining).toBe(0)
     expect(store.size).toBe(2)
+  })
+
+  it('checks a frozen list once while the function keeps answering it, and a list that can change on every call', async () => {
+    const { store } = manualStore()
+    const frozen = Object.freeze([fixedWindow({ limit: 5, windowMs: 1000 })])
+    const open: RuleInput[] = [fixedWindow({ limit: 5, windowMs: 1000 })]
+    let answer: readonly RuleInput[] = frozen
+    const limiter = createLimiter({ rules: () => answer, store })
+    expect((await limiter.consume('k')).remaining).toBe(4)
+    expect((await limiter.consume('k')).remaining).toBe(3)
+    answer = open
+    expect((await limiter.consume('k')).remaining).toBe(2)
+    // The same array, changed in place: the change is seen at the next call.
+    open.push({ kind: 'fixedWindow', limit: 1 } as unknown as RuleInput)
+    await expect(limiter.consume('k')).rejects.toMatchObject({ code: ErrorCode.INVALID_RULES })
+    open.pop()
+    open.push(fixedWindow({ limit: 5, windowMs: 1000 }))
+    await expect(limiter.consume('k')).rejects.toBeInstanceOf(DuplicateRuleError)
+  })
+
+  it("an admitted decision's rules say when they were counted without it showing in their JSON, equality or copies", async () => {
+    const { clock, store } = manualStore()
+    clock.now = 1234
+    const limiter = createLimiter({ rules: [fixedWindow({ limit: 5, windowMs: 1000 })], store })
+    const d = await limiter.consume('k')
+    expect(d.countedAt).toBe(1234)
+    expect((d.rules as { countedAt?: number }).countedAt).toBe(1234)
+    expect(Object.keys(d.rules)).toEqual(['0'])
+    expect(d.rules).toEqual([{ ...d.rules[0] }])
+    expect(JSON.parse(JSON.stringify(d))).toEqual(JSON.parse(JSON.stringify({ ...d, rules: [d.rules[0]] })))
+    expect((d.rules.map((r) => r) as { countedAt?: number }).countedAt).toBeUndefined()
+    expect(Array.isArray(d.rules)).toBe(true)
   })
 
   it('the unlimited decision says so in every field', () => {

@@ -5,7 +5,7 @@
  * Content-Security-Policy, so the page runs only its own script and style.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { DashboardApi, DashboardError } from './api.ts'
 import {
@@ -44,18 +44,34 @@ interface Asset {
   body: Buffer
 }
 
-/** The page's files, read once per process: the handler serves them itself (no CDN, works offline). */
+/**
+ * The page's files, read once per process: the handler serves them itself (no CDN, works offline). The
+ * page is ES modules (page/*.js, each `// @ts-check`ed by page/tsconfig.json) and core's rule grammar,
+ * bundled by the build (dist/page/grammar.js), which the page imports as `./grammar.js`.
+ */
 let assets: Map<string, Asset> | undefined
 
 function loadAssets(): Map<string, Asset> {
   if (assets !== undefined) return assets
-  const dir = new URL('../page/', import.meta.url)
-  const file = (name: string) => readFileSync(new URL(name, dir))
+  // From src/ and from dist/ alike: the package's own page/ and dist/page/.
+  const page = new URL('../page/', import.meta.url)
+  const built = new URL('../dist/page/', import.meta.url)
+  const script = (body: Buffer): Asset => ({ type: 'text/javascript; charset=utf-8', body })
+  const modules = readdirSync(page).filter((name) => name.endsWith('.js'))
+  let grammar: Buffer
+  try {
+    grammar = readFileSync(new URL('grammar.js', built))
+  } catch (error) {
+    throw new Error(
+      `@sluice/dashboard is not built: ${(error as Error).message} (run its build, which bundles the page's rule grammar).`,
+    )
+  }
   assets = new Map([
-    ['index.html', { type: 'text/html; charset=utf-8', body: file('index.html') }],
-    ['assets/app.js', { type: 'text/javascript; charset=utf-8', body: file('app.js') }],
-    ['assets/app.css', { type: 'text/css; charset=utf-8', body: file('app.css') }],
-    ['assets/icon.svg', { type: 'image/svg+xml', body: file('icon.svg') }],
+    ['index.html', { type: 'text/html; charset=utf-8', body: readFileSync(new URL('index.html', page)) }],
+    ...modules.map((name): [string, Asset] => [`assets/${name}`, script(readFileSync(new URL(name, page)))]),
+    ['assets/grammar.js', script(grammar)],
+    ['assets/app.css', { type: 'text/css; charset=utf-8', body: readFileSync(new URL('app.css', page)) }],
+    ['assets/icon.svg', { type: 'image/svg+xml', body: readFileSync(new URL('icon.svg', page)) }],
   ])
   return assets
 }

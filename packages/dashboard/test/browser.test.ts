@@ -20,7 +20,7 @@ import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { RuleSpec } from '@sluice/core'
+import { parseRuleSpecs, type RuleSpec } from '@sluice/core'
 import { type Access, dashboard } from '@sluice/dashboard'
 import { RedisLimitTable } from '@sluice/redis'
 import { Redis } from 'ioredis'
@@ -190,12 +190,15 @@ describe('the dashboard in Chromium', () => {
       ])
     const before = await chartOf(page, 'api')
     await expect.poll(() => chartOf(page, 'api'), { timeout: 5000 }).not.toBe(before)
-    for (const limiter of ['api', 'report', 'search', 'login']) {
+    for (const limiter of ['api', 'report', 'search', 'login', 'busy']) {
       await expect(page.locator(`.card.limiter[data-limiter="${limiter}"]`).count()).resolves.toBe(1)
     }
     // Queued (the leaky bucket holds requests) and shadow (a shadowed limit) are drawn too.
     await page.locator('.card.limiter[data-limiter="report"] path.area.queued').waitFor({ timeout: 10_000 })
     await page.locator('.card.limiter[data-limiter="search"] path.area.shadow').waitFor({ timeout: 10_000 })
+    // Requests an overload guard shed are drawn as denied, on the card of the limit they came through
+    // (issue 31): `busy` denies nothing by its rules.
+    await page.locator('.card.limiter[data-limiter="busy"] path.area.denied').waitFor({ timeout: 10_000 })
     // The busiest denier comes first.
     const first = await page.locator('.card.limiter').first().getAttribute('data-limiter')
     expect(first).toBe('api')
@@ -301,6 +304,79 @@ describe('the dashboard in Chromium', () => {
     for (let i = 0; i < 3; i++) for (const w of workers) after.push(await pay(w))
     expect(after).toEqual([200, 200, 200, 429, 429, 429])
     expect(errors.filter((e) => !e.includes('400 (Bad Request)'))).toEqual([])
+  })
+
+  it('shows hostile names as text one can read: a bidi override visible, a 100 KB name cut (issue 25 item 14)', async () => {
+    // A publisher that writes to Redis directly (publishStats bounds its own name): a bidi override that
+    // would show "exe.txt" reversed, then 100,000 characters.
+    const shown = 'evil\\u{202E}txt.exe'
+    const name = `evil\u202Etxt.exe${'x'.repeat(100_000)}`
+    const snapshot = { at: Date.now(), seconds: 60, limiters: {}, instance: name, meta: {} }
+    await client.set(`sluice:stats:instance:${name}`, JSON.stringify(snapshot), 'EX', 30)
+    await client.zadd('sluice:stats:instances', Date.now(), name)
+    try {
+      const { page, errors } = await open('read')
+      const row = page.locator('#instances tbody tr', { hasText: shown })
+      await row.waitFor({ timeout: 10_000 })
+      expect(await row.locator('td').first().textContent()).toBe(`${shown}${'x'.repeat(300 - shown.length)}…`)
+      // The row stays within the page's width (a 100 KB name made a 48,000 px row).
+      expect(await row.evaluate((tr) => tr.getBoundingClientRect().width)).toBeLessThanOrEqual(1440)
+      expect(errors).toEqual([])
+    } finally {
+      await client.del(`sluice:stats:instance:${name}`)
+      await client.zrem('sluice:stats:instances', name)
+    }
+  })
+
+  it("edits entries named '.' and '..', which a URL path cannot carry (issue 25 item 14)", async () => {
+    const { page, errors } = await open('write')
+    const card = page.locator('.card.table[data-table="channels"]')
+    try {
+      for (const entry of ['.', '..']) {
+        await card.locator('input[name="entry"]').fill(entry)
+        await card.locator('input[name="rules"]').fill('slidingLog:7/1s')
+        await card.locator('button', { hasText: 'Save entry' }).click()
+        await expect
+          .poll(() => card.locator('.message').textContent())
+          .toMatch(
+            new RegExp(`^Saved ${entry.replaceAll('.', '\\.')} = slidingLog:7/1s \\(version \\d+\\)\\.$`),
+          )
+        expect(JSON.parse(JSON.stringify(table.entries().get(entry)))).toEqual([
+          { kind: 'slidingLog', limit: 7, windowMs: 1000 },
+        ])
+        await expect
+          .poll(() => card.locator(`tr[data-entry="${entry}"] .rules`).textContent())
+          .toBe('slidingLog:7/1s')
+      }
+      expect(errors).toEqual([])
+    } finally {
+      for (const entry of ['.', '..']) await table.delete(entry, { actor: 'test' })
+    }
+  })
+
+  it("reads and writes every rule kind by core's grammar, served to the page (warmUp's comma included)", async () => {
+    const { page, errors } = await open('write')
+    const card = page.locator('.card.table[data-table="channels"]')
+    const text = 'warmUp:100/s,30sx4~1s concurrency:10~30s slidingWindow:600/1m/6@minute tokenBucket:50+10/s'
+    try {
+      await card.locator('input[name="entry"]').fill('KINDS')
+      await card.locator('input[name="rules"]').fill(text)
+      await card.locator('button', { hasText: 'Save entry' }).click()
+      await expect
+        .poll(() => card.locator('.message').textContent())
+        .toMatch(/^Saved KINDS = (.+) \(version \d+\)\.$/)
+      expect(await card.locator('.message').textContent()).toContain(` = ${text} (`)
+      expect(JSON.parse(JSON.stringify(table.entries().get('KINDS')))).toEqual(
+        JSON.parse(JSON.stringify(parseRuleSpecs(text.split(' ')))),
+      )
+      await expect.poll(() => card.locator('tr[data-entry="KINDS"] .rules').textContent()).toBe(text)
+      // The edit button gives the text back as the grammar writes it.
+      await card.locator('tr[data-entry="KINDS"] button', { hasText: 'edit' }).click()
+      expect(await card.locator('input[name="rules"]').inputValue()).toBe(text)
+      expect(errors).toEqual([])
+    } finally {
+      await table.delete('KINDS', { actor: 'test' })
+    }
   })
 
   it('shows a reader the tables with no form', async () => {

@@ -152,6 +152,56 @@ describe('access', () => {
     }
   })
 
+  it("serves the page as ES modules, each import one it serves, the rule grammar core's own, bundled", async () => {
+    const { url } = await setup()
+    const headers = { [ROLE]: 'read' }
+    const served = new Map<string, string>()
+    const pending = ['app.js']
+    while (pending.length > 0) {
+      const name = pending.pop()!
+      if (served.has(name)) continue
+      const asset = await send(`${url}/assets/${name}`, { headers })
+      expect(asset.status, name).toBe(200)
+      expect(asset.headers['content-type'], name).toBe('text/javascript; charset=utf-8')
+      served.set(name, asset.text)
+      const imports = /^(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"]|^import\s*['"]([^'"]+)['"]/gm
+      for (const m of asset.text.matchAll(imports)) {
+        const from = m[1] ?? m[2]!
+        // Only the page's own modules, beside it: no bare name, no other origin.
+        expect(from, `${name} imports ${from}`).toMatch(/^\.\/[a-z]+\.js$/)
+        pending.push(from.slice(2))
+      }
+    }
+    expect([...served.keys()].sort()).toEqual([
+      'api.js',
+      'app.js',
+      'chart.js',
+      'dom.js',
+      'format.js',
+      'grammar.js',
+      'stats.js',
+      'tables.js',
+    ])
+    // The grammar is core's, bundled whole: it imports nothing, and reads and writes rules as core does.
+    const grammarText = served.get('grammar.js')!
+    expect(grammarText).not.toMatch(/^\s*import\b/m)
+    const grammar = (await import(
+      `data:text/javascript;base64,${Buffer.from(grammarText).toString('base64')}`
+    )) as typeof import('@sluice/core')
+    const texts = [
+      'slidingLog:100/1s',
+      'warmUp:100/s,30sx4~1s',
+      'slidingWindow:600/1m/6@minute',
+      'concurrency:10~30s',
+    ]
+    const core = await import('@sluice/core')
+    expect(JSON.stringify(grammar.parseRuleSpecs(texts))).toBe(JSON.stringify(core.parseRuleSpecs(texts)))
+    expect(grammar.parseRuleSpecs(texts).map(grammar.formatRuleSpec)).toEqual(texts)
+    expect(() => grammar.parseRuleSpec('slidingLog:3')).toThrow(
+      'Invalid rule spec "slidingLog:3": expected slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s.',
+    )
+  })
+
   it("uses the configured token, so several processes behind one address accept each other's pages", async () => {
     const csrfToken = 'a'.repeat(20) + '-_'.repeat(10)
     const a = await setup({ csrfToken })
@@ -569,6 +619,31 @@ describe('writes that are accepted', () => {
         },
       ])
       expect(Math.abs(view.json.audit[0].time - Date.now())).toBeLessThan(10_000)
+    } finally {
+      await table.close()
+      client.disconnect()
+    }
+  })
+
+  it("serves a RedisLimitTable's entries while Redis is away, with auditError instead of a 500 (issue 25 item 13)", async () => {
+    const redis = await startRedis()
+    // No offline queue: a command while Redis is away fails at once instead of waiting for it.
+    const client = new Redis({ host: redis.host, port: redis.port, enableOfflineQueue: false })
+    await new Promise((resolve) => client.once('ready', resolve))
+    const table = await RedisLimitTable.open({ client, name: 'channels' })
+    try {
+      await table.set('PAYMENT:ALIPAY', [{ kind: 'slidingLog', limit: 3, windowMs: 1000 }], { actor: 'ops' })
+      const url = await serve(dashboard({ access: byHeader, tables: { channels: table } }))
+      await redis.stop()
+      const view = await send(`${url}/api/tables/channels`, { headers: { [ROLE]: 'read' } })
+      expect(view.status).toBe(200)
+      expect(view.json).toEqual({
+        name: 'channels',
+        version: 1,
+        entries: [{ entry: 'PAYMENT:ALIPAY', rules: [{ kind: 'slidingLog', limit: 3, windowMs: 1000 }] }],
+        audit: [],
+        auditError: { code: expect.stringMatching(/^ERR_SLUICE_/), message: expect.any(String) },
+      })
     } finally {
       await table.close()
       client.disconnect()

@@ -9,14 +9,12 @@ import {
   functionOption,
   type HttpAdapterBase,
   type HttpLimitOptions,
-  type HttpOutcome,
   headerValues,
-  isPromise,
   type NodeResponse,
   parseHttpOptions,
   type RequestRecord,
   type RequestView,
-  type ResponseBody,
+  respondOnNode,
 } from '@sluice/core/http'
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
 import { mountTemplate } from './route.ts'
@@ -52,7 +50,6 @@ export interface ExpressRateLimitOptions extends HttpLimitOptions<Request, Respo
 /** The middleware, with the limiter it counts on (for `peek` and `reset`). */
 export type RateLimitMiddleware = RequestHandler & { readonly limiter: Limiter<Request> }
 
-type Denied = Extract<HttpOutcome, { action: 'deny' }>
 type OnLimited = NonNullable<ExpressRateLimitOptions['onLimited']>
 
 const OWN_OPTIONS = { onLimited: functionOption }
@@ -114,57 +111,16 @@ export function rateLimit(options: ExpressRateLimitOptions): RateLimitMiddleware
   const parsed = parseHttpOptions<Request, Response>('rateLimit', options, OWN_OPTIONS)
   const onLimited = parsed.own.onLimited as OnLimited | undefined
   const limit = buildRequestLimit(parsed, { ...adapter, view: viewOf(sluiceRateLimit) })
+  const respond = respondOnNode(limit, onLimited)
 
   /**
    * Not an async function: on a memory store the outcome is there at once, and `next()` runs in the same
    * tick, as it would for a request no limit applies to.
    */
   function sluiceRateLimit(req: Request, res: Response, next: NextFunction): void {
-    const outcome = limit.limitRequest(req, res)
+    const outcome = limit.consume(req, res)
     if (outcome instanceof Promise) outcome.then((o) => respond(o, req, res, next), next)
     else respond(outcome, req, res, next)
-  }
-
-  /** Writes out an outcome. Never throws: whatever fails goes to `next(err)`. */
-  function respond(outcome: HttpOutcome, req: Request, res: Response, next: NextFunction): void {
-    if (outcome.action === 'pass') {
-      next()
-      return
-    }
-    try {
-      if (outcome.action === 'reject') {
-        sendJson(res, outcome.status, outcome.body, outcome.contentType)
-        return
-      }
-      const headers = outcome.headers
-      for (const name in headers) res.setHeader(name, headers[name]!)
-      if (outcome.action === 'deny') {
-        limited(outcome, req, res, next)
-        return
-      }
-    } catch (error) {
-      next(error)
-      return
-    }
-    if (outcome.decision.waitMs === 0) next()
-    else limit.hold(req, res, outcome).then((waited) => waited && next(), next)
-  }
-
-  /** Answers a denied request: the user's `onLimited` first, if any; sluice's 429 unless it has answered. */
-  function limited(outcome: Denied, req: Request, res: Response, next: NextFunction): void {
-    res.statusCode = outcome.status
-    if (onLimited === undefined) {
-      sendJson(res, outcome.status, outcome.body, outcome.contentType)
-      return
-    }
-    const answered = () => {
-      if (!res.headersSent && !res.writableEnded) {
-        sendJson(res, outcome.status, outcome.body, outcome.contentType)
-      }
-    }
-    const done = onLimited(req, res, outcome.decision)
-    if (isPromise(done)) Promise.resolve(done).then(answered, next)
-    else answered()
   }
 
   return Object.assign(sluiceRateLimit, { limiter: limit.limiter })
@@ -216,11 +172,3 @@ function readDecision(this: object): Decision | undefined {
 
 /** For each request prototype seen, whether the accessor serves it. */
 const served = new WeakMap<object, boolean>()
-
-function sendJson(res: Response, status: number, body: ResponseBody, contentType: string): void {
-  const json = JSON.stringify(body)
-  res.statusCode = status
-  res.setHeader('Content-Type', contentType)
-  res.setHeader('Content-Length', Buffer.byteLength(json))
-  res.end(json)
-}

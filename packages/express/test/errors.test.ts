@@ -54,7 +54,7 @@ describe('rateLimit options', () => {
     const peer = catchError(() => rateLimit({ rules, ...{ windowMs: 60_000, limit: 100 } }))
     expect(peer).toMatchObject({ code: ErrorCode.INVALID_OPTION, option: 'rateLimit.windowMs' })
     expect((peer as Error).message).toContain('rules: [fixedWindow({ limit: 100, windowMs: 60_000 })]')
-    expect((peer as Error).message).toContain('Migrating')
+    expect((peer as Error).message).toContain('(docs/migrating.md#from-express-rate-limit)')
   })
 
   it('gives each rateLimit without a store its own memory store', () => {

@@ -83,7 +83,7 @@ export function hookFor(
   ): void {
     const go = done as (next?: unknown) => void
     // On a memory store the outcome is there at once, and the request goes on in the same tick.
-    const outcome = limit.limitRequest(request, reply)
+    const outcome = limit.consume(request, reply)
     if (outcome instanceof Promise) outcome.then((o) => proceed(limit, o, request, reply, onLimited, go), go)
     else proceed(limit, outcome, request, reply, onLimited, go)
   }

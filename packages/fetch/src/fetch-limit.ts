@@ -117,7 +117,7 @@ export function fetchLimit(options: FetchLimitOptions): FetchLimit {
   async function handle(request: Request, info: FetchRequestInfo, handler: FetchHandler): Promise<Response> {
     infos.set(request, info)
     const exchange = new FetchExchange(request)
-    const decided = limit.limitRequest(request, exchange)
+    const decided = limit.consume(request, exchange)
     const outcome = decided instanceof Promise ? await decided : decided
     if (outcome.action === 'reject') return jsonResponse(outcome.status, outcome.body, outcome.contentType)
     if (outcome.action === 'deny') return limited(outcome, request)

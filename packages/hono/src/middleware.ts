@@ -111,7 +111,7 @@ export function rateLimit<E extends Env = Env>(options: HonoRateLimitOptions<E>)
   async function sluiceRateLimit(c: Context, next: () => Promise<void>): Promise<Response | undefined> {
     if (getConnInfo !== undefined) connInfos.set(c, getConnInfo)
     const exchange = new FetchExchange(c.req.raw)
-    const decided = limit.limitRequest(c, exchange)
+    const decided = limit.consume(c, exchange)
     const outcome = decided instanceof Promise ? await decided : decided
     if (outcome.action === 'reject') return jsonResponse(outcome.status, outcome.body, outcome.contentType)
     const record = adapter.recordOf(c)

@@ -119,7 +119,7 @@ export function rateLimit(options: KoaRateLimitOptions): RateLimitMiddleware {
   const limit = buildRequestLimit(parsed, adapter)
 
   async function sluiceRateLimit(ctx: Context, next: Next): Promise<void> {
-    const decided = limit.limitRequest(ctx, ctx)
+    const decided = limit.consume(ctx, ctx)
     const outcome = decided instanceof Promise ? await decided : decided
     if (outcome.action === 'pass') return next()
     if (outcome.action === 'reject') return answer(ctx, outcome.status, outcome.body, outcome.contentType)

@@ -54,7 +54,7 @@ export class SluiceGuard implements CanActivate {
     const route = limits.limitOf(context.getClass(), context.getHandler())
     if (route === null) return true
     const platform = limits.platform
-    const outcome = route.limit.limitRequest(req, res)
+    const outcome = route.limit.consume(req, res)
     if (outcome instanceof Promise) return outcome.then((o) => respond(platform, route, o, req, res))
     return respond(platform, route, outcome, req, res)
   }

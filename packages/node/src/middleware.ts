@@ -11,13 +11,11 @@ import {
   functionOption,
   type HttpAdapter,
   type HttpLimitOptions,
-  type HttpOutcome,
   headerValues,
-  isPromise,
   parseHttpOptions,
   type RequestRecord,
   type RequestView,
-  type ResponseBody,
+  respondOnNode,
 } from '@sluice/core/http'
 import { type AddressOf, socketAddress, trustProxyOption } from './proxy.ts'
 
@@ -72,7 +70,6 @@ export type RateLimitedListener = ((req: IncomingMessage, res: ServerResponse) =
 }
 
 type OnLimited = NonNullable<NodeRateLimitOptions['onLimited']>
-type Denied = Extract<HttpOutcome, { action: 'deny' }>
 
 const OWN_OPTIONS = { trustProxy: trustProxyOption, route: functionOption, onLimited: functionOption }
 
@@ -123,58 +120,13 @@ export function rateLimit(options: NodeRateLimitOptions): RateLimitMiddleware {
   const address = (parsed.own.trustProxy as AddressOf | undefined) ?? socketAddress
   const onLimited = parsed.own.onLimited as OnLimited | undefined
   const limit = buildRequestLimit(parsed, adapterFor(address, route))
+  const respond = respondOnNode(limit, onLimited)
 
   /** Not an async function: on a memory store `next()` runs in the same tick. */
   function sluiceRateLimit(req: IncomingMessage, res: ServerResponse, next: NextFunction): void {
-    const outcome = limit.limitRequest(req, res)
+    const outcome = limit.consume(req, res)
     if (outcome instanceof Promise) outcome.then((o) => respond(o, req, res, next), next)
     else respond(outcome, req, res, next)
-  }
-
-  /** Writes out an outcome. Whatever fails goes to `next(err)`. */
-  function respond(
-    outcome: HttpOutcome,
-    req: IncomingMessage,
-    res: ServerResponse,
-    next: NextFunction,
-  ): void {
-    if (outcome.action === 'pass') {
-      next()
-      return
-    }
-    try {
-      if (outcome.action === 'reject') {
-        sendJson(res, outcome.status, outcome.body, outcome.contentType)
-        return
-      }
-      const headers = outcome.headers
-      for (const name in headers) res.setHeader(name, headers[name]!)
-      if (outcome.action === 'deny') {
-        limited(outcome, req, res, next)
-        return
-      }
-    } catch (error) {
-      next(error)
-      return
-    }
-    if (outcome.decision.waitMs === 0) next()
-    else limit.hold(req, res, outcome).then((waited) => waited && next(), next)
-  }
-
-  /** Answers a denied request: the user's `onLimited` first, if any; sluice's 429 unless it has answered. */
-  function limited(outcome: Denied, req: IncomingMessage, res: ServerResponse, next: NextFunction): void {
-    res.statusCode = outcome.status
-    const answered = () => {
-      if (!res.headersSent && !res.writableEnded)
-        sendJson(res, outcome.status, outcome.body, outcome.contentType)
-    }
-    if (onLimited === undefined) {
-      answered()
-      return
-    }
-    const done = onLimited(req, res, outcome.decision)
-    if (isPromise(done)) Promise.resolve(done).then(answered, next)
-    else answered()
   }
 
   return Object.assign(sluiceRateLimit, { limiter: limit.limiter })
@@ -213,12 +165,4 @@ function failed(res: ServerResponse, error: unknown): void {
 /** Whether a key spec (one part or a list) has a `'route'` part. */
 function usesRoute(key: unknown): boolean {
   return key === 'route' || (Array.isArray(key) && key.includes('route'))
-}
-
-function sendJson(res: ServerResponse, status: number, body: ResponseBody, contentType: string): void {
-  const json = JSON.stringify(body)
-  res.statusCode = status
-  res.setHeader('Content-Type', contentType)
-  res.setHeader('Content-Length', Buffer.byteLength(json))
-  res.end(json)
 }

@@ -4,7 +4,7 @@
  * Bounded: counts for at most `MAX_HELD_ENTRIES` key-and-client pairs at once, each dropped when its last
  * request stops waiting. Past that bound (as many clients holding at once), requests are not tracked.
  * Other processes' queues and their clients are not seen here; the store's queue is shared all the same.
- * A request is counted when its outcome is decided and released by `RequestLimit.hold`, which adapters
+ * A request enters when its outcome is decided and leaves in `RequestLimit.hold`, which adapters
  * call for every admitted outcome with `waitMs > 0` (no listener is added per request for it).
  */
 
@@ -27,7 +27,7 @@ export class HeldRequests {
   }
 
   /** Counts `request` as held on `key` for client `ip`; false when that client already holds its share. */
-  take(key: string, ip: string | undefined, request: unknown): boolean {
+  enter(key: string, ip: string | undefined, request: unknown): boolean {
     const pair = `${key}\u0000${ip ?? ''}`
     const n = this.#counts.get(pair) ?? 0
     if (n >= this.#perClient) return false
@@ -38,7 +38,7 @@ export class HeldRequests {
   }
 
   /** The request stopped waiting (it goes on, or its client left). Idempotent. */
-  release(request: unknown): void {
+  leave(request: unknown): void {
     const pair = this.#pairs.get(request as object)
     if (pair === undefined) return
     this.#pairs.delete(request as object)

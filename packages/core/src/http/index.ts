@@ -1,34 +1,13 @@
 /**
- * The framework-agnostic HTTP kit, for authors of sluice adapters (Express and Fastify are built on it; a
- * third, for node:http or Hono, is about a hundred lines): parse the shared options, build a request
- * limit, decide a request into an outcome, keep the per-request record, write headers, hold queued
- * requests, and run the response-end phase. Users of the library import from `@sluice/core` instead.
+ * The framework-agnostic HTTP kit, for authors of sluice adapters (Express, Fastify, Koa, node:http, Fetch,
+ * Hono and NestJS are built on it): parse the shared options, build a request limit, decide a request into
+ * an outcome, keep the per-request record, write headers and the outcome to a Node response, hold queued
+ * requests, and run the response-end phase. What no adapter imports is not exported here. Users of the
+ * library import from `@sluice/core` instead.
  *
  * @module @sluice/core/http
  */
 
-export { describe as describeValue } from '../errors.ts'
-export {
-  DEFAULT_HEADER_DRAFT,
-  HEADER_DRAFTS,
-  type HeaderDraft,
-  type HeaderOptions,
-  NO_HEADERS,
-  type ResolvedHeaderOptions,
-  rateLimitHeaders,
-  resolveHeaderOptions,
-  retryAfterSeconds,
-  stackedHeaders,
-} from '../headers.ts'
-export { holdResponse } from '../hold.ts'
-export {
-  compileKey,
-  type KeyOptions,
-  type KeyPart,
-  type KeyResult,
-  type KeySpec,
-  type MissingKeyPolicy,
-} from '../keys/keys.ts'
 export { booleanOption, functionOption, isPromise } from '../options.ts'
 export {
   type HttpAdapter,
@@ -37,8 +16,27 @@ export {
   type NodeRequest,
   type NodeResponse,
   type RequestView,
-  whenResponseEnds,
 } from './adapter.ts'
+export {
+  compileKey,
+  DEFAULT_HEADER_DRAFT,
+  describeValue,
+  HEADER_DRAFTS,
+  HTTP_OPTION_NAMES,
+  holdResponse,
+  NO_HEADERS,
+  retryAfterSeconds,
+  stackedHeaders,
+  whenResponseEnds,
+} from './deprecated.ts'
+export {
+  type HeaderDraft,
+  type HeaderOptions,
+  type ResolvedHeaderOptions,
+  rateLimitHeaders,
+  resolveHeaderOptions,
+} from './headers.ts'
+export type { KeyOptions, KeyPart, KeyResult, KeySpec, MissingKeyPolicy } from './keys/keys.ts'
 export {
   type BuildOptions,
   buildRequestLimit,
@@ -50,7 +48,6 @@ export {
   type RequestLimit,
 } from './limit.ts'
 export {
-  HTTP_OPTION_NAMES,
   type HttpLimitOptions,
   LIMITER_OPTION_NAMES,
   mergeHttpOptions,
@@ -62,3 +59,4 @@ export {
 } from './options.ts'
 export { labelledPrefix } from './prefix.ts'
 export { type CountedLimit, type EndCallback, RequestRecord } from './record.ts'
+export { type Next, type OnDenied, respondOnNode, type WritableResponse } from './respond.ts'

@@ -1,62 +1,39 @@
 /**
  * @module A request limit: parsed options built into a limiter and a key, and the one act an adapter asks
- * of it per request, `limitRequest`, which answers an outcome the adapter only has to write out. The
- * request's record (record.ts) keeps what the limit counted, so a request passing a limit twice (app and
- * router, or two hooks) is counted once, and stacked limits' headers are rendered together.
+ * of it per request, `consume`, which answers an outcome (outcome.ts) the adapter only has to write
+ * out. The way down reads in order: the overload guard (`enter`), `skip`, the request's record (counted
+ * once per limit), the key, the cost, the limiter, then the outcome. What runs when the response ends
+ * lives in end-phase.ts; the request's record (record.ts) keeps what the limit counted, so a request
+ * passing a limit twice (app and router, or two hooks) is counted once, and stacked limits' headers are
+ * rendered together.
  */
-import { STATUS_CODES } from 'node:http'
 import { httpChannel } from '../channels.ts'
+import { warnDeprecated } from '../deprecate.ts'
 import { InvalidOptionError } from '../errors.ts'
-import { DEFAULT_HEADERS, NO_HEADERS, retryAfterSeconds } from '../headers.ts'
-import { hold } from '../hold.ts'
-import { compileKey, type KeyResult } from '../keys/keys.ts'
-import { createLimiter, type Limiter } from '../limiter.ts'
+import { hold } from '../limiter/hold.ts'
+import { createLimiter, type Limiter } from '../limiter/limiter.ts'
 import { isPromise } from '../options.ts'
+import type { Overload } from '../overload.ts'
 import type { Decision } from '../types.ts'
-import { endSignal, type HttpAdapter } from './adapter.ts'
+import type { HttpAdapter, RequestView } from './adapter.ts'
+import { EndPhase } from './end-phase.ts'
+import { DEFAULT_HEADERS, NO_HEADERS, type ResolvedHeaderOptions } from './headers.ts'
 import { HeldRequests } from './held.ts'
-import type { ParsedHttpOptions, ResponseBody } from './options.ts'
-import { type EndCallback, RequestRecord } from './record.ts'
+import { compileKey, type KeyResult } from './keys/keys.ts'
+import type { ParsedHttpOptions } from './options.ts'
+import {
+  bodyResolver,
+  type DeniedBody,
+  type HttpOutcome,
+  missingKeyBody,
+  PASS,
+  PROBLEM_JSON,
+  queueFull,
+  shed,
+} from './outcome.ts'
+import type { EndCallback, RequestRecord } from './record.ts'
 
-export const PROBLEM_JSON = 'application/problem+json'
-export const JSON_TYPE = 'application/json'
-
-/** What an adapter does with one request. */
-export type HttpOutcome =
-  /**
-   * Go on, nothing to write here: skipped, a missing key under `'skip'`, already counted by this limit, or
-   * counted by a shadowed limit.
-   */
-  | { readonly action: 'pass' }
-  /** A key part is missing and the policy is `'reject'`: answer 400 with this problem. */
-  | {
-      readonly action: 'reject'
-      readonly status: 400
-      readonly body: ResponseBody
-      readonly contentType: typeof PROBLEM_JSON
-    }
-  /**
-   * Admitted: write `headers` (every sluice limit's that counted the request), hold the request
-   * `decision.waitMs` when it is above 0, then go on.
-   */
-  | {
-      readonly action: 'allow'
-      readonly decision: Decision
-      readonly headers: Readonly<Record<string, string>>
-      /** The key and cost the request was counted under, for `RequestLimit.hold`. */
-      readonly key: string
-      readonly cost: number | undefined
-    }
-  /** Denied: answer `status` with `headers` and `body`. */
-  | {
-      readonly action: 'deny'
-      readonly decision: Decision
-      readonly status: number
-      readonly headers: Readonly<Record<string, string>>
-      readonly body: ResponseBody
-      /** `application/problem+json` for sluice's problem details, `application/json` for a body the user built. */
-      readonly contentType: typeof PROBLEM_JSON | typeof JSON_TYPE
-    }
+export { type HttpOutcome, JSON_TYPE, limitedBody, limitedDetail, PROBLEM_JSON } from './outcome.ts'
 
 export interface RequestLimit<Req, Res> {
   readonly limiter: Limiter<Req>
@@ -65,6 +42,11 @@ export interface RequestLimit<Req, Res> {
    * adapter can go on in the same tick, else a promise of it. Never throws: it rejects when the store
    * fails under `onStoreError: 'throw'`, on a cost no rule can admit, and when a user function (key,
    * cost, skip, rules, message) throws; adapters pass that on to their framework's error path.
+   */
+  consume(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome>
+  /**
+   * `consume`, under its former name.
+   * @deprecated Use `consume` (one verb per act); warns once (`SLUICE_DEP_HTTP_KIT`). Removed next release.
    */
   limitRequest(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome>
   /** Runs `callback` once when the response to `req` ends (see `RequestRecord.onEnd`). */
@@ -87,7 +69,8 @@ export interface BuildOptions {
   readonly owner?: object
 }
 
-const PASS: HttpOutcome = Object.freeze({ action: 'pass' })
+/** How many of one client's requests one key's queue holds at once, unless `queuePerClient` says. */
+export const DEFAULT_QUEUE_PER_CLIENT = 16
 
 /**
  * Builds a limit from parsed options: the limiter (from `limiter`, or from `rules` and the options beside
@@ -99,88 +82,111 @@ export function buildRequestLimit<Req, Res>(
   adapter: HttpAdapter<Req, Res>,
   options: BuildOptions = {},
 ): RequestLimit<Req, Res> {
-  const { where, view } = { where: parsed.where, view: adapter.view }
-  const keyOf = compileKey<Req>(
-    parsed.key ?? 'ip',
-    view,
-    { ipv6Subnet: parsed.ipv6Subnet, onMissingKey: parsed.onMissingKey },
-    where,
-  )
-  const costOf = costResolver(parsed.cost)
-  const skip = parsed.skip
-  const shadow = parsed.shadow === true
-  // A shadowed limit sends no headers: it does not advertise a policy it does not enforce.
-  const headerOptions = shadow ? NO_HEADERS : (parsed.headers ?? DEFAULT_HEADERS)
-  const status = parsed.statusCode ?? 429
-  const bodyOf = bodyResolver<Req>(parsed.message)
-  const limiter = parsed.limiter ?? limiterFrom(parsed)
-  const owner = options.owner
-  const prefix = limiter.prefix
-  // A denial by the rules of a limiter that blocks began a block: it is answered as a blocked request.
-  const blocks = limiter.block !== undefined
-  const blockedStatus = parsed.blockedStatusCode ?? 429
-  const countWhen = parsed.countWhen as ((request: Req, response: Res) => boolean) | undefined
-  if (countWhen !== undefined && typeof limiter.refund !== 'function') {
-    throw new InvalidOptionError(
-      `${where}.countWhen`,
-      countWhen,
-      'a limiter that can refund (built by createLimiter)',
+  return new HttpLimit(parsed, adapter, options.owner)
+}
+
+type AllowOutcome = Extract<HttpOutcome, { action: 'allow' }>
+
+/** One request limit: the options it was built from, resolved once, and the way down per request. */
+class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
+  readonly limiter: Limiter<Req>
+  readonly #view: RequestView<Req>
+  readonly #keyOf: (req: Req) => KeyResult | Promise<KeyResult>
+  readonly #costOf: (req: Req) => number | undefined | Promise<number>
+  readonly #skip: ((req: Req) => boolean | Promise<boolean>) | undefined
+  readonly #shadow: boolean
+  readonly #headers: ResolvedHeaderOptions
+  readonly #status: number
+  readonly #blockedStatus: number
+  /** A denial by the rules of a limiter that blocks began a block: it is answered as a blocked request. */
+  readonly #blocks: boolean
+  readonly #bodyOf: (req: Req, decision: Decision, status: number) => DeniedBody
+  readonly #owner: object | undefined
+  readonly #guard: Overload<Req> | undefined
+  readonly #shedDecision: Decision | undefined
+  readonly #held: HeldRequests
+  readonly #end: EndPhase<Req, Res>
+
+  constructor(
+    parsed: ParsedHttpOptions<Req, Res>,
+    adapter: HttpAdapter<Req, Res>,
+    owner: object | undefined,
+  ) {
+    const where = parsed.where
+    this.#view = adapter.view
+    this.#keyOf = compileKey<Req>(
+      parsed.key ?? 'ip',
+      adapter.view,
+      { ipv6Subnet: parsed.ipv6Subnet, onMissingKey: parsed.onMissingKey },
+      where,
     )
-  }
-  const guard = parsed.overload
-  const critical = guard?.critical
-  const shedDecision = guard === undefined ? undefined : shed(guard.bucketMs)
-  const held = new HeldRequests(parsed.queuePerClient ?? DEFAULT_QUEUE_PER_CLIENT)
-  const onEnd = endSignal(adapter)
-  /** Warnings already emitted for this limit, so a broken callback cannot flood the process's output. */
-  const warned = new Set<string>()
-
-  function recordOf(req: Req): RequestRecord {
-    let record = adapter.recordOf(req)
-    if (record === undefined) {
-      record = new RequestRecord()
-      adapter.keepRecord(req, record)
+    this.#costOf = costResolver(parsed.cost)
+    this.#skip = parsed.skip
+    this.#shadow = parsed.shadow === true
+    // A shadowed limit sends no headers: it does not advertise a policy it does not enforce.
+    this.#headers = this.#shadow ? NO_HEADERS : (parsed.headers ?? DEFAULT_HEADERS)
+    this.#status = parsed.statusCode ?? 429
+    this.#blockedStatus = parsed.blockedStatusCode ?? 429
+    this.#bodyOf = bodyResolver<Req>(parsed.message)
+    const limiter = parsed.limiter ?? limiterFrom(parsed)
+    this.limiter = limiter
+    this.#blocks = limiter.block !== undefined
+    this.#owner = owner
+    const countWhen = parsed.countWhen as ((request: Req, response: Res) => boolean) | undefined
+    if (countWhen !== undefined && typeof limiter.refund !== 'function') {
+      throw new InvalidOptionError(
+        `${where}.countWhen`,
+        countWhen,
+        'a limiter that can refund (built by createLimiter)',
+      )
     }
-    return record
+    this.#guard = parsed.overload
+    this.#shedDecision = this.#guard === undefined ? undefined : shed(this.#guard.bucketMs)
+    this.#held = new HeldRequests(parsed.queuePerClient ?? DEFAULT_QUEUE_PER_CLIENT)
+    this.#end = new EndPhase(limiter, adapter, countWhen)
   }
 
-  function count(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
-    const record = recordOf(req)
-    if ((owner !== undefined && !record.claim(owner)) || !record.claim(limiter)) return PASS
-    const key = keyOf(req)
-    // A key or cost function that answers by promise waits for it; a synchronous one stays in the tick.
-    if (key instanceof Promise) return key.then((k) => counted(req, res, record, k))
-    return counted(req, res, record, key)
+  limitRequest(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
+    warnDeprecated('SLUICE_DEP_HTTP_KIT', 'RequestLimit.limitRequest', 'use RequestLimit.consume.')
+    return this.consume(req, res)
   }
 
-  function counted(
-    req: Req,
-    res: Res,
-    record: RequestRecord,
-    key: KeyResult,
-  ): HttpOutcome | Promise<HttpOutcome> {
-    if (!key.ok) {
-      if (key.policy === 'skip') return PASS
-      if (httpChannel.hasSubscribers) publish(req, '', undefined, 'reject')
-      return { action: 'reject', status: 400, body: missingKeyBody(key.detail), contentType: PROBLEM_JSON }
+  consume(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
+    // Without a guard, a request runs exactly the code it ran before the option existed.
+    if (this.#guard !== undefined) {
+      try {
+        const shedding = this.#enter(req, res, this.#guard)
+        if (shedding !== undefined) return shedding
+      } catch (error) {
+        return Promise.reject(error)
+      }
     }
-    const cost = costOf(req)
-    if (typeof cost === 'object') return cost.then((c) => consumed(req, res, record, key.key, c))
-    return consumed(req, res, record, key.key, cost)
+    try {
+      const skip = this.#skip
+      if (skip === undefined) return this.#count(req, res)
+      const skipped = skip(req)
+      if (!isPromise(skipped)) return skipped ? PASS : this.#count(req, res)
+      // A native promise, whatever thenable `skip` answered with.
+      return Promise.resolve(skipped).then((s) => (s ? PASS : this.#count(req, res)))
+    } catch (error) {
+      return Promise.reject(error)
+    }
   }
 
-  function consumed(
-    req: Req,
-    res: Res,
-    record: RequestRecord,
-    key: string,
-    cost: number | undefined,
-  ): HttpOutcome | Promise<HttpOutcome> {
-    const decision = limiter.consumeNow(key, { cost, context: req })
-    if (decision instanceof Promise) {
-      return decision.then((d) => outcomeOf(req, res, record, key, cost, d))
-    }
-    return outcomeOf(req, res, record, key, cost, decision)
+  onResponseEnd(req: Req, res: Res, callback: EndCallback): void {
+    this.#end.onResponseEnd(req, res, callback)
+  }
+
+  hold(req: Req, res: Res, outcome: AllowOutcome): Promise<boolean> {
+    const { decision, key, cost } = outcome
+    // The wait is called off when the response ends before it is over: only a client leaving does that.
+    const left = new AbortController()
+    this.#end.onResponseEnd(req, res, () => left.abort())
+    return hold(decision.waitMs, left.signal).then((waited) => {
+      this.#held.leave(req)
+      if (!waited) this.#end.unqueue(req, key, cost, decision)
+      return waited
+    })
   }
 
   /**
@@ -188,20 +194,57 @@ export function buildRequestLimit<Req, Res>(
    * it is admitted (it leaves the guard when its response ends), else the outcome of a shed request. A shed
    * request counts against no client: no key is built and no rule is asked.
    */
-  function enter(req: Req, res: Res): HttpOutcome | undefined {
-    const record = recordOf(req)
-    if (!record.claim(guard!)) return undefined
-    const ticket = guard!.enter(critical === undefined ? undefined : { critical: critical(req) === true })
+  #enter(req: Req, res: Res, guard: Overload<Req>): HttpOutcome | undefined {
+    const record = this.#end.recordOf(req)
+    if (!record.claim(guard)) return undefined
+    const critical = guard.critical
+    const ticket = guard.enter(critical === undefined ? undefined : { critical: critical(req) === true })
     if (ticket.admitted) {
-      limitOnEnd(req, res, ticket.done)
+      this.#end.onResponseEnd(req, res, ticket.done)
       return undefined
     }
-    if (!shadow) return deny(req, record, '', shedDecision!, guard!.status)
-    if (httpChannel.hasSubscribers) publish(req, '', shedDecision, 'shadow')
+    if (!this.#shadow) return this.#deny(req, record, '', this.#shedDecision!, guard.status)
+    if (httpChannel.hasSubscribers) this.#publish(req, '', this.#shedDecision, 'shadow')
     return PASS
   }
 
-  function outcomeOf(
+  /** Counts the request once per limit (and once per owner): a request seen before passes. */
+  #count(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
+    const record = this.#end.recordOf(req)
+    const owner = this.#owner
+    if ((owner !== undefined && !record.claim(owner)) || !record.claim(this.limiter)) return PASS
+    const key = this.#keyOf(req)
+    // A key or cost function that answers by promise waits for it; a synchronous one stays in the tick.
+    if (key instanceof Promise) return key.then((k) => this.#keyed(req, res, record, k))
+    return this.#keyed(req, res, record, key)
+  }
+
+  #keyed(req: Req, res: Res, record: RequestRecord, key: KeyResult): HttpOutcome | Promise<HttpOutcome> {
+    if (!key.ok) {
+      if (key.policy === 'skip') return PASS
+      if (httpChannel.hasSubscribers) this.#publish(req, '', undefined, 'reject')
+      return { action: 'reject', status: 400, body: missingKeyBody(key.detail), contentType: PROBLEM_JSON }
+    }
+    const cost = this.#costOf(req)
+    if (typeof cost === 'object') return cost.then((c) => this.#consume(req, res, record, key.key, c))
+    return this.#consume(req, res, record, key.key, cost)
+  }
+
+  #consume(
+    req: Req,
+    res: Res,
+    record: RequestRecord,
+    key: string,
+    cost: number | undefined,
+  ): HttpOutcome | Promise<HttpOutcome> {
+    const decision = this.limiter.consumeNow(key, { cost, context: req })
+    if (decision instanceof Promise) {
+      return decision.then((d) => this.#outcomeOf(req, res, record, key, cost, d))
+    }
+    return this.#outcomeOf(req, res, record, key, cost, decision)
+  }
+
+  #outcomeOf(
     req: Req,
     res: Res,
     record: RequestRecord,
@@ -210,206 +253,43 @@ export function buildRequestLimit<Req, Res>(
     decision: Decision,
   ): HttpOutcome {
     // A concurrency lease is held while the request runs: it ends with the response, or when the client leaves.
-    if (decision.lease !== undefined) limitOnEnd(req, res, () => release(req, key, decision))
-    if (shadow) {
-      if (countWhen !== undefined && decision.allowed) whenEnded(req, res, key, cost, decision)
-      record.counted({ decision, headers: headerOptions })
+    if (decision.lease !== undefined) this.#end.releaseOnEnd(req, res, key, decision)
+    if (this.#shadow) {
+      if (decision.allowed) this.#end.countWhen(req, res, key, cost, decision)
+      record.counted({ decision, headers: this.#headers })
       // Counted as usual; never denied or held.
       if (httpChannel.hasSubscribers) {
-        publish(req, key, decision, decision.allowed && decision.waitMs === 0 ? 'allow' : 'shadow')
+        this.#publish(req, key, decision, decision.allowed && decision.waitMs === 0 ? 'allow' : 'shadow')
       }
       return PASS
     }
     if (decision.allowed) {
-      if (decision.waitMs > 0) {
-        if (!held.take(key, view.ip(req), req)) {
-          // One client holds too many places in this key's queue: this one is refused now, its slot given back.
-          giveBack(req, key, cost, decision)
-          return deny(req, record, key, queueFull(decision), status)
-        }
+      if (decision.waitMs > 0 && !this.#held.enter(key, this.#view.ip(req), req)) {
+        // One client holds too many places in this key's queue: this one is refused now, its slot given back.
+        this.#end.unqueue(req, key, cost, decision)
+        return this.#deny(req, record, key, queueFull(decision), this.#status)
       }
-      if (countWhen !== undefined) whenEnded(req, res, key, cost, decision)
-      const headers = record.counted({ decision, headers: headerOptions })
-      if (httpChannel.hasSubscribers) publish(req, key, decision, decision.waitMs > 0 ? 'queue' : 'allow')
+      this.#end.countWhen(req, res, key, cost, decision)
+      const headers = record.counted({ decision, headers: this.#headers })
+      if (httpChannel.hasSubscribers)
+        this.#publish(req, key, decision, decision.waitMs > 0 ? 'queue' : 'allow')
       return { action: 'allow', decision, headers, key, cost }
     }
-    const blocked = decision.reason === 'blocked' || (blocks && decision.reason === 'rules')
-    return deny(req, record, key, decision, blocked ? blockedStatus : status)
+    const blocked = decision.reason === 'blocked' || (this.#blocks && decision.reason === 'rules')
+    return this.#deny(req, record, key, decision, blocked ? this.#blockedStatus : this.#status)
   }
 
-  function deny(req: Req, record: RequestRecord, key: string, decision: Decision, code: number): HttpOutcome {
-    const headers = record.counted({ decision, headers: headerOptions })
-    if (httpChannel.hasSubscribers) publish(req, key, decision, 'deny')
-    const { body, contentType } = bodyOf(req, decision, code)
-    return { action: 'deny', decision, status: code, headers, body, contentType }
+  #deny(req: Req, record: RequestRecord, key: string, decision: Decision, status: number): HttpOutcome {
+    const headers = record.counted({ decision, headers: this.#headers })
+    if (httpChannel.hasSubscribers) this.#publish(req, key, decision, 'deny')
+    const { body, contentType } = this.#bodyOf(req, decision, status)
+    return { action: 'deny', decision, status, headers, body, contentType }
   }
 
-  /** Asks `countWhen` when the response has been sent, and refunds when it says false. */
-  function whenEnded(req: Req, res: Res, key: string, cost: number | undefined, decision: Decision): void {
-    if (!counts(decision)) return
-    limitOnEnd(req, res, (finished) => {
-      if (finished && !asked(req, res)) refund(key, cost, req, decision)
-    })
+  #publish(req: Req, key: string, decision: Decision | undefined, action: string): void {
+    const route = this.#view.routeTemplate?.(req)
+    httpChannel.publish({ limiter: this.limiter.prefix, key, request: req, decision, action, route })
   }
-
-  function limitOnEnd(req: Req, res: Res, callback: EndCallback): void {
-    const record = recordOf(req)
-    if (record.onEnd(callback)) onEnd(res, (finished) => record.end(finished))
-  }
-
-  /** `countWhen`'s answer: only `false` refunds; a throw or a promise counts the request, with a warning. */
-  function asked(req: Req, res: Res): boolean {
-    let answer: unknown
-    try {
-      answer = countWhen!(req, res)
-    } catch (error) {
-      warnOnce('throw', `countWhen threw (the request stays counted): ${String(error)}`)
-      return true
-    }
-    if (isPromise(answer)) {
-      // Nobody waits for it: it may still reject, and that must not be an unhandled rejection.
-      Promise.resolve(answer).catch(() => {})
-      warnOnce(
-        'promise',
-        'countWhen returned a promise; it must answer synchronously (the request stays counted)',
-      )
-      return true
-    }
-    return answer !== false
-  }
-
-  /** Gives back the request's own units: the decision names its call, so a late refund takes no newer one's. */
-  function refund(key: string, cost: number | undefined, req: Req, decision: Decision): void {
-    limiter.refund(key, { decision, cost, context: req }).catch((error: unknown) => {
-      warnOnce('refund', `a refund (countWhen) failed, so the request stays counted: ${String(error)}`)
-    })
-  }
-
-  function release(req: Req, key: string, decision: Decision): void {
-    limiter.release(key, decision, { context: req }).catch((error: unknown) => {
-      warnOnce(
-        'release',
-        `releasing a concurrency lease failed (it ends by itself after leaseMs): ${String(error)}`,
-      )
-    })
-  }
-
-  function giveBack(req: Req, key: string, cost: number | undefined, decision: Decision): void {
-    limiter.unqueue(key, decision, { cost, context: req }).catch((error: unknown) => {
-      warnOnce('unqueue', `giving a queued slot back failed: ${String(error)}`)
-    })
-  }
-
-  function warnOnce(what: string, message: string): void {
-    if (warned.has(what)) return
-    warned.add(what)
-    process.emitWarning(
-      `sluice (${prefix}): ${message}. Further such failures of this limit are not reported.`,
-      'SluiceWarning',
-    )
-  }
-
-  function publish(req: Req, key: string, decision: Decision | undefined, action: string): void {
-    const route = view.routeTemplate?.(req)
-    httpChannel.publish({ limiter: prefix, key, request: req, decision, action, route })
-  }
-
-  /** Decides a request under the limit's rules (skip, key, cost, the limiter). */
-  function decide(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
-    try {
-      if (skip === undefined) return count(req, res)
-      const skipped = skip(req)
-      if (!isPromise(skipped)) return skipped ? PASS : count(req, res)
-      // A native promise, whatever thenable `skip` answered with.
-      return Promise.resolve(skipped).then((s) => (s ? PASS : count(req, res)))
-    } catch (error) {
-      return Promise.reject(error)
-    }
-  }
-
-  /** The overload guard first; a request it admits is then decided as usual. */
-  function guarded(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
-    try {
-      const shedding = enter(req, res)
-      if (shedding !== undefined) return shedding
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    return decide(req, res)
-  }
-
-  return {
-    limiter,
-    // Without a guard, a request runs exactly the code it ran before the option existed.
-    limitRequest: guard === undefined ? decide : guarded,
-    onResponseEnd: limitOnEnd,
-    hold(req, res, outcome) {
-      const { decision, key, cost } = outcome
-      // The wait is called off when the response ends before it is over: only a client leaving does that.
-      const left = new AbortController()
-      limitOnEnd(req, res, () => left.abort())
-      return hold(decision.waitMs, left.signal).then((waited) => {
-        held.release(req)
-        if (!waited) giveBack(req, key, cost, decision)
-        return waited
-      })
-    },
-  }
-}
-
-/** How many of one client's requests one key's queue holds at once, unless `queuePerClient` says. */
-export const DEFAULT_QUEUE_PER_CLIENT = 16
-
-/** Whether an admitted decision counted units a refund can give back (not a store-error or unlimited pass). */
-function counts(decision: Decision): boolean {
-  return decision.reason === 'rules' || decision.reason === 'prefetch'
-}
-
-/** The decision of a request an overload guard shed: no rule decided, come back in one bucket. */
-function shed(bucketMs: number): Decision {
-  return Object.freeze({
-    allowed: false,
-    limit: 0,
-    remaining: 0,
-    resetMs: bucketMs,
-    retryAfterMs: bucketMs,
-    waitMs: 0,
-    rule: '',
-    rules: [],
-    reason: 'overload',
-  })
-}
-
-/** The answer to a queued request refused because its client holds too many places: come back when this one's slot comes. */
-function queueFull(decision: Decision): Decision {
-  return { ...decision, allowed: false, retryAfterMs: decision.waitMs, waitMs: 0 }
-}
-
-/** The body of a 429 when the user gave no `message`: problem details naming the rule and the wait. */
-export function limitedBody(decision: Decision, status = 429, detail?: string): ResponseBody {
-  return {
-    type: 'about:blank',
-    // With type about:blank, the title is the status's own reason phrase (RFC 9457).
-    title: STATUS_CODES[status] ?? 'Too Many Requests',
-    status,
-    detail: detail ?? limitedDetail(decision),
-    retryAfter: retryAfterSeconds(decision),
-  }
-}
-
-/** One sentence on a denial: the rule and the wait (or the store, when it failed; or the block). */
-export function limitedDetail(decision: Decision): string {
-  const seconds = retryAfterSeconds(decision)
-  if (decision.reason === 'overload') return `The server is overloaded; retry in ${seconds} s.`
-  if (decision.reason === 'store-error') return `The rate-limit store is unavailable; retry in ${seconds} s.`
-  if (decision.reason === 'blocked')
-    return `Blocked after exceeding rate limit ${decision.rule}; retry in ${seconds} s.`
-  return `Rate limit ${decision.rule} exceeded; retry in ${seconds} s.`
-}
-
-/** The 400 for a missing key part: the detail says what a client can do about it (keys.ts words it). */
-function missingKeyBody(detail: string): ResponseBody {
-  return { type: 'about:blank', title: 'Bad Request', status: 400, detail }
 }
 
 function limiterFrom<R, S>(parsed: ParsedHttpOptions<R, S>): Limiter<R> {
@@ -437,29 +317,4 @@ function costResolver<R>(
     }
   }
   return () => cost
-}
-
-interface DeniedBody {
-  body: ResponseBody
-  contentType: typeof PROBLEM_JSON | typeof JSON_TYPE
-}
-
-/** Builds the denied body: sluice's problem details (around the user's text, if any), or the user's own object. */
-function bodyResolver<R>(
-  message: ParsedHttpOptions<R>['message'],
-): (request: R, decision: Decision, status: number) => DeniedBody {
-  const problem = (decision: Decision, status: number, detail?: string): DeniedBody => ({
-    body: limitedBody(decision, status, detail),
-    contentType: PROBLEM_JSON,
-  })
-  const own = (body: ResponseBody): DeniedBody => ({ body, contentType: JSON_TYPE })
-  if (message === undefined) return (_request, decision, status) => problem(decision, status)
-  if (typeof message === 'string') return (_request, decision, status) => problem(decision, status, message)
-  if (typeof message === 'function') {
-    return (request, decision, status) => {
-      const built = message(request, decision)
-      return typeof built === 'string' ? problem(decision, status, built) : own(built)
-    }
-  }
-  return () => own(message)
 }

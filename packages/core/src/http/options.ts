@@ -6,9 +6,6 @@
  */
 import { type BlockOptions, blockOption } from '../block.ts'
 import { InvalidOptionError } from '../errors.ts'
-import { type HeaderOptions, type ResolvedHeaderOptions, resolveHeaderOptions } from '../headers.ts'
-import { subnetOption } from '../keys/ip.ts'
-import { type KeySpec, keySpecOption, type MissingKeyPolicy, missingKeyOption } from '../keys/keys.ts'
 import {
   type Limiter,
   limiterOption,
@@ -16,7 +13,7 @@ import {
   rulesOption,
   type StoreErrorPolicy,
   storeErrorPolicyOption,
-} from '../limiter.ts'
+} from '../limiter/limiter.ts'
 import {
   booleanOption,
   functionOption,
@@ -27,6 +24,9 @@ import {
 } from '../options.ts'
 import { isOverload, type Overload } from '../overload.ts'
 import type { Decision, Store } from '../types.ts'
+import { type HeaderOptions, type ResolvedHeaderOptions, resolveHeaderOptions } from './headers.ts'
+import { subnetOption } from './keys/ip.ts'
+import { type KeySpec, keySpecOption, type MissingKeyPolicy, missingKeyOption } from './keys/keys.ts'
 
 /** A problem-details body (RFC 9457) or any JSON object a user prefers. */
 export type ResponseBody = Record<string, unknown>
@@ -175,14 +175,17 @@ export interface ParsedHttpOptions<R, S = unknown> {
 
 /** Names users of other limiters write, and what sluice takes instead. */
 const MIGRATION_HINTS: Readonly<Record<string, string>> = {
-  windowMs: 'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (README: "Migrating")',
-  limit: 'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (README: "Migrating")',
-  max: 'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (README: "Migrating")',
-  timeWindow: 'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (README: "Migrating")',
-  keyGenerator: "key: a function of the request, 'ip', 'route' or { header } (README: \"Keys\")",
-  handler: 'onLimited (README: "Migrating")',
-  standardHeaders: 'headers: { standard, legacy, retryAfter } (README: "Headers")',
-  legacyHeaders: 'headers: { legacy: true } (README: "Headers")',
+  windowMs:
+    'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (docs/migrating.md#from-express-rate-limit)',
+  limit:
+    'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (docs/migrating.md#from-express-rate-limit)',
+  max: 'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (docs/migrating.md#migrating)',
+  timeWindow:
+    'rules, e.g. rules: [fixedWindow({ limit: 100, windowMs: 60_000 })] (docs/migrating.md#from-fastifyrate-limit)',
+  keyGenerator: "key: a function of the request, 'ip', 'route' or { header } (docs/keys-and-headers.md#keys)",
+  handler: 'onLimited (docs/migrating.md#from-express-rate-limit)',
+  standardHeaders: 'headers: { standard, legacy, retryAfter } (docs/keys-and-headers.md#headers)',
+  legacyHeaders: 'headers: { legacy: true } (docs/keys-and-headers.md#headers)',
 }
 
 /**

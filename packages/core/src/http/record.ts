@@ -7,8 +7,9 @@
  * The usual request is counted by one limit: its figures sit in the record's own fields, and lists are
  * made only for a second limit or a second callback.
  */
-import { type ResolvedHeaderOptions, stackedHeaders } from '../headers.ts'
+
 import type { Decision } from '../types.ts'
+import { type ResolvedHeaderOptions, stackedHeaders } from './headers.ts'
 
 /** One limit's part in a response's headers. */
 export interface CountedLimit {

@@ -5,7 +5,10 @@
  *
  * Limiters (their prefixes are what the dashboard shows): `api` (per user, some users well over their
  * limit, one named like markup), `report` (a leaky bucket: requests queue), `search` (shadow mode),
- * `login` (never denies), and `pay`, whose rules come from the `channels` limit table.
+ * `login` (never denies), `pay`, whose rules come from the `channels` limit table, and `busy`, behind an
+ * overload guard that sheds every request but critical ones: its signals always read overloaded, and one
+ * request it admitted never ends, so the room (one request: the estimate's floor) stays full; a critical
+ * request (half as much room again) is admitted and completes, which keeps the guard's evidence fresh.
  *
  * The table: each process opens the `channels` table in Redis itself (`RedisLimitTable.open`) and follows
  * it, so an edit made anywhere (the dashboard) reaches it through Redis; it publishes the version it holds
@@ -14,7 +17,7 @@
  * IPC: the parent sends { setup: { redisPort, instance, table } }; this answers { ready, port, version }.
  * Then { go } starts the load (it stops by itself after `maxMs`), { stop } stops it, { exit } ends it.
  */
-import { fixedWindow, leakyBucket, slidingWindow, tokenBucket } from '@sluice/core'
+import { fixedWindow, leakyBucket, overload, slidingWindow, tokenBucket } from '@sluice/core'
 import { rateLimit } from '@sluice/express'
 import { liveStats, publishStats } from '@sluice/metrics'
 import { RedisLimitTable, RedisStore } from '@sluice/redis'
@@ -27,6 +30,9 @@ let client
 let table
 let loop
 let base
+let guard
+/** Ends the one `busy` request the guard admitted and the server holds. */
+let releaseHeld = () => {}
 
 async function setup({ redisPort, instance, table: name }) {
   client = new Redis({ host: '127.0.0.1', port: redisPort })
@@ -64,11 +70,33 @@ async function setup({ redisPort, instance, table: name }) {
     '/pay',
     rateLimit({ prefix: 'pay', store, key: { header: 'x-channel' }, rules: (key) => table.get(key) }),
   )
+  guard = overload({
+    maxEventLoopDelayMs: 100,
+    signals: () => ({ eventLoopDelayMs: 1000, utilization: 1 }),
+    critical: (req) => req.headers['x-critical'] === '1',
+  })
+  app.use(
+    '/busy',
+    rateLimit({
+      prefix: 'busy',
+      store,
+      rules: [fixedWindow({ limit: 1000, windowMs: 1000 })],
+      overload: guard,
+    }),
+  )
+  app.get('/busy/held', (_req, res) => {
+    releaseHeld = () => res.json({ ok: true })
+  })
   app.use((_req, res) => res.json({ ok: true }))
   await new Promise((resolve) => {
     server = app.listen(0, '127.0.0.1', resolve)
   })
   base = `http://127.0.0.1:${server.address().port}`
+  // Evidence first (completed requests), then the one request that fills the guard's room and stays.
+  for (let i = 0; i < 3; i++) await (await fetch(`${base}/busy`)).arrayBuffer()
+  const held = fetch(`${base}/busy/held`).then((r) => r.arrayBuffer())
+  held.catch(() => {})
+  while (guard.state().inFlight === 0) await new Promise((resolve) => setTimeout(resolve, 5))
   publisher = publishStats({
     stats,
     client,
@@ -92,6 +120,7 @@ function go(maxMs = 60_000) {
   const tick = () => {
     if (Date.now() > until) return
     const batch = [fetch(`${base}/report`), fetch(`${base}/search`), fetch(`${base}/login`)]
+    batch.push(fetch(`${base}/busy`, { headers: { 'x-critical': '1' } }), fetch(`${base}/busy`))
     for (const [user, n] of USERS) {
       for (let i = 0; i < n; i++) batch.push(fetch(`${base}/api`, { headers: { 'x-user': user } }))
     }
@@ -113,6 +142,8 @@ process.on('message', (message) => {
     clearTimeout(loop)
   } else if (message.exit) {
     clearTimeout(loop)
+    releaseHeld()
+    guard?.close()
     Promise.resolve(publisher?.close())
       .then(() => table?.close())
       .then(() => client?.quit())

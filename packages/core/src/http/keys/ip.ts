@@ -3,7 +3,7 @@
  * /64 or more and could otherwise rotate addresses past any limit), IPv4-mapped IPv6 read as IPv4.
  */
 import { isIPv4, isIPv6 } from 'node:net'
-import { InvalidOptionError } from '../errors.ts'
+import { InvalidOptionError } from '../../errors.ts'
 
 /** Default prefix length for grouping IPv6 clients. */
 export const DEFAULT_IPV6_SUBNET = 56

@@ -10,7 +10,6 @@
  */
 import {
   type BlockPolicy,
-  type BlockState,
   beginBlock,
   blockExpiresAt,
   blockedAnswer,
@@ -18,19 +17,20 @@ import {
   withBlock,
 } from '../block.ts'
 import { functionOption, given, integerOption, MAX_TIMER_MS, readOptions } from '../options.ts'
-import type { Algorithm } from '../rules/algorithm.ts'
-import { type ConcurrencyState, newLease, release } from '../rules/concurrency.ts'
+import { type ConcurrencyState, release } from '../rules/concurrency.ts'
 import { algorithmOf } from '../rules/index.ts'
-import { type LeakyBucketState, queueMark, unqueue } from '../rules/leaky-bucket.ts'
-import type {
-  Adjustment,
-  DecisionReason,
-  Rule,
-  RuleDecision,
-  Store,
-  StoreAnswer,
-  StoreMode,
-} from '../types.ts'
+import { type LeakyBucketState, unqueue } from '../rules/leaky-bucket.ts'
+import type { Adjustment, Rule, RuleDecision, Store, StoreAnswer, StoreMode } from '../types.ts'
+import {
+  type Answer,
+  applyOne,
+  CountedAnswer,
+  decideAll,
+  type Entry,
+  emptyEntry,
+  existingState,
+  stateOf,
+} from './memory-entry.ts'
 
 export interface MemoryStoreOptions {
   /** The store's clock in ms. Default `Date.now`. Tests pass a manual clock. */
@@ -39,44 +39,6 @@ export interface MemoryStoreOptions {
   maxKeys?: number
   /** How often idle keys are swept, in ms; 0 turns the sweep off (expiry stays lazy). Default 60,000. */
   sweepIntervalMs?: number
-}
-
-/**
- * One key's state, one slot per rule id it has seen. Most keys only ever see one rule, so the first
- * rule's state sits in the entry itself (`id`, `state`): a call then reaches it without an array walk,
- * and a key costs two objects (entry and state) instead of four. Further rules go in `ids`/`states`.
- */
-interface Entry {
-  id: string | undefined
-  state: unknown
-  ids: string[] | undefined
-  states: unknown[] | undefined
-  /** The key's block and the starts escalation counts, once the key has been blocked. */
-  block: BlockState | undefined
-  /** From this time on every state (and the block) answers as a fresh one would. */
-  expiresAt: number
-}
-
-function emptyEntry(): Entry {
-  return {
-    id: undefined,
-    state: undefined,
-    ids: undefined,
-    states: undefined,
-    block: undefined,
-    expiresAt: Number.NEGATIVE_INFINITY,
-  }
-}
-
-/** What `apply` answers: a consume the rules admitted says when it was counted (`countedAt`, the store's ms). */
-type Answer = RuleDecision[] & { reason?: DecisionReason; countedAt?: number }
-
-/**
- * Says in an admitted consume's answer when it was counted. Not enumerable: the answer becomes the
- * decision's `rules`, whose JSON and equality stay those of the list of rule decisions.
- */
-function counted(answer: Answer, at: number): void {
-  Object.defineProperty(answer, 'countedAt', { value: at })
 }
 
 /** The keys of one prefix, in two generations. */
@@ -135,13 +97,13 @@ export class MemoryStore implements Store {
     if (block !== undefined) return this.#applyBlocking(entry, rules, now, cost, consume, block)
     if (rules.length === 1) {
       const d = applyOne(entry, rules[0]!, now, cost, consume)
-      const out: Answer = [d]
-      if (consume && d.allowed) counted(out, now)
+      if (!consume || !d.allowed) return [d]
+      const out = CountedAnswer.sized(1, now)
+      out[0] = d
       return out
     }
     const decisions = decideAll(entry, rules, now, cost, consume)
-    if (consume && decisions.allowed) counted(decisions.out, now)
-    return decisions.out
+    return consume && decisions.allowed ? CountedAnswer.copied(decisions.out, now) : decisions.out
   }
 
   /** `apply` for a limiter with blocks: a blocked key is denied outright; a consume the rules deny begins a block. */
@@ -157,8 +119,7 @@ export class MemoryStore implements Store {
     if (left > 0) return blockedAnswer(rules, left)
     const decisions = decideAll(entry, rules, now, cost, consume)
     if (consume && !decisions.allowed) return this.#block(entry, decisions.out, block, now)
-    if (consume) counted(decisions.out, now)
-    return decisions.out
+    return consume ? CountedAnswer.copied(decisions.out, now) : decisions.out
   }
 
   adjust(
@@ -307,120 +268,4 @@ export class MemoryStore implements Store {
     ns.current.set(key, entry)
     this.#currentCount++
   }
-}
-
-/**
- * Every rule of a call, all or nothing: when any rule denies, nothing is counted and the rules that would
- * have admitted the call report what they have left. A queued leakyBucket call learns where it left the queue.
- */
-function decideAll(
-  entry: Entry,
-  rules: readonly Rule[],
-  now: number,
-  cost: number,
-  consume: boolean,
-): { out: Answer; allowed: boolean } {
-  const n = rules.length
-  const algorithms = new Array<Algorithm<Rule, unknown>>(n)
-  const states = new Array<unknown>(n)
-  const decisions: Answer = new Array<RuleDecision>(n)
-  let allowed = true
-  for (let i = 0; i < n; i++) {
-    const rule = rules[i]!
-    const algorithm = algorithmOf(rule)
-    const state = stateOf(entry, rule, now, consume, algorithm)
-    const d = algorithm.decide(state, rule, now, cost)
-    algorithms[i] = algorithm
-    states[i] = state
-    decisions[i] = d
-    if (!d.allowed) allowed = false
-  }
-  if (!allowed) {
-    // Nothing is counted: the rules that would have admitted the call report what they have left.
-    for (let i = 0; i < n; i++) {
-      if (decisions[i]!.allowed) decisions[i] = algorithms[i]!.decide(states[i], rules[i]!, now, 0)
-    }
-  } else if (consume) {
-    let expiresAt = entry.expiresAt
-    // One lease for the call, shared by its concurrency rules.
-    let lease: string | undefined
-    for (let i = 0; i < n; i++) {
-      const rule = rules[i]!
-      if (rule.kind === 'concurrency') lease ??= newLease(cost)
-      const until = admit(algorithms[i]!, states[i], rule, now, cost, lease)
-      if (until > expiresAt) expiresAt = until
-      if (decisions[i]!.waitMs > 0 && rule.kind === 'leakyBucket') {
-        decisions[i] = { ...decisions[i]!, queue: queueMark(states[i] as LeakyBucketState) }
-      } else if (rule.kind === 'concurrency') decisions[i] = { ...decisions[i]!, lease }
-    }
-    entry.expiresAt = expiresAt
-  }
-  return { out: decisions, allowed }
-}
-
-/** The one rule of a call: the common case, without the arrays of the all-or-nothing loop. */
-function applyOne(entry: Entry, rule: Rule, now: number, cost: number, consume: boolean): RuleDecision {
-  const algorithm = algorithmOf(rule)
-  const state = stateOf(entry, rule, now, consume, algorithm)
-  const d = algorithm.decide(state, rule, now, cost)
-  if (consume && d.allowed) {
-    const lease = rule.kind === 'concurrency' ? newLease(cost) : undefined
-    const until = admit(algorithm, state, rule, now, cost, lease)
-    if (until > entry.expiresAt) entry.expiresAt = until
-    if (d.waitMs > 0 && rule.kind === 'leakyBucket') {
-      return { ...d, queue: queueMark(state as LeakyBucketState) }
-    }
-    if (lease !== undefined) return { ...d, lease }
-  }
-  return d
-}
-
-/** The state `entry` keeps for `rule`, or undefined when it keeps none. */
-function existingState(entry: Entry, rule: Rule): unknown {
-  const id = rule.id
-  if (entry.id === id) return entry.state
-  const { ids } = entry
-  if (ids !== undefined) for (let i = 0; i < ids.length; i++) if (ids[i] === id) return entry.states![i]
-  return undefined
-}
-
-/** Records an admitted call; returns when the state will answer as a fresh one would. */
-function admit(
-  algorithm: Algorithm<Rule, unknown>,
-  state: unknown,
-  rule: Rule,
-  now: number,
-  cost: number,
-  lease?: string,
-): number {
-  algorithm.admit(state, rule, now, cost, lease)
-  return algorithm.expiresAt(state, rule)
-}
-
-/** The state `entry` keeps for `rule`; when missing, a fresh one, kept in `entry` only if `keep`. */
-function stateOf(
-  entry: Entry,
-  rule: Rule,
-  now: number,
-  keep: boolean,
-  algorithm: Algorithm<Rule, unknown>,
-): unknown {
-  const id = rule.id
-  if (entry.id === id) return entry.state
-  const { ids } = entry
-  if (ids !== undefined) for (let i = 0; i < ids.length; i++) if (ids[i] === id) return entry.states![i]
-  const state = algorithm.create(rule, now)
-  if (keep) {
-    if (entry.id === undefined) {
-      entry.id = id
-      entry.state = state
-    } else if (ids === undefined) {
-      entry.ids = [id]
-      entry.states = [state]
-    } else {
-      ids.push(id)
-      entry.states!.push(state)
-    }
-  }
-  return state
 }

@@ -4,9 +4,9 @@
  * headers, functions) and what happens when one is absent. `compileKey` settles everything the spec
  * decides, so the per-request function only reads, escapes and joins.
  */
-import { describe, ErrorCode, InvalidOptionError, SluiceError } from '../errors.ts'
-import type { RequestView } from '../http/adapter.ts'
-import { isPromise, readOptions } from '../options.ts'
+import { describe, ErrorCode, InvalidOptionError, SluiceError } from '../../errors.ts'
+import { isPromise, readOptions } from '../../options.ts'
+import type { RequestView } from '../adapter.ts'
 import { addressKey, DEFAULT_IPV6_SUBNET, subnetOption } from './ip.ts'
 
 /**

@@ -4,9 +4,9 @@
  * `Retry-After`) is chosen once, in `resolveHeaderOptions`; per response only the chosen strings are built.
  * Every figure is a whole number of units or of seconds, rounded up, so `Infinity` and `NaN` never appear.
  */
-import { InvalidOptionError } from './errors.ts'
-import { booleanOption, readOptions } from './options.ts'
-import type { Decision, RuleDecision } from './types.ts'
+import { InvalidOptionError } from '../errors.ts'
+import { booleanOption, readOptions } from '../options.ts'
+import type { Decision, RuleDecision } from '../types.ts'
 
 /**
  * Which draft of the IETF RateLimit header fields to follow.

@@ -1,0 +1,200 @@
+#!/usr/bin/env node
+/**
+ * @module What one in-memory call costs in CPU instructions, counted by callgrind: sluice's hot paths
+ * beside a peer or a sibling, in one run, where throughput on a shared machine is noise.
+ * `node bench/core-instructions.mjs [--calls N] [--warmup N] [--before DIR] [--only name,...]`; needs valgrind.
+ *
+ * Each workload runs under callgrind (cases/calls.mjs) with counting off through start-up and a warm-up
+ * (every key touched, `--warmup` calls, one full collection), then on for `--calls` calls: their count over
+ * `calls` is one call's cost in steady state. All threads are counted (garbage collection included). `--before DIR`
+ * also counts sluice's workloads from another snapshot (lib/snapshot.mjs): a change's before and after.
+ * Writes bench/CORE-INSTRUCTIONS.md.
+ */
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { snapshot } from './lib/snapshot.mjs'
+import { median } from './lib/stats.mjs'
+
+const args = process.argv.slice(2)
+const option = (name, fallback) => {
+  const i = args.indexOf(`--${name}`)
+  return i === -1 ? fallback : args[i + 1]
+}
+const CALLS = Number(option('calls', 150_000))
+const WARMUP = Number(option('warmup', 150_000))
+const BEFORE = option('before', undefined)
+const ONLY = option('only', undefined)?.split(',')
+const KEYS = 100_000
+const caseFile = fileURLToPath(new URL('./cases/calls.mjs', import.meta.url))
+const outFile = fileURLToPath(new URL('./CORE-INSTRUCTIONS.md', import.meta.url))
+
+/**
+ * Each comparison: sluice's workload, what it is read against, and the goal for `sluice / against` in
+ * calls per instruction (the inverse of the instruction ratio): the issue's ratios, same run.
+ */
+const COMPARISONS = [
+  {
+    name: 'fixedWindow vs @fastify/rate-limit LocalStore',
+    sluice: ['sluice:fixedWindow', KEYS],
+    against: ['fastify-local', KEYS],
+    goal: 1.0,
+  },
+  {
+    name: 'fixedWindow vs express-rate-limit MemoryStore',
+    sluice: ['sluice:fixedWindow', KEYS],
+    against: ['erl', KEYS],
+    goal: 0.8,
+  },
+  {
+    name: 'fixedWindow vs the raw floor (Map + Date.now)',
+    sluice: ['sluice:fixedWindow', KEYS],
+    against: ['map+clock', KEYS],
+    goal: undefined,
+  },
+  {
+    name: 'concurrency (consume + release) vs fixedWindow',
+    sluice: ['sluice:concurrency', KEYS],
+    against: ['sluice:fixedWindow', KEYS],
+    goal: 0.3,
+  },
+  {
+    name: 'leakyBucket on one hot key vs fixedWindow on one key',
+    sluice: ['sluice:leakyBucket', 1],
+    against: ['sluice:fixedWindow', 1],
+    goal: 0.5,
+  },
+  {
+    name: 'fixedWindow from a limit table vs the fixed list',
+    sluice: ['sluice:table', KEYS],
+    against: ['sluice:fixedWindow', KEYS],
+    goal: 0.9,
+  },
+].filter((c) => ONLY === undefined || ONLY.some((o) => c.name.includes(o)))
+
+if (spawnSync('valgrind', ['--version']).error !== undefined) {
+  console.error('bench/core-instructions.mjs needs valgrind: apt-get install valgrind')
+  process.exit(1)
+}
+
+/**
+ * Instructions (all threads) of `calls` calls in one run of cases/calls.mjs: counting is off until the
+ * warm-up is over (`--instr-atstart=no`), switched on when the case says READY and dumped when it says DONE.
+ */
+function total(dir, subject, keys, calls, snapshotDir) {
+  const out = join(dir, `cg-${process.hrtime.bigint()}`)
+  const params = { subject, keys, warmup: WARMUP, calls, batch: 256 }
+  const argv = [
+    '--tool=callgrind',
+    '--instr-atstart=no',
+    '--smc-check=all-non-file',
+    `--callgrind-out-file=${out}.%p`,
+    process.execPath,
+    '--expose-gc',
+    caseFile,
+    JSON.stringify(params),
+  ]
+  return new Promise((resolve, reject) => {
+    const child = spawn('valgrind', argv, {
+      env: { ...process.env, SLUICE_BENCH_SNAPSHOT: snapshotDir },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    let err = ''
+    child.stderr.on('data', (c) => {
+      err = (err + c).slice(-2000)
+    })
+    let said = ''
+    child.stdout.on('data', (c) => {
+      said += c
+      if (said.includes('READY\n')) {
+        said = said.replace('READY\n', '')
+        control(['-i', 'on', String(child.pid)])
+        child.stdin.write('go\n')
+      }
+      if (said.includes('DONE\n')) {
+        said = said.replace('DONE\n', '')
+        control(['-d', String(child.pid)])
+        child.stdin.write('end\n')
+      }
+    })
+    child.once('exit', (code) => {
+      if (code !== 0) return reject(new Error(`${subject}: ${err}`))
+      // The dump (part 1) holds what was counted from READY to DONE; the final one, what came after.
+      const part = readdirSync(dir).find((f) => f.startsWith(out.slice(dir.length + 1)) && f.endsWith('.1'))
+      if (part === undefined) return reject(new Error(`${subject}: no dump`))
+      const sum = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, part), 'utf8'))[1])
+      for (const f of readdirSync(dir).filter((f) => f.startsWith(out.slice(dir.length + 1))))
+        rmSync(join(dir, f))
+      resolve(sum)
+    })
+  })
+}
+
+function control(args) {
+  const r = spawnSync('callgrind_control', args, { encoding: 'utf8' })
+  if (r.status !== 0) throw new Error(`callgrind_control ${args.join(' ')}: ${r.stderr || r.stdout}`)
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'sluice-core-instructions-'))
+const perCall = new Map()
+/** Instructions per call of one workload from one snapshot (counted once per run). */
+async function measure(subject, keys, snapshotDir, label) {
+  const id = `${label}|${subject}|${keys}`
+  if (!perCall.has(id)) {
+    // Three runs side by side, their median: a full collection lands in some runs' counted calls and not
+    // in others', which moves one run's figure by up to a quarter on 100 k keys.
+    const runs = await Promise.all([1, 2, 3].map(() => total(dir, subject, keys, CALLS, snapshotDir)))
+    perCall.set(id, median(runs) / CALLS)
+    console.log(`${label} ${subject} (${keys} keys): ${Math.round(perCall.get(id))} instructions per call`)
+  }
+  return perCall.get(id)
+}
+
+const rows = []
+try {
+  const now = snapshot(join(dir, 'now'))
+  for (const c of COMPARISONS) {
+    const against = await measure(...c.against, now, 'after')
+    const after = await measure(...c.sluice, now, 'after')
+    const row = { ...c, againstCount: against, after }
+    if (BEFORE !== undefined) {
+      row.before = await measure(...c.sluice, BEFORE, 'before')
+      row.againstBefore = c.against[0].startsWith('sluice:')
+        ? await measure(...c.against, BEFORE, 'before')
+        : against
+    }
+    rows.push(row)
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true })
+}
+
+const n = (x) => Math.round(x).toLocaleString('en-US')
+const lines = [
+  '# Instructions per in-memory call',
+  '',
+  `Written by \`node bench/core-instructions.mjs\` on ${new Date().toISOString().slice(0, 10)}; node ${process.version}.`,
+  `Each workload runs under callgrind, counting off through start-up and a warm-up (every key touched,`,
+  `${WARMUP} calls, one full collection), then on for ${CALLS} calls, 256 in flight, all threads counted;`,
+  'the median of three runs.',
+  '"Ratio" is calls per instruction of sluice over the other (its',
+  "instructions over sluice's): the issue's per-CPU-second ratios, which a busy machine cannot move.",
+  '',
+  BEFORE === undefined
+    ? '| workload | sluice | against | ratio | goal |'
+    : '| workload | sluice before | sluice after | against (before / after) | ratio before | ratio after | goal |',
+  BEFORE === undefined ? '|---|---|---|---|---|' : '|---|---|---|---|---|---|---|',
+]
+for (const r of rows) {
+  const goal = r.goal === undefined ? 'floor' : `≥ ${r.goal.toFixed(1)}×`
+  const ratio = (a, s) => `${(a / s).toFixed(2)}×`
+  lines.push(
+    BEFORE === undefined
+      ? `| ${r.name} | ${n(r.after)} | ${n(r.againstCount)} | ${ratio(r.againstCount, r.after)} | ${goal} |`
+      : `| ${r.name} | ${n(r.before)} | ${n(r.after)} | ${n(r.againstBefore)} / ${n(r.againstCount)} | ${ratio(r.againstBefore, r.before)} | ${ratio(r.againstCount, r.after)} | ${goal} |`,
+  )
+}
+if (ONLY === undefined) writeFileSync(outFile, `${lines.join('\n')}\n`)
+console.log(`\n${lines.join('\n')}`)

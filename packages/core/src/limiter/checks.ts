@@ -1,0 +1,179 @@
+/**
+ * @module What a limiter checks before it asks its store: its `rules` option (a list, rule text, or a
+ * function whose answer is checked per call), its `onStoreError` policy, and each call's key and cost.
+ * Everything here throws a coded error; nothing here reads a clock or a store.
+ */
+import { createHash } from 'node:crypto'
+import {
+  DuplicateRuleError,
+  describe,
+  ErrorCode,
+  InvalidCostError,
+  InvalidOptionError,
+  InvalidSpecError,
+  SluiceError,
+} from '../errors.ts'
+import { isPromise } from '../options.ts'
+import { MAX_FIGURE, maxCost } from '../rules/bounds.ts'
+import { isFactoryRule } from '../rules/index.ts'
+import { parseRuleSpec } from '../rules/text.ts'
+import { isUnlimited, type RuleInput } from '../rules/unlimited.ts'
+import type { Rule } from '../types.ts'
+import type { Limiter, StoreErrorPolicy } from './types.ts'
+
+/** Keys longer than this are stored as a digest, so hostile keys cannot grow memory or Redis keys. */
+export const MAX_KEY_LENGTH = 200
+
+/** The rules of a key no rule limits. */
+const NO_RULES: readonly Rule[] = Object.freeze([])
+
+/**
+ * Checks a `rules` option (`option` names it in errors) and turns it into a per-call resolver that returns
+ * only limiting rules. For `createLimiter` and for the HTTP kit, which checks it in the adapter's words.
+ */
+export function rulesOption<C>(
+  option: string,
+  value: unknown,
+): (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]> {
+  if (typeof value === 'function') {
+    const fn = value as (key: string, context: C) => readonly RuleInput[] | null | PromiseLike<unknown>
+    // The last frozen list the function answered, and its check: a list that cannot change passes its
+    // check once, however many calls in a row it answers (a limit table answers one frozen list per entry).
+    let lastList: unknown
+    let lastRules: readonly Rule[] = NO_RULES
+    const checked = (rules: unknown): readonly Rule[] => {
+      if (rules === lastList) return lastRules
+      if (rules === null || rules === undefined) return NO_RULES
+      const out = checkRules(rules as readonly RuleInput[], 'the rules function', ErrorCode.INVALID_RULES)
+      if (Object.isFrozen(rules)) {
+        lastList = rules
+        lastRules = out
+      }
+      return out
+    }
+    return (key, context) => {
+      const rules = fn(key, context)
+      if (rules === lastList) return lastRules
+      // A native promise, whatever thenable the function answered with.
+      return isPromise(rules) ? Promise.resolve(rules).then(checked) : checked(rules)
+    }
+  }
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new InvalidOptionError(option, value, 'a non-empty list of rules, or a function')
+  }
+  const rules = checkRules(value.map(ruleOfText(option)), option, ErrorCode.INVALID_OPTION)
+  return () => rules
+}
+
+/** Builds a rule given as text (once, at construction); text outside the grammar is an error naming the option. */
+function ruleOfText(option: string): (item: unknown, i: number) => RuleInput {
+  return (item, i) => {
+    if (typeof item !== 'string') return item as RuleInput
+    try {
+      return parseRuleSpec(item)
+    } catch (error) {
+      if (!(error instanceof InvalidSpecError)) throw error
+      throw new InvalidOptionError(`${option}[${i}]`, item, `rule text such as ${error.expected}`)
+    }
+  }
+}
+
+/**
+ * Drops unlimited markers; rejects anything a rule factory did not build (`code`), and two rules sharing a
+ * state identity (`DuplicateRuleError`, `ERR_SLUICE_DUPLICATE_RULE`, at construction and per call alike).
+ */
+function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode): readonly Rule[] {
+  if (!Array.isArray(list)) throw rulesError(code, where, list, 'a list of rules or null')
+  let rules: Rule[] | undefined
+  for (let i = 0; i < list.length; i++) {
+    const rule = list[i]!
+    if (!isFactoryRule(rule)) {
+      throw rulesError(
+        code,
+        where,
+        rule,
+        'rules built by fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency or warmUp',
+      )
+    }
+    if (isUnlimited(rule)) {
+      rules ??= list.slice(0, i) as Rule[]
+      continue
+    }
+    // State is keyed by identity (kind, shape, name), not by limits: two rules sharing one would share counts.
+    for (let j = 0; j < i; j++) {
+      const other = list[j] as Rule
+      if (other.id === rule.id) throw new DuplicateRuleError(where, rule.id, other.name, rule.name)
+    }
+    rules?.push(rule)
+  }
+  return rules ?? (list as readonly Rule[])
+}
+
+function rulesError(code: ErrorCode, where: string, value: unknown, expected: string): SluiceError {
+  if (code === ErrorCode.INVALID_OPTION) return new InvalidOptionError(where, value, expected)
+  return new SluiceError(code, `Invalid rules from ${where}: ${describe(value)}; expected ${expected}.`)
+}
+
+/** Checks an `onStoreError` option: one of the three policies, or a limiter to ask instead. */
+export function storeErrorPolicyOption<C>(option: string, value: unknown): StoreErrorPolicy<C> {
+  if (value === undefined) return 'allow'
+  if (value === 'allow' || value === 'deny' || value === 'throw') return value
+  return limiterOption<C>(option, value, "'allow', 'deny', 'throw' or a limiter built with createLimiter")
+}
+
+/** A limiter: what `createLimiter` builds (its methods and prefix), perhaps wrapped. */
+export function limiterOption<C>(
+  option: string,
+  value: unknown,
+  expected = 'a limiter built with createLimiter',
+): Limiter<C> {
+  const limiter = value as Partial<Limiter<C>> | null
+  if (
+    limiter === null ||
+    typeof limiter !== 'object' ||
+    typeof limiter.consume !== 'function' ||
+    typeof limiter.consumeNow !== 'function' ||
+    typeof limiter.peek !== 'function' ||
+    typeof limiter.reset !== 'function' ||
+    typeof limiter.prefix !== 'string'
+  ) {
+    throw new InvalidOptionError(option, value, expected)
+  }
+  return value as Limiter<C>
+}
+
+export function keyOf(key: unknown): string {
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new SluiceError(ErrorCode.INVALID_KEY, `Invalid key ${describe(key)}: expected a non-empty string.`)
+  }
+  // A digest keeps stored keys short; the NUL mark keeps digests apart from every key stored as is.
+  if (key.length > MAX_KEY_LENGTH || key.charCodeAt(0) === 0) {
+    return `\u0000${createHash('sha256').update(key).digest('base64url')}`
+  }
+  return key
+}
+
+export function costOf(cost: unknown): number {
+  if (cost === undefined) return 1
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) {
+    throw new InvalidCostError(cost, 'expected an integer >= 1')
+  }
+  return cost
+}
+
+/** A refund's or a penalty's cost: an integer from 1 to 2^50 (it may exceed a limit; a refund then empties). */
+export function adjustCostOf(cost: unknown): number {
+  if (cost === undefined) return 1
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1 || cost > MAX_FIGURE) {
+    throw new InvalidCostError(cost, 'expected an integer from 1 to 2^50')
+  }
+  return cost
+}
+
+/** Refuses a cost some rule cannot take in one consume (or, `penalty`, one penalty): see `maxCost`. */
+export function checkCost(cost: number, rules: readonly Rule[], penalty = false): void {
+  for (const rule of rules) {
+    const { max, why } = maxCost(rule, penalty)
+    if (cost > max) throw new InvalidCostError(cost, why)
+  }
+}

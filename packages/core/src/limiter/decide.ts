@@ -1,0 +1,178 @@
+/**
+ * @module The consume and peek path of a limiter: check the call, resolve its rules, ask the store, and
+ * compose its answer into a Decision, in the same tick when the store answers synchronously. A failed
+ * store call goes to `onStoreError`. Every decision is published on `sluice:decision` when observed.
+ */
+import { decisionChannel, storeErrorChannel } from '../channels.ts'
+import { isPromise } from '../options.ts'
+import type { BlockPolicy, Decision, Rule, Store, StoreAnswer, StoreMode } from '../types.ts'
+import { checkCost, costOf, keyOf } from './checks.ts'
+import {
+  answers,
+  asInsurance,
+  asStoreError,
+  compose,
+  malformed,
+  STORE_ALLOW_DECISION,
+  STORE_DENY_DECISION,
+  UNLIMITED_DECISION,
+} from './decisions.ts'
+import type { CallOptions, StoreErrorPolicy } from './types.ts'
+
+/** A call's rules, resolved per call: a fixed list, or what a rules function answered (checked). */
+export type ResolveRules<C> = (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]>
+
+/** What a limiter decides with: its checked options. */
+export interface LimiterParts<C> {
+  readonly prefix: string
+  readonly store: Store
+  readonly block: BlockPolicy | undefined
+  readonly onStoreError: StoreErrorPolicy<C>
+  readonly resolveRules: ResolveRules<C>
+}
+
+/** Decides calls for one limiter. */
+export class Decider<C> {
+  readonly #parts: LimiterParts<C>
+  /**
+   * Whether the store has answered every call so far synchronously (then an observed call is not timed: it
+   * took no time). A store that has answered by promise once is timed on every call: a RedisStore that
+   * prefetches answers some calls in the tick and others after a round trip.
+   */
+  #synchronous = false
+  #promised = false
+
+  constructor(parts: LimiterParts<C>) {
+    this.#parts = parts
+  }
+
+  /** `decide`, always as a promise: a bad key, cost or rules rejects it. */
+  settle(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Promise<Decision> {
+    try {
+      const decision = this.decide(key, options, mode)
+      // decide answers a Decision or a native promise of one. Asking the answer itself (not `instanceof`)
+      // lets V8 see the decision's shape, and so fulfil the promise without looking `then` up again.
+      return 'then' in decision ? decision : Promise.resolve(decision)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /** Decides a call: synchronously when the store answers synchronously. Throws on a bad key, cost or rules. */
+  decide(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Decision | Promise<Decision> {
+    const storageKey = keyOf(key)
+    const cost = costOf(options?.cost)
+    const context = options?.context as C
+    const resolved = this.#parts.resolveRules(key, context)
+    if (isPromise(resolved)) {
+      return resolved.then((rules) => this.#under(rules, key, storageKey, cost, context, mode))
+    }
+    return this.#under(resolved, key, storageKey, cost, context, mode)
+  }
+
+  /** Decides a call under its resolved rules. Throws on a cost no rule can admit. */
+  #under(
+    rules: readonly Rule[],
+    key: string,
+    storageKey: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+  ): Decision | Promise<Decision> {
+    if (cost !== 1) checkCost(cost, rules)
+    const { prefix, store, block } = this.#parts
+    const observed = decisionChannel.hasSubscribers
+    if (rules.length === 0) {
+      if (observed) publishDecision(prefix, key, cost, mode, UNLIMITED_DECISION, 0)
+      return UNLIMITED_DECISION
+    }
+    const started = observed && !this.#synchronous ? performance.now() : 0
+    let answer: StoreAnswer | Promise<StoreAnswer>
+    try {
+      answer = store.apply(prefix, storageKey, rules, cost, mode, block)
+    } catch (error) {
+      return this.#fallback(error, key, cost, context, mode, started)
+    }
+    if (isPromise(answer)) {
+      this.#promised = true
+      this.#synchronous = false
+      return this.#later(answer as PromiseLike<StoreAnswer>, rules.length, key, cost, context, mode, started)
+    }
+    this.#synchronous = !this.#promised
+    if (!answers(answer, rules.length)) {
+      return this.#fallback(malformed(answer), key, cost, context, mode, started)
+    }
+    const decision = compose(answer)
+    if (observed) publishDecision(prefix, key, cost, mode, decision, 0)
+    return decision
+  }
+
+  /** The decision of a store that answered with a promise: a native promise even for another thenable. */
+  #later(
+    answer: PromiseLike<StoreAnswer>,
+    n: number,
+    key: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+    started: number,
+  ): Promise<Decision> {
+    return Promise.resolve(answer).then(
+      (rulesSaid) => {
+        if (!answers(rulesSaid, n))
+          return this.#fallback(malformed(rulesSaid), key, cost, context, mode, started)
+        const decision = compose(rulesSaid)
+        if (decisionChannel.hasSubscribers) this.#publishTimed(key, cost, mode, decision, started)
+        return decision
+      },
+      (error) => this.#fallback(error, key, cost, context, mode, started),
+    )
+  }
+
+  /** What `onStoreError` says when the store failed: published on `sluice:store-error` first. */
+  #fallback(
+    error: unknown,
+    key: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+    started: number,
+  ): Promise<Decision> {
+    const { prefix, onStoreError } = this.#parts
+    if (storeErrorChannel.hasSubscribers) {
+      // As `onStoreError: 'throw'` would surface it: coded, with a store's own error as its cause.
+      storeErrorChannel.publish({ limiter: prefix, key, error: asStoreError(error) })
+    }
+    let answer: Promise<Decision>
+    if (onStoreError === 'allow') answer = Promise.resolve(STORE_ALLOW_DECISION)
+    else if (onStoreError === 'deny') answer = Promise.resolve(STORE_DENY_DECISION)
+    else if (onStoreError === 'throw') return Promise.reject(asStoreError(error))
+    else {
+      const options = { cost, context }
+      const asked = mode === 'consume' ? onStoreError.consume(key, options) : onStoreError.peek(key, options)
+      answer = asked.then(asInsurance)
+    }
+    if (!decisionChannel.hasSubscribers) return answer
+    return answer.then((decision) => {
+      this.#publishTimed(key, cost, mode, decision, started)
+      return decision
+    })
+  }
+
+  /** Publishes a decision the store took time over: from `started` (0: not timed) until now. */
+  #publishTimed(key: string, cost: number, mode: StoreMode, decision: Decision, started: number): void {
+    const storeMs = started === 0 ? 0 : performance.now() - started
+    publishDecision(this.#parts.prefix, key, cost, mode, decision, storeMs)
+  }
+}
+
+function publishDecision(
+  limiter: string,
+  key: string,
+  cost: number,
+  mode: StoreMode,
+  decision: Decision,
+  storeMs: number,
+): void {
+  decisionChannel.publish({ limiter, key, cost, mode, decision, storeMs })
+}

@@ -1,0 +1,120 @@
+/**
+ * @module Decisions as a limiter answers them: one Decision composed from the store's per-rule answers,
+ * the fixed decisions of an unlimited key and of `onStoreError`, and the check that a store's answer is
+ * what the Store contract says.
+ */
+import { describe, ErrorCode, SluiceError, StoreError } from '../errors.ts'
+import type { Decision, RuleDecision, StoreAnswer } from '../types.ts'
+
+/** How long a call denied by `onStoreError: 'deny'` is told to wait. */
+export const STORE_ERROR_RETRY_MS = 1000
+
+/** The decision for a key no rule limits. */
+export const UNLIMITED_DECISION: Decision = Object.freeze({
+  allowed: true,
+  limit: Number.POSITIVE_INFINITY,
+  remaining: Number.POSITIVE_INFINITY,
+  resetMs: 0,
+  retryAfterMs: 0,
+  waitMs: 0,
+  rule: 'unlimited',
+  rules: Object.freeze([]) as readonly RuleDecision[],
+  reason: 'unlimited',
+})
+
+/**
+ * Whether a store's answer is what the Store contract says: one RuleDecision per rule. A custom store's
+ * answer is data to check like any other: a wrong one is a store failure, for `onStoreError` to decide.
+ */
+export function answers(answer: unknown, n: number): answer is StoreAnswer {
+  if (!Array.isArray(answer) || answer.length !== n) return false
+  for (let i = 0; i < n; i++) {
+    const d: unknown = answer[i]
+    if (d === null || typeof d !== 'object') return false
+  }
+  return true
+}
+
+export function malformed(answer: unknown): StoreError {
+  return new StoreError(
+    ErrorCode.STORE_ERROR,
+    `The store answered ${describe(answer)}: expected one decision per rule of the call.`,
+  )
+}
+
+/** One Decision from the store's per-rule answers. */
+export function compose(rules: StoreAnswer): Decision {
+  if (rules.length > 1) return composeSeveral(rules)
+  const d = rules[0]!
+  const decision: { -readonly [F in keyof Decision]: Decision[F] } = {
+    allowed: d.allowed,
+    limit: d.limit,
+    remaining: d.remaining,
+    resetMs: d.resetMs,
+    retryAfterMs: d.retryAfterMs,
+    waitMs: d.waitMs,
+    rule: d.rule,
+    rules,
+    reason: rules.reason ?? 'rules',
+  }
+  if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
+  // Added, not spread into a copy: one object per call, and one shape per kind of answer.
+  if (d.lease !== undefined) decision.lease = d.lease
+  return decision
+}
+
+/** The Decision of several rules: the denying one decides, else the one with least remaining. */
+function composeSeveral(rules: StoreAnswer): Decision {
+  let deciding = rules[0]!
+  let allowed = true
+  let waitMs = 0
+  let lease: string | undefined
+  for (const d of rules) {
+    if (d.lease !== undefined) lease = d.lease
+    if (d.waitMs > waitMs) waitMs = d.waitMs
+    if (!d.allowed) {
+      if (allowed || d.retryAfterMs > deciding.retryAfterMs) deciding = d
+      allowed = false
+    } else if (allowed && d.remaining < deciding.remaining) deciding = d
+  }
+  const decision: { -readonly [F in keyof Decision]: Decision[F] } = {
+    allowed,
+    limit: deciding.limit,
+    remaining: deciding.remaining,
+    resetMs: deciding.resetMs,
+    retryAfterMs: allowed ? 0 : deciding.retryAfterMs,
+    waitMs: allowed ? waitMs : 0,
+    rule: deciding.rule,
+    rules,
+    reason: rules.reason ?? 'rules',
+  }
+  if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
+  if (lease !== undefined) decision.lease = lease
+  return decision
+}
+
+export const STORE_ALLOW_DECISION: Decision = Object.freeze({
+  ...UNLIMITED_DECISION,
+  rule: '',
+  reason: 'store-error',
+})
+export const STORE_DENY_DECISION: Decision = Object.freeze({
+  ...STORE_ALLOW_DECISION,
+  allowed: false,
+  limit: 0,
+  remaining: 0,
+  resetMs: STORE_ERROR_RETRY_MS,
+  retryAfterMs: STORE_ERROR_RETRY_MS,
+})
+
+/** The insurance limiter's decision, marked as its. */
+export function asInsurance(decision: Decision): Decision {
+  return { ...decision, reason: 'insurance' }
+}
+
+export function asStoreError(error: unknown): SluiceError {
+  if (error instanceof SluiceError) return error
+  return new StoreError(ErrorCode.STORE_ERROR, `The rate-limit store failed: ${String(error)}`, {
+    cause: error,
+  })
+}

@@ -1,0 +1,201 @@
+/**
+ * @module One key's state in the memory store, and the rules applied to it: the pure rule algorithms run
+ * against the entry's states, all or nothing, with no clock and no map of keys (memory-store.ts keeps those).
+ */
+
+import type { BlockState } from '../block.ts'
+import type { Algorithm } from '../rules/algorithm.ts'
+import { newLease } from '../rules/concurrency.ts'
+import { algorithmOf } from '../rules/index.ts'
+import { type LeakyBucketState, queueMark } from '../rules/leaky-bucket.ts'
+import type { DecisionReason, Rule, RuleDecision } from '../types.ts'
+
+/**
+ * One key's state, one slot per rule id it has seen. Most keys only ever see one rule, so the first
+ * rule's state sits in the entry itself (`id`, `state`): a call then reaches it without an array walk,
+ * and a key costs two objects (entry and state) instead of four. Further rules go in `ids`/`states`.
+ */
+export interface Entry {
+  id: string | undefined
+  state: unknown
+  ids: string[] | undefined
+  states: unknown[] | undefined
+  /** The key's block and the starts escalation counts, once the key has been blocked. */
+  block: BlockState | undefined
+  /** From this time on every state (and the block) answers as a fresh one would. */
+  expiresAt: number
+}
+
+export function emptyEntry(): Entry {
+  return {
+    id: undefined,
+    state: undefined,
+    ids: undefined,
+    states: undefined,
+    block: undefined,
+    expiresAt: Number.NEGATIVE_INFINITY,
+  }
+}
+
+/** What `apply` answers: a consume the rules admitted says when it was counted (`countedAt`, the store's ms). */
+export type Answer = RuleDecision[] & { reason?: DecisionReason; countedAt?: number }
+
+/**
+ * The answer of an admitted consume: it says when it was counted (`countedAt`). The answer becomes the
+ * decision's `rules`, whose JSON and equality stay those of the list of rule decisions, so the figure is
+ * a private field read through a getter (a non-enumerable own property, set per call by
+ * `Object.defineProperty`, cost ten times as much and slowed every later read of the array).
+ */
+export class CountedAnswer extends Array<RuleDecision> {
+  /** `map`, `filter` and `slice` of an answer give plain arrays, which say nothing of when. */
+  static override get [Symbol.species](): ArrayConstructor {
+    return Array
+  }
+
+  #at = 0
+
+  /** The store's ms the consume was counted at. */
+  get countedAt(): number {
+    return this.#at
+  }
+
+  /** An answer of `n` decisions (to be filled in), counted at `at`. */
+  static sized(n: number, at: number): CountedAnswer {
+    const answer = new CountedAnswer(n)
+    answer.#at = at
+    return answer
+  }
+
+  /** `decisions`, as counted at `at`. */
+  static copied(decisions: readonly RuleDecision[], at: number): CountedAnswer {
+    const answer = CountedAnswer.sized(decisions.length, at)
+    for (let i = 0; i < decisions.length; i++) answer[i] = decisions[i]!
+    return answer
+  }
+}
+
+/** A rule decision as the store first makes it, before it marks where a call left a queue or its lease. */
+type Marked = { -readonly [F in keyof RuleDecision]: RuleDecision[F] }
+
+/**
+ * Every rule of a call, all or nothing: when any rule denies, nothing is counted and the rules that would
+ * have admitted the call report what they have left. A queued leakyBucket call learns where it left the queue.
+ */
+export function decideAll(
+  entry: Entry,
+  rules: readonly Rule[],
+  now: number,
+  cost: number,
+  consume: boolean,
+): { out: Answer; allowed: boolean } {
+  const n = rules.length
+  const algorithms = new Array<Algorithm<Rule, unknown>>(n)
+  const states = new Array<unknown>(n)
+  const decisions: Answer = new Array<RuleDecision>(n)
+  let allowed = true
+  for (let i = 0; i < n; i++) {
+    const rule = rules[i]!
+    const algorithm = algorithmOf(rule)
+    const state = stateOf(entry, rule, now, consume, algorithm)
+    const d = algorithm.decide(state, rule, now, cost)
+    algorithms[i] = algorithm
+    states[i] = state
+    decisions[i] = d
+    if (!d.allowed) allowed = false
+  }
+  if (!allowed) {
+    // Nothing is counted: the rules that would have admitted the call report what they have left.
+    for (let i = 0; i < n; i++) {
+      if (decisions[i]!.allowed) decisions[i] = algorithms[i]!.decide(states[i], rules[i]!, now, 0)
+    }
+  } else if (consume) {
+    let expiresAt = entry.expiresAt
+    // One lease for the call, shared by its concurrency rules.
+    let lease: string | undefined
+    for (let i = 0; i < n; i++) {
+      const rule = rules[i]!
+      if (rule.kind === 'concurrency') lease ??= newLease(cost)
+      const until = admit(algorithms[i]!, states[i], rule, now, cost, lease)
+      if (until > expiresAt) expiresAt = until
+      // Each decision is the algorithm's own new object: marking it in place keeps one shape per rule kind.
+      if (decisions[i]!.waitMs > 0 && rule.kind === 'leakyBucket') {
+        ;(decisions[i] as Marked).queue = queueMark(states[i] as LeakyBucketState)
+      } else if (rule.kind === 'concurrency') (decisions[i] as Marked).lease = lease
+    }
+    entry.expiresAt = expiresAt
+  }
+  return { out: decisions, allowed }
+}
+
+/** The one rule of a call: the common case, without the arrays of the all-or-nothing loop. */
+export function applyOne(
+  entry: Entry,
+  rule: Rule,
+  now: number,
+  cost: number,
+  consume: boolean,
+): RuleDecision {
+  const algorithm = algorithmOf(rule)
+  const state = stateOf(entry, rule, now, consume, algorithm)
+  const d = algorithm.decide(state, rule, now, cost)
+  if (consume && d.allowed) {
+    const lease = rule.kind === 'concurrency' ? newLease(cost) : undefined
+    const until = admit(algorithm, state, rule, now, cost, lease)
+    if (until > entry.expiresAt) entry.expiresAt = until
+    // The decision is the algorithm's own new object: marking it in place keeps one shape per rule kind.
+    if (d.waitMs > 0 && rule.kind === 'leakyBucket')
+      (d as Marked).queue = queueMark(state as LeakyBucketState)
+    else if (lease !== undefined) (d as Marked).lease = lease
+  }
+  return d
+}
+
+/** The state `entry` keeps for `rule`, or undefined when it keeps none. */
+export function existingState(entry: Entry, rule: Rule): unknown {
+  const id = rule.id
+  if (entry.id === id) return entry.state
+  const { ids } = entry
+  if (ids !== undefined) for (let i = 0; i < ids.length; i++) if (ids[i] === id) return entry.states![i]
+  return undefined
+}
+
+/** Records an admitted call; returns when the state will answer as a fresh one would. */
+function admit(
+  algorithm: Algorithm<Rule, unknown>,
+  state: unknown,
+  rule: Rule,
+  now: number,
+  cost: number,
+  lease?: string,
+): number {
+  algorithm.admit(state, rule, now, cost, lease)
+  return algorithm.expiresAt(state, rule)
+}
+
+/** The state `entry` keeps for `rule`; when missing, a fresh one, kept in `entry` only if `keep`. */
+export function stateOf(
+  entry: Entry,
+  rule: Rule,
+  now: number,
+  keep: boolean,
+  algorithm: Algorithm<Rule, unknown>,
+): unknown {
+  const id = rule.id
+  if (entry.id === id) return entry.state
+  const { ids } = entry
+  if (ids !== undefined) for (let i = 0; i < ids.length; i++) if (ids[i] === id) return entry.states![i]
+  const state = algorithm.create(rule, now)
+  if (keep) {
+    if (entry.id === undefined) {
+      entry.id = id
+      entry.state = state
+    } else if (ids === undefined) {
+      entry.ids = [id]
+      entry.states = [state]
+    } else {
+      ids.push(id)
+      entry.states!.push(state)
+    }
+  }
+  return state
+}

@@ -1,0 +1,7 @@
+/**
+ * @module The rule grammar of the page's form and tables: core's own (`parseRuleSpecs`, `formatRuleSpec`
+ * from `@sluice/core`), so the page, the API, the `sluice` command and `rules: ['…']` read one grammar,
+ * written once. The build bundles this file for the browser (dist/page/grammar.js) and the handler serves
+ * it as `assets/grammar.js`.
+ */
+export { formatRuleSpec, parseRuleSpec, parseRuleSpecs } from '@sluice/core'
