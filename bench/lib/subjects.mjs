@@ -165,7 +165,7 @@ function storeOptions(options) {
 /**
  * A concurrency limiter's call as a request through the HTTP kit makes it: the decision is awaited, and
  * the release of its lease is sent as the response ends, awaited by nobody (@sluice/core/http's
- * `limitOnEnd`): the request has its answer by then, so the release's round trip is not on its path. A
+ * `releaseOnEnd`): the request has its answer by then, so the release's round trip is not on its path. A
  * failed release fails the next call, so the case cannot pass while leases leak. `awaited`: the caller
  * awaits the release too (two round trips per call, as `await limiter.release` costs).
  */
