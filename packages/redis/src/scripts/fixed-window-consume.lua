@@ -11,8 +11,12 @@ local now, ttlSlack = serverNow, 0
 if ARGV[1] ~= '' then now, ttlSlack = tonumber(ARGV[1]), 1000 end
 local key, cost, limit, windowMs = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local start = now - math.fmod(now, windowMs)
--- The cost goes as ARGV[3], the text the caller sent: Redis parses it as HINCRBY's integer.
-local after = redis.call('HINCRBY', key, start, ARGV[3])
+-- The field is named as Redis writes the number `start` (the composed scripts pass it as one): with Redis's
+-- clock it is a whole ms far below 2^53, whose digits `%d` writes faster. The cost goes as ARGV[3], the
+-- text the caller sent.
+local field = start
+if ttlSlack == 0 then field = string.format('%d', start) end
+local after = redis.call('HINCRBY', key, field, ARGV[3])
 if after == cost then
   -- The window's first units: as fixedWindowBegin.
   if redis.call('HLEN', key) > 1 then
