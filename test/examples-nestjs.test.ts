@@ -7,7 +7,8 @@ import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { many, ROOT, request, run, startServer, statuses, stopExamples } from './examples-harness.ts'
+import { ROOT, request, run, startServer, stopExamples } from './examples-harness.ts'
+import { expectPaymentTable, expectReportQueue, expectRouteTemplate } from './examples-shared-cases.ts'
 
 const SERVER = 'examples/nestjs/dist/main.js'
 
@@ -20,11 +21,6 @@ beforeAll(async () => {
   ])
 })
 afterAll(stopExamples)
-
-const pay = (bizType: string, channel?: string): RequestInit => ({
-  method: 'POST',
-  headers: { 'x-biz-type': bizType, ...(channel === undefined ? {} : { 'x-channel': channel }) },
-})
 
 describe('examples/nestjs', () => {
   it("limits GET / by the module's options: 100 a minute per IP, then 429 with problem details", async () => {
@@ -42,53 +38,15 @@ describe('examples/nestjs', () => {
   })
 
   it('limits POST /pay per bizType + channel from its table; -1 and missing pairs are not limited', async () => {
-    const server = await startServer(SERVER)
-    const url = `${server.url}/pay`
-    const alipay = await many(10, url, pay('PAYMENT', 'ALIPAY'))
-    expect(statuses(alipay)).toEqual({ 200: 3, 429: 7 })
-    for (const r of alipay.filter((r) => r.status === 200)) {
-      expect(r.body).toEqual({ paid: true, limitedBy: '3-per-1s' })
-      expect(r.headers.get('ratelimit-policy')).toBe('"3-per-1s";q=3;w=1')
-    }
-    for (const r of alipay.filter((r) => r.status === 429)) {
-      expect(r.headers.get('retry-after')).toBe('1')
-      expect(r.headers.get('content-type')).toMatch(/^application\/problem\+json/)
-      expect(r.body.detail).toBe('Rate limit 3-per-1s exceeded; retry in 1 s.')
-    }
-    expect(statuses(await many(10, url, pay('PAYMENT', 'WECHAT')))).toEqual({ 200: 2, 429: 8 })
-    for (const bizType of ['REFUND', 'QUERY']) {
-      const free = await many(10, url, pay(bizType, 'ALIPAY'))
-      expect(statuses(free)).toEqual({ 200: 10 })
-      for (const r of free) expect(r.body).toEqual({ paid: true, limitedBy: null })
-    }
-    const missing = await request(url, pay('PAYMENT'))
-    expect(missing.status).toBe(400)
-    expect(missing.body.detail).toBe('This request needs the x-channel header.')
+    await expectPaymentTable((await startServer(SERVER)).url, '"3-per-1s";q=3;w=1')
   })
 
   it('counts GET /users/:id by its route template: five a minute whatever the ids', async () => {
-    const server = await startServer(SERVER)
-    const replies = []
-    for (let id = 1; id <= 6; id++) replies.push(await request(`${server.url}/users/${id}`))
-    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 429])
-    expect(replies[0]!.body).toEqual({ id: '1', remaining: 4 })
-    expect(replies[4]!.body).toEqual({ id: '5', remaining: 0 })
+    await expectRouteTemplate((await startServer(SERVER)).url)
   })
 
   it('queues GET /report at 2 a second, and refuses the request that would wait past 2 s', async () => {
-    const server = await startServer(SERVER)
-    const replies = await many(6, `${server.url}/report`)
-    expect(statuses(replies)).toEqual({ 200: 5, 429: 1 })
-    const waits = replies
-      .filter((r) => r.status === 200)
-      .map((r) => r.body.waitedMs as number)
-      .sort((a, b) => a - b)
-    waits.forEach((waitedMs, i) => {
-      expect(waitedMs).toBeLessThanOrEqual(i * 500)
-      expect(waitedMs).toBeGreaterThan(i * 500 - 500)
-    })
-    const refused = replies.find((r) => r.status === 429)!
-    expect(refused.body.detail).toBe('Rate limit 2-per-s-queue-2000ms exceeded; retry in 1 s.')
+    await expectReportQueue((await startServer(SERVER)).url)
   })
 
   it('never limits GET /health (@SkipRateLimit): no count, no rate-limit headers', async () => {
