@@ -41,7 +41,7 @@ import type { LocalAnswers, LocalCall } from './local.ts'
 import { type Plan, Plans, scriptOf } from './plans.ts'
 import { type Batch, type Fetch, Prefetch } from './prefetch.ts'
 import { RESET_LUA } from './scripts.generated.ts'
-import { decode, encode, fetchedOf, resetKeys, serverNowOf } from './wire.ts'
+import { decode, encode, expectOk, fetchedOf, resetKeys, serverNowOf } from './wire.ts'
 
 export interface RedisStoreOptions {
   /**
@@ -277,13 +277,13 @@ export class RedisStore implements Store {
     const call = this.#calls.start<StoreAnswer>()
     this.#calls.attempt(call, scriptOf(plan, 'fetch', batch.block !== undefined), sent, true, (reply) => {
       const [answer, blocked] = decode(plan.limits, rules, reply, true)
+      // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
+      // Redis's ms: when they were counted, without a clock. The whole reply is read before anything is kept.
+      const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, ask.want)
       if (this.#cache !== undefined)
         this.#remember(batch.id, plan.id, cost, localNow, resets, answer, blocked)
-      // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
-      // Redis's ms: when they were counted, without a clock.
-      if (answer.reason === 'blocked')
-        return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
-      const { taken, resets: nowResets, serverNow } = fetchedOf(reply)
+      if (fetched === undefined) return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
+      const { taken, resets: nowResets, serverNow } = fetched
       return prefetch.fetched(batch, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
     })
     this.#track(
@@ -320,7 +320,7 @@ export class RedisStore implements Store {
     const extras = [String(batch.countedAt), batch.resets, String(this.#prefetch!.claim(batch))]
     const sent = encode(base, batch.plan, this.#scriptNow(), 'g', units, undefined, true, extras)
     const call = this.#calls.start<void>()
-    this.#calls.attempt(call, scriptOf(batch.plan, 'return', false), sent, true, () => undefined)
+    this.#calls.attempt(call, scriptOf(batch.plan, 'return', false), sent, true, expectOk)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -370,7 +370,7 @@ export class RedisStore implements Store {
     const s = scriptOf(plan, act, withBlock)
     const call = this.#calls.start<StoreAnswer | undefined>()
     this.#calls.attempt(call, s, sent, true, (reply) =>
-      penalize ? decode(plan.limits, rules, reply, false)[0] : undefined,
+      penalize ? decode(plan.limits, rules, reply, false)[0] : expectOk(reply),
     )
     return call.promise
   }

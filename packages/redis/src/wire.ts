@@ -162,17 +162,33 @@ export function isLate(reply: unknown): boolean {
 /** Redis's ms, which every reply ends with; undefined when the reply is not one of the scripts'. */
 export function serverNowOf(reply: unknown): number | undefined {
   if (!Array.isArray(reply) || reply.length < 2) return undefined
-  const serverNow = Number(reply[reply.length - 1])
-  return Number.isFinite(serverNow) ? serverNow : undefined
+  const serverNow = numberOf(reply[reply.length - 1])
+  return Number.isInteger(serverNow) ? serverNow : undefined
 }
 
 export function unexpectedReply(): StoreError {
   return new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
 }
 
+/** A reply's number: a number (a bigint from GLIDE), or a string of one; NaN for anything else ('', null). */
+function numberOf(value: unknown): number {
+  if (typeof value === 'number') return value
+  if (typeof value === 'bigint') return Number(value)
+  return typeof value === 'string' && value !== '' ? Number(value) : Number.NaN
+}
+
+/** A reply's count or ms: finite and not below 0, else the reply is not one of the scripts'. */
+function amountOf(value: unknown): number {
+  const n = numberOf(value)
+  if (!(n >= 0 && n < Number.POSITIVE_INFINITY)) throw unexpectedReply()
+  return n
+}
+
 /**
  * The script's reply as RuleDecisions, and the ms of the block the call began (0 for none). `limits`: each
- * rule's limit (or capacity), as the decisions report it.
+ * rule's limit (or capacity), as the decisions report it. Data from Redis: a reply of another shape, an
+ * `allowed` other than 0 or 1, or a count or ms that is not a finite number >= 0 (a block's ms: > 0)
+ * throws `unexpectedReply()`, and the call fails as any store failure does (`onStoreError`).
  */
 export function decode(
   limits: readonly number[],
@@ -181,19 +197,25 @@ export function decode(
   fetch: boolean,
 ): [StoreAnswer, number] {
   const n = rules.length
-  if (reply.length === 3 && String(reply[0]) === 'blocked') return [blockedAnswer(rules, Number(reply[1])), 0]
+  if (reply.length === 3 && String(reply[0]) === 'blocked') {
+    const left = amountOf(reply[1])
+    if (left === 0) throw unexpectedReply()
+    return [blockedAnswer(rules, left), 0]
+  }
   if (reply.length !== n * REPLY_FIELDS + (fetch ? 4 : 2)) throw unexpectedReply()
   const out = new Array<RuleDecision>(n)
   for (let i = 0; i < n; i++) {
     const o = i * REPLY_FIELDS
-    const waitMs = Number(reply[o + 4])
+    const allowed = numberOf(reply[o])
+    if (allowed !== 0 && allowed !== 1) throw unexpectedReply()
+    const waitMs = amountOf(reply[o + 4])
     const d: RuleDecision = {
       rule: rules[i]!.name,
-      allowed: Number(reply[o]) === 1,
+      allowed: allowed === 1,
       limit: limits[i]!,
-      remaining: Number(reply[o + 1]),
-      resetMs: Number(reply[o + 2]),
-      retryAfterMs: Number(reply[o + 3]),
+      remaining: amountOf(reply[o + 1]),
+      resetMs: amountOf(reply[o + 2]),
+      retryAfterMs: amountOf(reply[o + 3]),
       waitMs,
       windowSeconds: rules[i]!.policyWindowSeconds,
     }
@@ -204,11 +226,29 @@ export function decode(
       out[i] = mark !== '' && mark != null ? { ...unit, lease: String(mark) } : unit
     } else out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
   }
-  return [out, Number(reply[n * REPLY_FIELDS])]
+  return [out, amountOf(reply[n * REPLY_FIELDS])]
 }
 
-/** What a fetch's reply adds before Redis's ms: the units it took and the key's reset count. */
-export function fetchedOf(reply: unknown[]): { taken: number; resets: string; serverNow: number } {
+/**
+ * What a fetch's reply adds before Redis's ms: the units it took (a whole number from 0 to the `want` it
+ * asked for) and the key's reset count (a whole number); else it throws `unexpectedReply()`.
+ */
+export function fetchedOf(
+  reply: unknown[],
+  want: number,
+): { taken: number; resets: string; serverNow: number } {
   const n = reply.length
-  return { taken: Number(reply[n - 3]), resets: String(reply[n - 2]), serverNow: Number(reply[n - 1]) }
+  const taken = numberOf(reply[n - 3])
+  const resets = numberOf(reply[n - 2])
+  const serverNow = numberOf(reply[n - 1])
+  if (!(Number.isInteger(taken) && taken >= 0 && taken <= want)) throw unexpectedReply()
+  if (!(Number.isInteger(resets) && resets >= 0) || !Number.isInteger(serverNow)) throw unexpectedReply()
+  return { taken, resets: String(reply[n - 2]), serverNow }
+}
+
+/** Checks the reply of an act that only changes the state (`{ 'ok', serverNow }`); else it throws. */
+export function expectOk(reply: unknown[]): undefined {
+  if (reply.length !== 2 || String(reply[0]) !== 'ok' || !Number.isInteger(numberOf(reply[1])))
+    throw unexpectedReply()
+  return undefined
 }
