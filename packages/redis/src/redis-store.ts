@@ -122,8 +122,8 @@ export class RedisStore implements Store {
   /** The local answers that are on, asked in turn before Redis (local.ts). */
   readonly #local: readonly LocalAnswers<Plan>[]
   readonly #plans = new Plans()
-  /** Fetches and returns on their way: `close()` waits for them, so no batch in flight is lost. */
-  readonly #batches = new Set<Promise<unknown>>()
+  /** A batch's round trips on their way (fetches, returns, recounts): `close()` waits for them all. */
+  readonly #pending = new Set<Promise<unknown>>()
   /** Resets made so far: a denial sent before the latest one is not cached. */
   #resets = 0
 
@@ -318,7 +318,7 @@ export class RedisStore implements Store {
     if (this.#calls.refuse(true) !== undefined) return
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
     const extras = [String(batch.countedAt), batch.resets, String(this.#prefetch!.claim(batch))]
-    const sent = encode(base, batch.plan, this.#scriptNow(), 'g', units, undefined, true, extras)
+    const sent = encode(base, batch.plan, this.#scriptNow(), 'return', units, undefined, true, extras)
     const call = this.#calls.start<void>()
     this.#calls.attempt(call, scriptOf(batch.plan, 'return', false), sent, true, expectOk)
     this.#track(call.promise.then(undefined, () => {}))
@@ -331,7 +331,7 @@ export class RedisStore implements Store {
   readonly #recount = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const sent = encode(base, batch.plan, this.#scriptNow(), 'p', units)
+    const sent = encode(base, batch.plan, this.#scriptNow(), 'penalize', units)
     const call = this.#calls.start<void>()
     this.#calls.attempt(call, scriptOf(batch.plan, 'penalize', false), sent, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
@@ -339,8 +339,8 @@ export class RedisStore implements Store {
 
   /** Keeps `work` (settling, never rejecting) until it settles, for `close()`. */
   #track(work: Promise<unknown>): void {
-    this.#batches.add(work)
-    work.then(() => this.#batches.delete(work))
+    this.#pending.add(work)
+    work.then(() => this.#pending.delete(work))
   }
 
   adjust(
@@ -360,13 +360,12 @@ export class RedisStore implements Store {
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
     const withBlock = penalize && block !== undefined
     const now = this.#scriptNow()
-    const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
     // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
     const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
     // Each rule's mark follows the params for the acts that name one call's units, lease or queue slot.
     const extras = act === 'refund' || act === 'penalize' ? undefined : rules.map((_, i) => marks?.[i] ?? '')
     const base = keyBase(this.#prefix, prefix, key)
-    const sent = encode(base, plan, now, mode, cost, withBlock ? block : undefined, false, extras)
+    const sent = encode(base, plan, now, adjustment, cost, withBlock ? block : undefined, false, extras)
     const s = scriptOf(plan, act, withBlock)
     const call = this.#calls.start<StoreAnswer | undefined>()
     this.#calls.attempt(call, s, sent, true, (reply) =>
@@ -402,7 +401,7 @@ export class RedisStore implements Store {
     this.#calls.closed = true
     this.#cache?.clear()
     // A batch landing now gives its units back, which may start another return: wait until none is left.
-    while (this.#batches.size > 0) await Promise.all([...this.#batches])
+    while (this.#pending.size > 0) await Promise.all([...this.#pending])
   }
 }
 

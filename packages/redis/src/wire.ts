@@ -12,6 +12,7 @@
  * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`.
  */
 import {
+  type Adjustment,
   type BlockPolicy,
   ErrorCode,
   type Rule,
@@ -68,14 +69,12 @@ export function ruleArgs(rule: Rule): string[] {
 /** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
 export const REPLY_FIELDS = 6
 
-/** What a script is asked to do with the call's cost (ARGV[2], read by prelude.lua). */
-export type Mode =
-  | '1' // consume
-  | '0' // peek
-  | 'p' // penalize
-  | 'r' // refund
-  | 'u' // unqueue, release
-  | 'g' // return a batch's units
+/**
+ * What a script is asked to do with the call's cost (ARGV[2]): '1' a consume, '0' a peek, else the act's
+ * name (a store's adjustment, or a batch's `return`). The scripts read only whether it is '1' (prelude.lua:
+ * `consume`); the rest names the act for whoever reads the call (MONITOR, a slow log).
+ */
+export type Mode = '1' | '0' | Adjustment | 'return'
 
 /** Where a key's block lives: beside its rule keys, in the same hash slot. */
 const BLOCK_SUFFIX = '!block'
