@@ -41,7 +41,16 @@ import type { LocalAnswers, LocalCall } from './local.ts'
 import { type Plan, Plans, scriptOf } from './plans.ts'
 import { type Batch, type Fetch, Prefetch } from './prefetch.ts'
 import { RESET_LUA } from './scripts.generated.ts'
-import { decode, encode, expectOk, fetchedOf, resetKeys, serverNowOf } from './wire.ts'
+import {
+  decode,
+  encode,
+  expectOk,
+  fetchExtras,
+  fetchedOf,
+  resetKeys,
+  returnExtras,
+  serverNowOf,
+} from './wire.ts'
 
 export interface RedisStoreOptions {
   /**
@@ -272,7 +281,7 @@ export class RedisStore implements Store {
     const seen = batch.resets
     const spent = prefetch.claim(batch)
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const extras = [String(ask.want), seen, String(spent)]
+    const extras = fetchExtras({ want: ask.want, seen, spent })
     const sent = encode(base, plan, now, '1', cost, batch.block, true, extras)
     const call = this.#calls.start<StoreAnswer>()
     this.#calls.attempt(call, scriptOf(plan, 'fetch', batch.block !== undefined), sent, true, (reply) => {
@@ -317,7 +326,8 @@ export class RedisStore implements Store {
   readonly #returnBatch = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const extras = [String(batch.countedAt), batch.resets, String(this.#prefetch!.claim(batch))]
+    const spent = this.#prefetch!.claim(batch)
+    const extras = returnExtras({ countedAt: batch.countedAt, seen: batch.resets, spent })
     const sent = encode(base, batch.plan, this.#scriptNow(), 'return', units, undefined, true, extras)
     const call = this.#calls.start<void>()
     this.#calls.attempt(call, scriptOf(batch.plan, 'return', false), sent, true, expectOk)

@@ -7,7 +7,7 @@
  * (when the call carries a block policy: the scripts read it from the last key).
  * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a consume's
  * lease (a plan with a concurrency rule), the marks of a release, unqueue or refund of one call, a fetch's
- * `want, seen resets, spent`, a return's `counted at, seen resets, spent`.
+ * (`fetchExtras`) or a return's (`returnExtras`).
  * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
  * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`.
  */
@@ -75,6 +75,34 @@ export const REPLY_FIELDS = 6
  * `consume`); the rest names the act for whoever reads the call (MONITOR, a slow log).
  */
 export type Mode = '1' | '0' | Adjustment | 'return'
+
+/**
+ * Where each of a fetch's extras sits after the rules' params (compose.ts's foot reads them there): the
+ * units wanted, the key's reset count the process last saw ('' for none), the units it spent locally since
+ * its previous round trip.
+ */
+export const FETCH_EXTRAS = { want: 0, seen: 1, spent: 2 } as const
+
+/** Where each of a return's extras sits: when its units were counted (Redis ms), then as a fetch's. */
+export const RETURN_EXTRAS = { countedAt: 0, seen: 1, spent: 2 } as const
+
+/** A fetch's extras, in `FETCH_EXTRAS` order. */
+export function fetchExtras(e: { want: number; seen: string; spent: number }): string[] {
+  const out = new Array<string>(3)
+  out[FETCH_EXTRAS.want] = String(e.want)
+  out[FETCH_EXTRAS.seen] = e.seen
+  out[FETCH_EXTRAS.spent] = String(e.spent)
+  return out
+}
+
+/** A return's extras, in `RETURN_EXTRAS` order. */
+export function returnExtras(e: { countedAt: number; seen: string; spent: number }): string[] {
+  const out = new Array<string>(3)
+  out[RETURN_EXTRAS.countedAt] = String(e.countedAt)
+  out[RETURN_EXTRAS.seen] = e.seen
+  out[RETURN_EXTRAS.spent] = String(e.spent)
+  return out
+}
 
 /** Where a key's block lives: beside its rule keys, in the same hash slot. */
 const BLOCK_SUFFIX = '!block'
