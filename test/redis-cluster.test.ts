@@ -13,7 +13,7 @@ import {
   slidingWindow,
   tokenBucket,
 } from '@sluice/core'
-import { RedisLimitTable, RedisStore } from '@sluice/redis'
+import { type RedisClientLike, RedisLimitTable, RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   ALL_CLIENT_KINDS,
@@ -104,10 +104,10 @@ describe.each(STORE_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => 
         const answer = await store.apply(prefix, key, rules, 1, 'consume')
         reasons.push(answer.reason ?? 'rules')
       }
-      // Batches of 1 and 2 for the first two calls, then 4 fetched ahead: 7 counted for 5 calls, 2 held.
+      // Batches of 1 and 2 for the first two calls, then 4 fetched ahead: 7 counted for 5 calls, 2 left.
       expect(reasons).toEqual(['rules', 'rules', 'prefetch', 'prefetch', 'prefetch'])
-      const [held] = await plain.apply(prefix, key, rules, 1, 'peek')
-      expect(held!.remaining).toBe(1000 - 7 - 1)
+      const [left] = await plain.apply(prefix, key, rules, 1, 'peek')
+      expect(left!.remaining).toBe(1000 - 7 - 1)
     }
     now += 100
     store.close()
@@ -181,6 +181,40 @@ describe.each(STORE_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => 
     for (const name of written) {
       expect(name).toMatch(/^sluice:hostile\d+:\{[^{}]+\}:(slidingLog|fixedWindow):[\d:]+$/)
     }
+  })
+})
+
+/** The parts of a GLIDE cluster client this test watches. */
+interface GlideCommands {
+  customCommand(args: string[], options?: { route?: unknown }): Promise<unknown>
+}
+
+describe('RedisStore on a 3+3 cluster (glide, its class renamed)', () => {
+  it('routes every call to its key’s primary when the GlideClusterClient class is renamed (minified or subclassed)', async () => {
+    const client = (await clusterClientOf('glide', cluster)) as unknown as GlideCommands
+    // As a bundler's minifier leaves it, or an application's subclass: the same class, under another name.
+    const Base = Object.getPrototypeOf(client).constructor as new (...args: never[]) => object
+    class G extends Base {}
+    Object.setPrototypeOf(client, G.prototype)
+    const routes: unknown[] = []
+    const send = client.customCommand.bind(client)
+    client.customCommand = (args, options) => {
+      routes.push(options?.route)
+      return send(args, options)
+    }
+    const store = new RedisStore({ client: client as unknown as RedisClientLike, deniedCache: false })
+    const prefix = `renamed${run++}`
+    const rule = asRule(fixedWindow({ limit: 2, windowMs: 60_000 }))
+    for (const key of KEYS) {
+      const [d] = await store.apply(prefix, key, [rule], 1, 'consume')
+      expect(d!.remaining, key).toBe(1)
+    }
+    // Before: a class name without "Cluster" sent every call without a route. (A master's first call is
+    // sent twice, EVALSHA then EVAL, each with its route.)
+    const distinct = [...new Map(routes.map((r) => [JSON.stringify(r), r])).values()]
+    expect(distinct).toEqual(
+      KEYS.map((key) => ({ type: 'primarySlotKey', key: `sluice:${prefix}:{${key}}:${rule.id}` })),
+    )
   })
 })
 

@@ -1,7 +1,8 @@
 /**
  * Issue 24's store faults on a real Redis, each pinned by a test named for what broke, on both clients:
  * a concurrency rule starved behind the denied-key cache, late refunds that took a newer call's units,
- * weighted calls refused by meters, huge penalties past Redis's range, and batches lost on close.
+ * weighted calls refused by meters, huge penalties past Redis's range, and batches lost on close; and
+ * replies no script sends (NaN, negative, fractional) refused as store errors instead of admitting.
  * The memory store's side of the same traces is in packages/core/test/trust.test.ts.
  */
 import {
@@ -19,11 +20,12 @@ import {
   warmUp,
 } from '@sluice/core'
 import { refundMark, type StoreAnswer } from '@sluice/core/store'
-import { RedisStore } from '@sluice/redis'
+import { type RedisClientLike, RedisStore } from '@sluice/redis'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { HUGE_PENALTY_RULES, LATE_REFUND_RULES, WEIGHTED_METERS } from '../packages/core/test/support.ts'
-import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from './harness/clients.ts'
+import { decode, expectOk, fetchedOf, serverNowOf } from '../packages/redis/src/wire.ts'
+import { CLIENT_KINDS, type ClientKind, clientOf, closeClients, nodeRedis } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -321,5 +323,151 @@ describe.each(CLIENT_KINDS)('closing with prefetch (%s)', (kind) => {
     await closed
     // The window's count is the hash's one field, named by the window's start.
     expect(await server.cli('HVALS', `sluice:${limiter.prefix}:{k}:${rule.id}`)).toBe(`${spent}\n`)
+  })
+})
+
+/** One fixedWindow rule, limit 5; a reply of the scripts' shape for it, admitted, at Redis ms `NOW`. */
+const FORGED_RULE = fixedWindow({ limit: 5, windowMs: 1000 }) as Rule
+const NOW = 1_800_000_000_000
+const APPLY_REPLY = [1, 4, 1000, 0, 0, '', 0, NOW]
+/** A fetch's reply: the same, then 3 units taken and the key's reset count '0'. */
+const FETCH_REPLY = [1, 4, 1000, 0, 0, '', 0, 3, '0', NOW]
+const forged = (reply: unknown[], at: number, value: unknown) => reply.map((v, i) => (i === at ? value : v))
+const UNEXPECTED = /unexpected reply/
+
+describe('replies no script sends are refused (wire.ts)', () => {
+  it('decodes the scripts’ own replies', () => {
+    expect(decode([5], [FORGED_RULE], APPLY_REPLY, false)[0][0]).toMatchObject({
+      allowed: true,
+      remaining: 4,
+      resetMs: 1000,
+    })
+    expect(decode([5], [FORGED_RULE], ['blocked', 250, NOW], false)[0][0]).toMatchObject({
+      allowed: false,
+      retryAfterMs: 250,
+    })
+    expect(fetchedOf(FETCH_REPLY, 4)).toEqual({ taken: 3, resets: '0', serverNow: NOW })
+    expect(expectOk(['ok', NOW])).toBeUndefined()
+    expect(serverNowOf(APPLY_REPLY)).toBe(NOW)
+  })
+
+  it.each<[string, number, unknown]>([
+    ['allowed 2', 0, 2],
+    ['allowed "yes"', 0, 'yes'],
+    ['remaining NaN', 1, 'NaN'],
+    ['remaining -1', 1, -1],
+    ['resetMs not a number', 2, 'x'],
+    ['resetMs infinite', 2, '1e999'],
+    ['retryAfterMs -5', 3, -5],
+    ['waitMs empty', 4, ''],
+    ['waitMs nil', 4, null],
+    ['the block begun -1', 6, -1],
+  ])('a decision with %s throws the unexpected-reply StoreError', (_, at, value) => {
+    expect(() => decode([5], [FORGED_RULE], forged(APPLY_REPLY, at, value), false)).toThrow(UNEXPECTED)
+  })
+
+  it.each<unknown>([0, 'x', -3])('a blocked reply whose ms left is %s throws', (left) => {
+    expect(() => decode([5], [FORGED_RULE], ['blocked', left, NOW], false)).toThrow(UNEXPECTED)
+  })
+
+  it.each<[string, number, unknown]>([
+    ['taken not a number', 7, 'x'],
+    ['taken fractional', 7, 1.5],
+    ['taken -1', 7, -1],
+    ['taken above want', 7, 5],
+    ['a reset count not a whole number', 8, '1.5'],
+    ['serverNow fractional', 9, NOW + 0.5],
+  ])('a fetch with %s throws', (_, at, value) => {
+    expect(() => fetchedOf(forged(FETCH_REPLY, at, value), 4)).toThrow(UNEXPECTED)
+  })
+
+  it('an act that only changes the state must answer ok', () => {
+    expect(() => expectOk(['nope', NOW])).toThrow(UNEXPECTED)
+    expect(() => expectOk(['ok', 'x'])).toThrow(UNEXPECTED)
+    expect(() => expectOk(['ok'])).toThrow(UNEXPECTED)
+    expect(serverNowOf([...APPLY_REPLY.slice(0, -1), NOW + 0.5])).toBeUndefined()
+  })
+})
+
+/**
+ * A real node-redis client whose script replies pass through `forge`: a Redis (or a proxy) that answers what
+ * the scripts never do.
+ */
+async function forgingClient(forge: { reply?: (reply: unknown[]) => unknown[] }): Promise<RedisClientLike> {
+  const client = await nodeRedis(server)
+  return {
+    isReady: true,
+    sendCommand: async (args: string[]) => {
+      const reply = await client.sendCommand(args)
+      const isScript = args[0] === 'EVALSHA' || args[0] === 'EVAL'
+      return isScript && Array.isArray(reply) && forge.reply ? forge.reply(reply) : reply
+    },
+  } as unknown as RedisClientLike
+}
+
+describe('replies no script sends, end to end (node-redis, forged by the client)', () => {
+  it.each<[string, number, unknown]>([
+    ['taken not a number', 7, 'x'],
+    ['resetMs not a number', 2, 'x'],
+    ['remaining -1', 1, -1],
+  ])(
+    'a prefetch fetch answered with %s fails every call as a store error and admits none',
+    async (_, at, value) => {
+      // Before: a NaN batch (left or until) was spent locally without limit, for ever.
+      const clock = { now: T0 }
+      const forge = { reply: (r: unknown[]) => (r.length === 10 ? forged(r, at, value) : r) }
+      const store = new RedisStore({
+        client: await forgingClient(forge),
+        clock: () => clock.now,
+        prefetch: true,
+        timeoutMs: 10_000,
+      })
+      const limiter = createLimiter({
+        rules: [fixedWindow({ limit: 5, windowMs: 60_000 })],
+        store,
+        prefix: `forged${run++}`,
+        onStoreError: 'throw',
+      })
+      const outcomes: string[] = []
+      for (let i = 0; i < 20; i++) {
+        clock.now = T0 + i
+        try {
+          outcomes.push((await limiter.consume('k')).allowed ? 'admitted' : 'denied')
+        } catch (error) {
+          outcomes.push(
+            error instanceof Error && UNEXPECTED.test(error.message) ? 'store error' : String(error),
+          )
+        }
+      }
+      expect(outcomes).toEqual(Array(20).fill('store error'))
+      // With onStoreError 'deny', the same replies deny through the limiter's store-error path.
+      const denying = createLimiter({
+        rules: [fixedWindow({ limit: 5, windowMs: 60_000 })],
+        store,
+        prefix: `forged${run++}`,
+        onStoreError: 'deny',
+      })
+      const d = await denying.consume('k')
+      expect([d.allowed, d.reason]).toEqual([false, 'store-error'])
+      await store.close()
+    },
+  )
+
+  it('a decision with NaN remaining, or a refund answered other than ok, fails the call as a store error', async () => {
+    const forge: { reply?: (r: unknown[]) => unknown[] } = {
+      reply: (r) => (r.length === 8 ? forged(r, 1, 'NaN') : r),
+    }
+    const store = new RedisStore({
+      client: await forgingClient(forge),
+      deniedCache: false,
+      timeoutMs: 10_000,
+    })
+    const prefix = `forged${run++}`
+    await expect(store.apply(prefix, 'k', [FORGED_RULE], 1, 'consume')).rejects.toThrow(UNEXPECTED)
+    forge.reply = (r) => (r.length === 2 && r[0] === 'ok' ? ['nope', r[1]] : r)
+    await expect(store.adjust(prefix, 'k', [FORGED_RULE], 1, 'refund')).rejects.toThrow(UNEXPECTED)
+    forge.reply = undefined
+    await expect(store.adjust(prefix, 'k', [FORGED_RULE], 1, 'refund')).resolves.toBeUndefined()
+    await store.close()
   })
 })

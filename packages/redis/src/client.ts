@@ -101,9 +101,9 @@ export function connectionFor(client: unknown, option: string): RedisConnection 
       return new IoRedisRunner(client as IoRedisLike)
     }
     if (typeof c.customCommand === 'function' && typeof c.invokeScript === 'function') {
-      // A cluster client's class is GlideClusterClient; its commands take a route.
-      const cluster = /Cluster/.test((client as object).constructor?.name ?? '')
-      return new GlideRunner(client as GlideLike, cluster)
+      // A GlideClusterClient, whose commands take a route, is told by a method only it has (not by its
+      // class's name, which a bundler's minifier or a subclass changes).
+      return new GlideRunner(client as GlideLike, typeof c.invokeScriptWithRoute === 'function')
     }
     if (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function') {
       return new NodeRedisClusterRunner(client as NodeRedisClusterLike)

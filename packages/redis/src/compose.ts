@@ -14,7 +14,7 @@
 import type { Rule } from '@sluice/core'
 import { type Script, script } from './client.ts'
 import { CONSUME_LUA, PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
-import { HEAD_ARGS, PARAMS, REPLY_FIELDS } from './wire.ts'
+import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, REPLY_FIELDS, RETURN_EXTRAS } from './wire.ts'
 
 type Kind = Rule['kind']
 
@@ -50,14 +50,14 @@ export const FETCH_SHARE = 16
  * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `refundCall`
  * (one call's units, each rule's mark after the params), `unqueue`: change the state, reply
  * `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
- * batch (ARGV after the params: the units wanted, at most `1 / FETCH_SHARE` of every rule's remaining,
+ * batch (the units wanted, `FETCH_EXTRAS.want`, cut to `1 / FETCH_SHARE` of every rule's remaining,
  * at least the call's cost; a fetch ahead has cost 0 and takes 2 units or more, or none, counting
  * nothing), replying the batch taken and the key's reset count before the server's ms. `return`: each
- * rule's `<kind>Return` of units counted at the ms after the params.
+ * rule's `<kind>Return` of units counted at `RETURN_EXTRAS.countedAt`.
  *
  * Resets under prefetch: `fetch` and `return` also get the key's reset count key (after the rule keys,
- * before the block key) and, after their own ARGV, the reset count the process last saw ('' for none) and
- * the units it spent locally since its previous round trip. When the count has moved (another process
+ * before the block key) and, among their extras (wire.ts), the reset count the process last saw and the
+ * units it spent locally since its previous round trip. When the count has moved (another process
  * reset the key), those units are counted in the new state, as a penalty counts them, and a `return`
  * gives nothing back: its units were counted in the state the reset removed.
  */
@@ -114,14 +114,17 @@ function refundCallFoot({ kinds, params, extras }: Rules): string {
   ].join('\n')
 }
 
-/** A batch's acts: units spent after another process's reset are counted in the new state (see `footOf`). */
-function recountLines({ kinds, params }: Rules, first: number): string[] {
+/**
+ * A batch's acts: units spent after another process's reset are counted in the new state (see `footOf`).
+ * `seen` and `spent`: the ARGV of the reset count the process last saw and of the units it spent since.
+ */
+function recountLines({ kinds, params }: Rules, seen: number, spent: number): string[] {
   return [
     `local resets = redis.call('GET', KEYS[${kinds.length + 1}]) or '0'`,
-    `local wasReset = ARGV[${first}] ~= '' and ARGV[${first}] ~= resets`,
-    `if wasReset and tonumber(ARGV[${first + 1}]) > 0 then`,
+    `local wasReset = ARGV[${seen}] ~= '' and ARGV[${seen}] ~= resets`,
+    `if wasReset and tonumber(ARGV[${spent}]) > 0 then`,
     ...kinds.map(
-      (kind, i) => `  ${kind}Penalize(KEYS[${i + 1}], now, tonumber(ARGV[${first + 1}]), ${params[i]})`,
+      (kind, i) => `  ${kind}Penalize(KEYS[${i + 1}], now, tonumber(ARGV[${spent}]), ${params[i]})`,
     ),
     'end',
   ]
@@ -130,8 +133,8 @@ function recountLines({ kinds, params }: Rules, first: number): string[] {
 function returnFoot(rules: Rules): string {
   const { kinds, params, extras } = rules
   return [
-    `local at = tonumber(ARGV[${extras}])`,
-    ...recountLines(rules, extras + 1),
+    `local at = tonumber(ARGV[${extras + RETURN_EXTRAS.countedAt}])`,
+    ...recountLines(rules, extras + RETURN_EXTRAS.seen, extras + RETURN_EXTRAS.spent),
     "if wasReset then return { 'ok', serverNow } end",
     ...kinds.map((kind, i) => `${kind}Return(KEYS[${i + 1}], now, cost, ${params[i]}, at)`),
     OK,
@@ -168,7 +171,9 @@ function decideFoot(rules: Rules, act: Act, withBlock: boolean): string {
 function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
   const { kinds, params, extras } = rules
   const head: string[] = []
-  if (act === 'fetch') head.push(...recountLines(rules, extras + 1))
+  if (act === 'fetch') {
+    head.push(...recountLines(rules, extras + FETCH_EXTRAS.seen, extras + FETCH_EXTRAS.spent))
+  }
   if (act === 'penalize') {
     kinds.forEach((kind, i) => {
       head.push(`${kind}Penalize(KEYS[${i + 1}], now, cost, ${params[i]})`)
@@ -186,7 +191,7 @@ function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
   }
   if (act === 'fetch') {
     // The batch: what was wanted, cut to a share of what each rule has left, never below the call's cost.
-    head.push(`local want = tonumber(ARGV[${extras}])`, 'do', '  local _, r')
+    head.push(`local want = tonumber(ARGV[${extras + FETCH_EXTRAS.want}])`, 'do', '  local _, r')
     kinds.forEach((kind, i) => {
       head.push(
         `  _, r = ${kind}Decide(KEYS[${i + 1}], now, 0, ${params[i]})`,

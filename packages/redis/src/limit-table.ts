@@ -5,7 +5,8 @@
  * is one state machine, kept in one file so it can be read whole; its subscriber lives in table-subscriber.ts.
  *
  * Layout, all under one hash tag so every script runs on Redis Cluster: `<prefix>:table:{<name>}` is a
- * hash of entry -> spec JSON, `…:version` the table's version, `…:audit` a capped stream of changes.
+ * hash of entry -> spec JSON, `…:version` the table's version, `…:audit` a capped stream of changes,
+ * `…:stamp` a random id every change writes anew.
  * Entry names are hash fields, never part of a key. A change is one script (table-write.lua): it checks the
  * bounds, writes the entry, raises the version, appends to the audit stream and publishes the change.
  *

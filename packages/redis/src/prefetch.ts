@@ -182,7 +182,7 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
 
   /**
    * Starts a fetch for the call: the key's state (made when new) and the fetch, or undefined when the
-   * call must go to Redis on its own (too many keys held, or units fetched under other rules still on the
+   * call must go to Redis on its own (too many keys with batches, or units fetched under other rules still on the
    * way). Units the key holds under other rules, or past their time, are returned first.
    */
   lead(
@@ -255,7 +255,7 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
     resets: string,
   ): StoreAnswer {
     if (seen !== '' && resets !== seen) {
-      // Another process reset the key: the units held were counted in the state it removed, so they are
+      // Another process reset the key: the batch's units left were counted in the state it removed, so they are
       // dropped (not returned), and those spent since the fetch was sent are counted in the new state.
       batch.left = 0
       const since = this.claim(batch)
@@ -435,7 +435,7 @@ function answerAt<P extends Batchable>(batch: Batch<P>, now: number, local: bool
   }
   if (local) out.reason = 'prefetch'
   // When the units were counted: a refund naming this call looks for them there. A call spent from units
-  // of an older batch still held names the newest batch: a sliding rule's unit refunded from it leaves
+  // of an older batch not yet spent names the newest batch: a sliding rule's unit refunded from it leaves
   // the window up to `ms` early, within the bound prefetch already states for a sliding window.
   Object.defineProperty(out, 'countedAt', { value: batch.countedAt })
   return out

@@ -41,7 +41,16 @@ import type { LocalAnswers, LocalCall } from './local.ts'
 import { type Plan, Plans, scriptOf } from './plans.ts'
 import { type Batch, type Fetch, Prefetch } from './prefetch.ts'
 import { RESET_LUA } from './scripts.generated.ts'
-import { decode, encode, fetchedOf, resetKeys, serverNowOf } from './wire.ts'
+import {
+  decode,
+  encode,
+  expectOk,
+  fetchExtras,
+  fetchedOf,
+  resetKeys,
+  returnExtras,
+  serverNowOf,
+} from './wire.ts'
 
 export interface RedisStoreOptions {
   /**
@@ -122,8 +131,8 @@ export class RedisStore implements Store {
   /** The local answers that are on, asked in turn before Redis (local.ts). */
   readonly #local: readonly LocalAnswers<Plan>[]
   readonly #plans = new Plans()
-  /** Fetches and returns on their way: `close()` waits for them, so no batch in flight is lost. */
-  readonly #batches = new Set<Promise<unknown>>()
+  /** A batch's round trips on their way (fetches, returns, recounts): `close()` waits for them all. */
+  readonly #pending = new Set<Promise<unknown>>()
   /** Resets made so far: a denial sent before the latest one is not cached. */
   #resets = 0
 
@@ -272,18 +281,18 @@ export class RedisStore implements Store {
     const seen = batch.resets
     const spent = prefetch.claim(batch)
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const extras = [String(ask.want), seen, String(spent)]
+    const extras = fetchExtras({ want: ask.want, seen, spent })
     const sent = encode(base, plan, now, '1', cost, batch.block, true, extras)
     const call = this.#calls.start<StoreAnswer>()
     this.#calls.attempt(call, scriptOf(plan, 'fetch', batch.block !== undefined), sent, true, (reply) => {
       const [answer, blocked] = decode(plan.limits, rules, reply, true)
+      // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
+      // Redis's ms: when they were counted, without a clock. The whole reply is read before anything is kept.
+      const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, ask.want)
       if (this.#cache !== undefined)
         this.#remember(batch.id, plan.id, cost, localNow, resets, answer, blocked)
-      // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
-      // Redis's ms: when they were counted, without a clock.
-      if (answer.reason === 'blocked')
-        return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
-      const { taken, resets: nowResets, serverNow } = fetchedOf(reply)
+      if (fetched === undefined) return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
+      const { taken, resets: nowResets, serverNow } = fetched
       return prefetch.fetched(batch, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
     })
     this.#track(
@@ -317,10 +326,11 @@ export class RedisStore implements Store {
   readonly #returnBatch = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const extras = [String(batch.countedAt), batch.resets, String(this.#prefetch!.claim(batch))]
-    const sent = encode(base, batch.plan, this.#scriptNow(), 'g', units, undefined, true, extras)
+    const spent = this.#prefetch!.claim(batch)
+    const extras = returnExtras({ countedAt: batch.countedAt, seen: batch.resets, spent })
+    const sent = encode(base, batch.plan, this.#scriptNow(), 'return', units, undefined, true, extras)
     const call = this.#calls.start<void>()
-    this.#calls.attempt(call, scriptOf(batch.plan, 'return', false), sent, true, () => undefined)
+    this.#calls.attempt(call, scriptOf(batch.plan, 'return', false), sent, true, expectOk)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -331,7 +341,7 @@ export class RedisStore implements Store {
   readonly #recount = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const sent = encode(base, batch.plan, this.#scriptNow(), 'p', units)
+    const sent = encode(base, batch.plan, this.#scriptNow(), 'penalize', units)
     const call = this.#calls.start<void>()
     this.#calls.attempt(call, scriptOf(batch.plan, 'penalize', false), sent, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
@@ -339,8 +349,8 @@ export class RedisStore implements Store {
 
   /** Keeps `work` (settling, never rejecting) until it settles, for `close()`. */
   #track(work: Promise<unknown>): void {
-    this.#batches.add(work)
-    work.then(() => this.#batches.delete(work))
+    this.#pending.add(work)
+    work.then(() => this.#pending.delete(work))
   }
 
   adjust(
@@ -360,17 +370,16 @@ export class RedisStore implements Store {
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
     const withBlock = penalize && block !== undefined
     const now = this.#scriptNow()
-    const mode = penalize ? 'p' : adjustment === 'refund' ? 'r' : 'u'
     // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
     const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
     // Each rule's mark follows the params for the acts that name one call's units, lease or queue slot.
     const extras = act === 'refund' || act === 'penalize' ? undefined : rules.map((_, i) => marks?.[i] ?? '')
     const base = keyBase(this.#prefix, prefix, key)
-    const sent = encode(base, plan, now, mode, cost, withBlock ? block : undefined, false, extras)
+    const sent = encode(base, plan, now, adjustment, cost, withBlock ? block : undefined, false, extras)
     const s = scriptOf(plan, act, withBlock)
     const call = this.#calls.start<StoreAnswer | undefined>()
     this.#calls.attempt(call, s, sent, true, (reply) =>
-      penalize ? decode(plan.limits, rules, reply, false)[0] : undefined,
+      penalize ? decode(plan.limits, rules, reply, false)[0] : expectOk(reply),
     )
     return call.promise
   }
@@ -402,7 +411,7 @@ export class RedisStore implements Store {
     this.#calls.closed = true
     this.#cache?.clear()
     // A batch landing now gives its units back, which may start another return: wait until none is left.
-    while (this.#batches.size > 0) await Promise.all([...this.#batches])
+    while (this.#pending.size > 0) await Promise.all([...this.#pending])
   }
 }
 

@@ -10,10 +10,11 @@ export const PRELUDE_LUA = `-- sluice: the head of a composed script. The chunks
 -- \`<kind>Decide\`, \`<kind>Admit\`, \`<kind>Refund\` and \`<kind>Penalize\`; the foot, generated per sequence of
 -- rule kinds and per act (src/compose.ts), calls them for each rule in turn, all or nothing, and replies.
 --
--- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek, 'p' penalize, 'r' refund,
--- 'u' unqueue or release, 'g' a batch's return), cost, deadline, block (see below), then each rule's params
--- and the act's extras (src/wire.ts names them all). The deadline is in the server's ms: a script that starts after it counts nothing, because
--- the caller has already answered the call some other way (its timeout passed and \`onStoreError\` decided).
+-- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek, else the act's name: 'penalize',
+-- 'refund', 'unqueue', 'release', 'return'; only '1' is read here), cost, deadline, block (see below), then
+-- each rule's params and the act's extras (src/wire.ts names them all). The deadline is in the server's ms:
+-- a script that starts after it counts nothing, because the caller has already answered the call some other
+-- way (its timeout passed and \`onStoreError\` decided).
 -- The reply ends with the server's ms, from which the caller keeps its estimate of the server's clock.
 --
 -- Lua numbers are doubles, as in JavaScript. Every rule does the same float operations in the same order
@@ -219,10 +220,9 @@ local function fixedWindowReturn(key, now, cost, limit, windowMs, at)
   fixedWindowRefund(key, now, cost, limit, windowMs)
 end
 
--- One call's units, counted at \`at\`: given back only while the window they were counted in lasts.
+-- One call's units, counted at \`at\`: given back as prefetched units are, while their window lasts.
 local function fixedWindowRefundCall(key, now, cost, limit, windowMs, at)
-  if at - fmod(at, windowMs) ~= now - fmod(now, windowMs) then return end
-  fixedWindowRefund(key, now, cost, limit, windowMs)
+  fixedWindowReturn(key, now, cost, limit, windowMs, at)
 end
 
 local function fixedWindowPenalize(key, now, cost, limit, windowMs)
@@ -832,9 +832,9 @@ end
   /** concurrency.lua */
   concurrency: `-- concurrency (params: limit, leaseMs). A sorted set of lease ids scored by when each ends. An id is
 -- "<uuid>:<cost>" (made by the store in TypeScript, random, so ids never collide across processes), so
--- the units a lease holds are read from its id. A lease admitted at \`t\` is held while \`now < t + leaseMs\`.
+-- the units a lease takes are read from its id. A lease admitted at \`t\` is live while \`now < t + leaseMs\`.
 -- Each call removes at most \`concurrencyMaxDrop\` ended leases (the rest go on later calls, or with the
--- key) and reads the leases held, at most \`limit\` of them (the factory bounds it). The key lives until
+-- key) and reads the live leases, at most \`limit\` of them (the factory bounds it). The key lives until
 -- its newest lease ends.
 
 local concurrencyMaxDrop = 64
@@ -851,25 +851,25 @@ local function concurrencyDecide(key, now, cost, limit, leaseMs)
     redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
   end
   local live = redis.call('ZRANGEBYSCORE', key, '(' .. num(now), '+inf', 'WITHSCORES')
-  local held = 0
-  for i = 1, #live, 2 do held = held + leaseUnits(live[i]) end
-  if held + cost <= limit then
-    -- The newest lease is this call's, or with cost 0 the newest held.
+  local leased = 0
+  for i = 1, #live, 2 do leased = leased + leaseUnits(live[i]) end
+  if leased + cost <= limit then
+    -- The newest lease is this call's, or with cost 0 the newest live one.
     local resetMs = leaseMs
     if cost == 0 then
       resetMs = 0
       if #live > 0 then resetMs = tonumber(live[#live]) - now end
     end
-    return true, limit - held - cost, resetMs, 0, 0
+    return true, limit - leased - cost, resetMs, 0, 0
   end
   -- Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).
   local freed, retryAt = 0, now
   for i = 1, #live, 2 do
     freed = freed + leaseUnits(live[i])
     retryAt = tonumber(live[i + 1])
-    if held - freed + cost <= limit then break end
+    if leased - freed + cost <= limit then break end
   end
-  local remaining = limit - held
+  local remaining = limit - leased
   if remaining < 0 then remaining = 0 end
   return false, remaining, tonumber(live[#live]) - now, retryAt - now, 0
 end
@@ -879,12 +879,12 @@ local function concurrencyAdmit(key, now, _cost, _limit, leaseMs, _a, _b, lease)
   redis.call('PEXPIRE', key, pttl(leaseMs))
 end
 
--- A refund does not apply: held units come back by release, not by refund.
+-- A refund does not apply: a lease's units come back by release, not by refund.
 local function concurrencyRefund() end
 
 local function concurrencyRefundCall() end
 
--- A penalty holds nothing: there is no work to release.
+-- A penalty takes no lease: there is no work to release.
 local function concurrencyPenalize() end
 
 -- Ends \`lease\` before its time. Idempotent: an unknown or ended lease changes nothing.

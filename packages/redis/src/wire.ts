@@ -7,11 +7,12 @@
  * (when the call carries a block policy: the scripts read it from the last key).
  * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a consume's
  * lease (a plan with a concurrency rule), the marks of a release, unqueue or refund of one call, a fetch's
- * `want, seen resets, spent`, a return's `counted at, seen resets, spent`.
+ * (`fetchExtras`) or a return's (`returnExtras`).
  * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
  * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`.
  */
 import {
+  type Adjustment,
   type BlockPolicy,
   ErrorCode,
   type Rule,
@@ -68,14 +69,40 @@ export function ruleArgs(rule: Rule): string[] {
 /** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
 export const REPLY_FIELDS = 6
 
-/** What a script is asked to do with the call's cost (ARGV[2], read by prelude.lua). */
-export type Mode =
-  | '1' // consume
-  | '0' // peek
-  | 'p' // penalize
-  | 'r' // refund
-  | 'u' // unqueue, release
-  | 'g' // return a batch's units
+/**
+ * What a script is asked to do with the call's cost (ARGV[2]): '1' a consume, '0' a peek, else the act's
+ * name (a store's adjustment, or a batch's `return`). The scripts read only whether it is '1' (prelude.lua:
+ * `consume`); the rest names the act for whoever reads the call (MONITOR, a slow log).
+ */
+export type Mode = '1' | '0' | Adjustment | 'return'
+
+/**
+ * Where each of a fetch's extras sits after the rules' params (compose.ts's foot reads them there): the
+ * units wanted, the key's reset count the process last saw ('' for none), the units it spent locally since
+ * its previous round trip.
+ */
+export const FETCH_EXTRAS = { want: 0, seen: 1, spent: 2 } as const
+
+/** Where each of a return's extras sits: when its units were counted (Redis ms), then as a fetch's. */
+export const RETURN_EXTRAS = { countedAt: 0, seen: 1, spent: 2 } as const
+
+/** A fetch's extras, in `FETCH_EXTRAS` order. */
+export function fetchExtras(e: { want: number; seen: string; spent: number }): string[] {
+  const out = new Array<string>(3)
+  out[FETCH_EXTRAS.want] = String(e.want)
+  out[FETCH_EXTRAS.seen] = e.seen
+  out[FETCH_EXTRAS.spent] = String(e.spent)
+  return out
+}
+
+/** A return's extras, in `RETURN_EXTRAS` order. */
+export function returnExtras(e: { countedAt: number; seen: string; spent: number }): string[] {
+  const out = new Array<string>(3)
+  out[RETURN_EXTRAS.countedAt] = String(e.countedAt)
+  out[RETURN_EXTRAS.seen] = e.seen
+  out[RETURN_EXTRAS.spent] = String(e.spent)
+  return out
+}
 
 /** Where a key's block lives: beside its rule keys, in the same hash slot. */
 const BLOCK_SUFFIX = '!block'
@@ -162,17 +189,33 @@ export function isLate(reply: unknown): boolean {
 /** Redis's ms, which every reply ends with; undefined when the reply is not one of the scripts'. */
 export function serverNowOf(reply: unknown): number | undefined {
   if (!Array.isArray(reply) || reply.length < 2) return undefined
-  const serverNow = Number(reply[reply.length - 1])
-  return Number.isFinite(serverNow) ? serverNow : undefined
+  const serverNow = numberOf(reply[reply.length - 1])
+  return Number.isInteger(serverNow) ? serverNow : undefined
 }
 
 export function unexpectedReply(): StoreError {
   return new StoreError(ErrorCode.STORE_ERROR, 'Redis answered the sluice script with an unexpected reply.')
 }
 
+/** A reply's number: a number (a bigint from GLIDE), or a string of one; NaN for anything else ('', null). */
+function numberOf(value: unknown): number {
+  if (typeof value === 'number') return value
+  if (typeof value === 'bigint') return Number(value)
+  return typeof value === 'string' && value !== '' ? Number(value) : Number.NaN
+}
+
+/** A reply's count or ms: finite and not below 0, else the reply is not one of the scripts'. */
+function amountOf(value: unknown): number {
+  const n = numberOf(value)
+  if (!(n >= 0 && n < Number.POSITIVE_INFINITY)) throw unexpectedReply()
+  return n
+}
+
 /**
  * The script's reply as RuleDecisions, and the ms of the block the call began (0 for none). `limits`: each
- * rule's limit (or capacity), as the decisions report it.
+ * rule's limit (or capacity), as the decisions report it. Data from Redis: a reply of another shape, an
+ * `allowed` other than 0 or 1, or a count or ms that is not a finite number >= 0 (a block's ms: > 0)
+ * throws `unexpectedReply()`, and the call fails as any store failure does (`onStoreError`).
  */
 export function decode(
   limits: readonly number[],
@@ -181,19 +224,25 @@ export function decode(
   fetch: boolean,
 ): [StoreAnswer, number] {
   const n = rules.length
-  if (reply.length === 3 && String(reply[0]) === 'blocked') return [blockedAnswer(rules, Number(reply[1])), 0]
+  if (reply.length === 3 && String(reply[0]) === 'blocked') {
+    const left = amountOf(reply[1])
+    if (left === 0) throw unexpectedReply()
+    return [blockedAnswer(rules, left), 0]
+  }
   if (reply.length !== n * REPLY_FIELDS + (fetch ? 4 : 2)) throw unexpectedReply()
   const out = new Array<RuleDecision>(n)
   for (let i = 0; i < n; i++) {
     const o = i * REPLY_FIELDS
-    const waitMs = Number(reply[o + 4])
+    const allowed = numberOf(reply[o])
+    if (allowed !== 0 && allowed !== 1) throw unexpectedReply()
+    const waitMs = amountOf(reply[o + 4])
     const d: RuleDecision = {
       rule: rules[i]!.name,
-      allowed: Number(reply[o]) === 1,
+      allowed: allowed === 1,
       limit: limits[i]!,
-      remaining: Number(reply[o + 1]),
-      resetMs: Number(reply[o + 2]),
-      retryAfterMs: Number(reply[o + 3]),
+      remaining: amountOf(reply[o + 1]),
+      resetMs: amountOf(reply[o + 2]),
+      retryAfterMs: amountOf(reply[o + 3]),
       waitMs,
       windowSeconds: rules[i]!.policyWindowSeconds,
     }
@@ -204,11 +253,29 @@ export function decode(
       out[i] = mark !== '' && mark != null ? { ...unit, lease: String(mark) } : unit
     } else out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
   }
-  return [out, Number(reply[n * REPLY_FIELDS])]
+  return [out, amountOf(reply[n * REPLY_FIELDS])]
 }
 
-/** What a fetch's reply adds before Redis's ms: the units it took and the key's reset count. */
-export function fetchedOf(reply: unknown[]): { taken: number; resets: string; serverNow: number } {
+/**
+ * What a fetch's reply adds before Redis's ms: the units it took (a whole number from 0 to the `want` it
+ * asked for) and the key's reset count (a whole number); else it throws `unexpectedReply()`.
+ */
+export function fetchedOf(
+  reply: unknown[],
+  want: number,
+): { taken: number; resets: string; serverNow: number } {
   const n = reply.length
-  return { taken: Number(reply[n - 3]), resets: String(reply[n - 2]), serverNow: Number(reply[n - 1]) }
+  const taken = numberOf(reply[n - 3])
+  const resets = numberOf(reply[n - 2])
+  const serverNow = numberOf(reply[n - 1])
+  if (!(Number.isInteger(taken) && taken >= 0 && taken <= want)) throw unexpectedReply()
+  if (!(Number.isInteger(resets) && resets >= 0) || !Number.isInteger(serverNow)) throw unexpectedReply()
+  return { taken, resets: String(reply[n - 2]), serverNow }
+}
+
+/** Checks the reply of an act that only changes the state (`{ 'ok', serverNow }`); else it throws. */
+export function expectOk(reply: unknown[]): undefined {
+  if (reply.length !== 2 || String(reply[0]) !== 'ok' || !Number.isInteger(numberOf(reply[1])))
+    throw unexpectedReply()
+  return undefined
 }

@@ -1,8 +1,8 @@
 -- concurrency (params: limit, leaseMs). A sorted set of lease ids scored by when each ends. An id is
 -- "<uuid>:<cost>" (made by the store in TypeScript, random, so ids never collide across processes), so
--- the units a lease holds are read from its id. A lease admitted at `t` is held while `now < t + leaseMs`.
+-- the units a lease takes are read from its id. A lease admitted at `t` is live while `now < t + leaseMs`.
 -- Each call removes at most `concurrencyMaxDrop` ended leases (the rest go on later calls, or with the
--- key) and reads the leases held, at most `limit` of them (the factory bounds it). The key lives until
+-- key) and reads the live leases, at most `limit` of them (the factory bounds it). The key lives until
 -- its newest lease ends.
 
 local concurrencyMaxDrop = 64
@@ -19,25 +19,25 @@ local function concurrencyDecide(key, now, cost, limit, leaseMs)
     redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
   end
   local live = redis.call('ZRANGEBYSCORE', key, '(' .. num(now), '+inf', 'WITHSCORES')
-  local held = 0
-  for i = 1, #live, 2 do held = held + leaseUnits(live[i]) end
-  if held + cost <= limit then
-    -- The newest lease is this call's, or with cost 0 the newest held.
+  local leased = 0
+  for i = 1, #live, 2 do leased = leased + leaseUnits(live[i]) end
+  if leased + cost <= limit then
+    -- The newest lease is this call's, or with cost 0 the newest live one.
     local resetMs = leaseMs
     if cost == 0 then
       resetMs = 0
       if #live > 0 then resetMs = tonumber(live[#live]) - now end
     end
-    return true, limit - held - cost, resetMs, 0, 0
+    return true, limit - leased - cost, resetMs, 0, 0
   end
   -- Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).
   local freed, retryAt = 0, now
   for i = 1, #live, 2 do
     freed = freed + leaseUnits(live[i])
     retryAt = tonumber(live[i + 1])
-    if held - freed + cost <= limit then break end
+    if leased - freed + cost <= limit then break end
   end
-  local remaining = limit - held
+  local remaining = limit - leased
   if remaining < 0 then remaining = 0 end
   return false, remaining, tonumber(live[#live]) - now, retryAt - now, 0
 end
@@ -47,12 +47,12 @@ local function concurrencyAdmit(key, now, _cost, _limit, leaseMs, _a, _b, lease)
   redis.call('PEXPIRE', key, pttl(leaseMs))
 end
 
--- A refund does not apply: held units come back by release, not by refund.
+-- A refund does not apply: a lease's units come back by release, not by refund.
 local function concurrencyRefund() end
 
 local function concurrencyRefundCall() end
 
--- A penalty holds nothing: there is no work to release.
+-- A penalty takes no lease: there is no work to release.
 local function concurrencyPenalize() end
 
 -- Ends `lease` before its time. Idempotent: an unknown or ended lease changes nothing.

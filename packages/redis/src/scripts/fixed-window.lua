@@ -96,10 +96,9 @@ local function fixedWindowReturn(key, now, cost, limit, windowMs, at)
   fixedWindowRefund(key, now, cost, limit, windowMs)
 end
 
--- One call's units, counted at `at`: given back only while the window they were counted in lasts.
+-- One call's units, counted at `at`: given back as prefetched units are, while their window lasts.
 local function fixedWindowRefundCall(key, now, cost, limit, windowMs, at)
-  if at - fmod(at, windowMs) ~= now - fmod(now, windowMs) then return end
-  fixedWindowRefund(key, now, cost, limit, windowMs)
+  fixedWindowReturn(key, now, cost, limit, windowMs, at)
 end
 
 local function fixedWindowPenalize(key, now, cost, limit, windowMs)

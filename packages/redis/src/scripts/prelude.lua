@@ -2,10 +2,11 @@
 -- `<kind>Decide`, `<kind>Admit`, `<kind>Refund` and `<kind>Penalize`; the foot, generated per sequence of
 -- rule kinds and per act (src/compose.ts), calls them for each rule in turn, all or nothing, and replies.
 --
--- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek, 'p' penalize, 'r' refund,
--- 'u' unqueue or release, 'g' a batch's return), cost, deadline, block (see below), then each rule's params
--- and the act's extras (src/wire.ts names them all). The deadline is in the server's ms: a script that starts after it counts nothing, because
--- the caller has already answered the call some other way (its timeout passed and `onStoreError` decided).
+-- ARGV: now ('' to use the server's TIME), mode ('1' consume, '0' peek, else the act's name: 'penalize',
+-- 'refund', 'unqueue', 'release', 'return'; only '1' is read here), cost, deadline, block (see below), then
+-- each rule's params and the act's extras (src/wire.ts names them all). The deadline is in the server's ms:
+-- a script that starts after it counts nothing, because the caller has already answered the call some other
+-- way (its timeout passed and `onStoreError` decided).
 -- The reply ends with the server's ms, from which the caller keeps its estimate of the server's clock.
 --
 -- Lua numbers are doubles, as in JavaScript. Every rule does the same float operations in the same order
