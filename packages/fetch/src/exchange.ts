@@ -4,7 +4,15 @@
  * aborting (the client left) or the response body read to its end or cancelled; rate-limit headers added
  * to a `Response`, also an immutable one; and the `Response` of a denied or rejected request.
  */
-import type { HttpAdapter, RequestRecord, RequestView, ResponseBody } from '@sluice/core/http'
+import {
+  buildRequestLimit,
+  type HttpAdapter,
+  type ParsedHttpOptions,
+  type RequestLimit,
+  type RequestRecord,
+  type RequestView,
+  type ResponseBody,
+} from '@sluice/core/http'
 
 /**
  * One request's passage through a limit, as the kit's response (`Res`). Its end signal (`watch`) is
@@ -94,6 +102,22 @@ export function fetchAdapter<Req extends object>(view: RequestView<Req>): HttpAd
     },
     onEnd: (exchange, ended) => exchange.watch(ended),
   }
+}
+
+/**
+ * The kit's request limit over `FetchExchange`s. The user's `countWhen` is written over a `Response`: it is
+ * asked once the response has been read, with the response the exchange holds.
+ */
+export function exchangeLimit<Req extends object>(
+  parsed: ParsedHttpOptions<Req, FetchExchange>,
+  adapter: HttpAdapter<Req, FetchExchange>,
+): RequestLimit<Req, FetchExchange> {
+  const countWhen = parsed.countWhen as ((request: Req, response: Response) => boolean) | undefined
+  if (countWhen === undefined) return buildRequestLimit(parsed, adapter)
+  return buildRequestLimit(
+    { ...parsed, countWhen: (request, exchange) => countWhen(request, exchange.response!) },
+    adapter,
+  )
 }
 
 /**

@@ -5,14 +5,20 @@
  */
 import type { Decision, Limiter } from '@sluice/core'
 import {
-  buildRequestLimit,
   functionOption,
   type HttpLimitOptions,
   type HttpOutcome,
   parseHttpOptions,
   type RequestView,
 } from '@sluice/core/http'
-import { departedResponse, FetchExchange, fetchAdapter, jsonResponse, withHeaders } from './exchange.ts'
+import {
+  departedResponse,
+  exchangeLimit,
+  FetchExchange,
+  fetchAdapter,
+  jsonResponse,
+  withHeaders,
+} from './exchange.ts'
 
 /**
  * Options of `fetchLimit`: every option core's HTTP kit knows (with `countWhen(request, response)` asked
@@ -65,8 +71,6 @@ export interface FetchLimit {
 export type FetchHandler = (request: Request, decision: Decision | undefined) => Response | Promise<Response>
 
 type OnLimited = NonNullable<FetchLimitOptions['onLimited']>
-type CountWhen = NonNullable<FetchLimitOptions['countWhen']>
-
 const OWN_OPTIONS = { onLimited: functionOption }
 
 /** What each request's `handle` was told, for the view. */
@@ -105,14 +109,7 @@ const adapter = fetchAdapter(view)
 export function fetchLimit(options: FetchLimitOptions): FetchLimit {
   const parsed = parseHttpOptions<Request, FetchExchange>('fetchLimit', options, OWN_OPTIONS)
   const onLimited = parsed.own.onLimited as OnLimited | undefined
-  const countWhen = parsed.countWhen as CountWhen | undefined
-  // countWhen is asked only once the response has been read, so the exchange holds the handler's answer.
-  const limit = buildRequestLimit(
-    countWhen === undefined
-      ? parsed
-      : { ...parsed, countWhen: (request, exchange) => countWhen(request, exchange.response!) },
-    adapter,
-  )
+  const limit = exchangeLimit(parsed, adapter)
 
   async function handle(request: Request, info: FetchRequestInfo, handler: FetchHandler): Promise<Response> {
     infos.set(request, info)

@@ -1,13 +1,20 @@
 /**
  * sluice for `Request → Response` runtimes: `fetchLimit` for Bun.serve, Deno.serve and Next.js route
- * handlers; `FetchExchange`, `fetchAdapter`, `withHeaders`, `jsonResponse` and `departedResponse` for
- * adapters of frameworks built on the Fetch API (`@sluice/hono`). Rules, stores and `createLimiter` are
- * imported from `@sluice/core`.
+ * handlers; `FetchExchange`, `fetchAdapter`, `exchangeLimit`, `withHeaders`, `jsonResponse` and
+ * `departedResponse` for adapters of frameworks built on the Fetch API (`@sluice/hono`). Rules, stores and
+ * `createLimiter` are imported from `@sluice/core`.
  *
  * @module @sluice/fetch
  */
 export type { Decision } from '@sluice/core'
-export { departedResponse, FetchExchange, fetchAdapter, jsonResponse, withHeaders } from './exchange.ts'
+export {
+  departedResponse,
+  exchangeLimit,
+  FetchExchange,
+  fetchAdapter,
+  jsonResponse,
+  withHeaders,
+} from './exchange.ts'
 export {
   type FetchHandler,
   type FetchLimit,

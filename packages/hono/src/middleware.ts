@@ -5,7 +5,6 @@
  */
 import { type Decision, InvalidOptionError, type Limiter } from '@sluice/core'
 import {
-  buildRequestLimit,
   functionOption,
   type HttpLimitOptions,
   type HttpOutcome,
@@ -13,7 +12,14 @@ import {
   parseHttpOptions,
   type RequestView,
 } from '@sluice/core/http'
-import { departedResponse, FetchExchange, fetchAdapter, jsonResponse, withHeaders } from '@sluice/fetch'
+import {
+  departedResponse,
+  exchangeLimit,
+  FetchExchange,
+  fetchAdapter,
+  jsonResponse,
+  withHeaders,
+} from '@sluice/fetch'
 import type { Context, Env, MiddlewareHandler } from 'hono'
 import type { GetConnInfo } from 'hono/conninfo'
 import { routePath } from 'hono/route'
@@ -55,8 +61,6 @@ export type RateLimitMiddleware<E extends Env = Env> = MiddlewareHandler<E> & {
 }
 
 type OnLimited = NonNullable<HonoRateLimitOptions['onLimited']>
-type CountWhen = NonNullable<HonoRateLimitOptions['countWhen']>
-
 const OWN_OPTIONS = { getConnInfo: functionOption, onLimited: functionOption }
 
 /** Each request's `getConnInfo`, as the limit that saw it was given it. */
@@ -99,14 +103,7 @@ export function rateLimit<E extends Env = Env>(options: HonoRateLimitOptions<E>)
     )
   }
   const onLimited = parsed.own.onLimited as OnLimited | undefined
-  const countWhen = parsed.countWhen as CountWhen | undefined
-  // countWhen is asked only once the response has been read, so the exchange holds the answer sent.
-  const limit = buildRequestLimit(
-    countWhen === undefined
-      ? parsed
-      : { ...parsed, countWhen: (c, exchange) => countWhen(c, exchange.response!) },
-    adapter,
-  )
+  const limit = exchangeLimit(parsed, adapter)
 
   async function sluiceRateLimit(c: Context, next: () => Promise<void>): Promise<Response | undefined> {
     if (getConnInfo !== undefined) connInfos.set(c, getConnInfo)
