@@ -14,7 +14,7 @@
 import type { Rule } from '@sluice/core'
 import { type Script, script } from './client.ts'
 import { CONSUME_LUA, PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
-import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, REPLY_FIELDS, RETURN_EXTRAS } from './wire.ts'
+import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, RELEASE_ARGS, REPLY_FIELDS, RETURN_EXTRAS } from './wire.ts'
 
 type Kind = Rule['kind']
 
@@ -333,6 +333,30 @@ export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock 
     scripts.set(id, s)
   }
   return s
+}
+
+let releases: Script | undefined
+
+/**
+ * The script of a batch of releases (wire.ts `releasesCall`): concurrency.lua's `concurrencyRelease`, the
+ * code a single release runs, for each lease in turn at its own now (Redis's when it carries none), then
+ * `{ 'ok', serverNow }`. A script that starts after the batch's deadline ends no lease (the prelude's head).
+ */
+export function releasesScript(): Script {
+  if (releases === undefined) {
+    const first = HEAD_ARGS + 1
+    const foot = [
+      'for i = 1, #KEYS do',
+      `  local a = ${first} + ${RELEASE_ARGS.size} * (i - 1)`,
+      `  local at = ARGV[a + ${RELEASE_ARGS.now}]`,
+      "  if at == '' then now = serverNow else now = tonumber(at) end",
+      `  concurrencyRelease(KEYS[i], now, ARGV[a + ${RELEASE_ARGS.lease}])`,
+      'end',
+      OK,
+    ].join('\n')
+    releases = script(`${withoutUnused(`${PRELUDE_LUA}\n${RULE_LUA.concurrency}`, foot)}\n${foot}`)
+  }
+  return releases
 }
 
 /** The straight-down consume scripts (see `consumeScriptFor`), made once. */

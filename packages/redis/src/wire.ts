@@ -168,6 +168,30 @@ export function encode(
 
 const NONE: readonly string[] = []
 
+/**
+ * A batch of releases (compose.ts's `releasesScript`), built up one lease at a time by `addRelease`: KEYS
+ * each lease's rule key, ARGV the head (mode 'release'; its now and cost unused: each lease carries its
+ * own now), then `RELEASE_ARGS` per lease. The reply is `{ 'ok', serverNow }`.
+ */
+export function releasesCall(): { keys: string[]; args: string[] } {
+  return { keys: [], args: ['', 'release', '', '', ''] }
+}
+
+/** Where each of a lease's args sits in a batch of releases, from `HEAD_ARGS + RELEASE_ARGS.size * i`. */
+export const RELEASE_ARGS = { lease: 0, now: 1, size: 2 } as const
+
+/** Adds the release of `lease` on `key` to a batch, at `now` ('' for Redis's time). */
+export function addRelease(
+  call: { keys: string[]; args: string[] },
+  key: string,
+  lease: string,
+  now: number | undefined,
+): void {
+  call.keys.push(key)
+  // In RELEASE_ARGS order.
+  call.args.push(lease, now === undefined ? '' : String(now))
+}
+
 /** Sets the call's deadline in Redis's ms (ARGV[4]); 0 when Redis's clock is not known yet. */
 export function withDeadline(call: Call, deadline: number | undefined): Call {
   call.args[3] = deadline === undefined ? '0' : String(Math.floor(deadline))
