@@ -14,7 +14,7 @@
 import type { Rule } from '@sluice/core'
 import { type Script, script } from './client.ts'
 import { CONSUME_LUA, PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
-import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, RELEASE_ARGS, REPLY_FIELDS, RETURN_EXTRAS } from './wire.ts'
+import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, REPLY_FIELDS, RETURN_EXTRAS } from './wire.ts'
 
 type Kind = Rule['kind']
 
@@ -339,18 +339,17 @@ let releases: Script | undefined
 
 /**
  * The script of a batch of releases (wire.ts `releasesCall`): concurrency.lua's `concurrencyRelease`, the
- * code a single release runs, for each lease in turn at its own now (Redis's when it carries none), then
+ * code a single release runs, for each lease in turn, at Redis's time or at the ms it carries, then
  * `{ 'ok', serverNow }`. A script that starts after the batch's deadline ends no lease (the prelude's head).
  */
 export function releasesScript(): Script {
   if (releases === undefined) {
-    const first = HEAD_ARGS + 1
+    // The prelude reads the cost (ARGV[3]): here, the args each lease takes.
     const foot = [
       'for i = 1, #KEYS do',
-      `  local a = ${first} + ${RELEASE_ARGS.size} * (i - 1)`,
-      `  local at = ARGV[a + ${RELEASE_ARGS.now}]`,
-      "  if at == '' then now = serverNow else now = tonumber(at) end",
-      `  concurrencyRelease(KEYS[i], now, ARGV[a + ${RELEASE_ARGS.lease}])`,
+      `  local a = ${HEAD_ARGS + 1} + cost * (i - 1)`,
+      '  if cost == 2 then now = tonumber(ARGV[a + 1]) end',
+      '  concurrencyRelease(KEYS[i], now, ARGV[a])',
       'end',
       OK,
     ].join('\n')

@@ -66,7 +66,8 @@ export class Releases {
       batch = undefined
     }
     if (batch === undefined) {
-      batch = { call: this.#calls.start<undefined>(), wire: releasesCall() }
+      // A store with a clock gives every release its now; one without, none.
+      batch = { call: this.#calls.start<undefined>(), wire: releasesCall(now !== undefined) }
       this.#batches.set(slot, batch)
     }
     for (let i = 0; i < keys.length; i++) addRelease(batch.wire, keys[i]!, leases[i]!, now)
