@@ -215,8 +215,8 @@ export class RedisStore implements Store {
 
     // A lease id made here, random: unique across processes without a round trip to agree on one.
     const lease = plan.leases ? [consume ? newLease(cost) : ''] : undefined
+    this.#releases.before(key)
     const base = keyBase(this.#prefix, prefix, key)
-    this.#releases.before(base)
     const sent = encode(base, plan, now, consume ? '1' : '0', cost, block, false, lease)
 
     const call = this.#calls.start<StoreAnswer>()
@@ -285,8 +285,8 @@ export class RedisStore implements Store {
     // The units spent since the last round trip go with it: counted again if another process has reset the key.
     const seen = batch.resets
     const spent = prefetch.claim(batch)
+    this.#releases.before(batch.key)
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    this.#releases.before(base)
     const extras = fetchExtras({ want: ask.want, seen, spent })
     const sent = encode(base, plan, now, '1', cost, batch.block, true, extras)
     const call = this.#calls.start<StoreAnswer>()
@@ -331,8 +331,8 @@ export class RedisStore implements Store {
    */
   readonly #returnBatch = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
+    this.#releases.before(batch.key)
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    this.#releases.before(base)
     const spent = this.#prefetch!.claim(batch)
     const extras = returnExtras({ countedAt: batch.countedAt, seen: batch.resets, spent })
     const sent = encode(base, batch.plan, this.#scriptNow(), 'return', units, undefined, true, extras)
@@ -347,8 +347,8 @@ export class RedisStore implements Store {
    */
   readonly #recount = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
+    this.#releases.before(batch.key)
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    this.#releases.before(base)
     const sent = encode(base, batch.plan, this.#scriptNow(), 'penalize', units)
     const call = this.#calls.start<void>()
     this.#calls.attempt(call, scriptOf(batch.plan, 'penalize', false), sent, true, () => undefined)
@@ -379,8 +379,8 @@ export class RedisStore implements Store {
     const withBlock = penalize && block !== undefined
     const now = this.#scriptNow()
     const base = keyBase(this.#prefix, prefix, key)
-    if (adjustment === 'release') return this.#release(base, plan, now, marks)
-    this.#releases.before(base)
+    if (adjustment === 'release') return this.#release(key, base, plan, now, marks)
+    this.#releases.before(key)
     // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
     const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
     // Each rule's mark follows the params for the acts that name one call's units, lease or queue slot.
@@ -399,6 +399,7 @@ export class RedisStore implements Store {
    * (releases.ts): its promise settles with their script call's reply.
    */
   #release(
+    key: string,
     base: string,
     plan: Plan,
     now: number | undefined,
@@ -415,7 +416,7 @@ export class RedisStore implements Store {
     }
     // No lease to end: nothing to ask Redis.
     if (keys.length === 0) return NOTHING
-    return this.#releases.add(base, keys, leases, now)
+    return this.#releases.add(key, keys, leases, now)
   }
 
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {
@@ -424,8 +425,8 @@ export class RedisStore implements Store {
     this.#prefetch?.forget(`${prefix}\u0000${key}`)
     const refused = this.#calls.refuse()
     if (refused !== undefined) return Promise.reject(refused)
+    this.#releases.before(key)
     const base = keyBase(this.#prefix, prefix, key)
-    this.#releases.before(base)
     // The block goes too, with its escalation (DEL of a key that is not there costs nothing), and the reset
     // count: a process holding prefetched units learns of the reset from it.
     const keys = resetKeys(

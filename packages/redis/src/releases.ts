@@ -38,8 +38,11 @@ export class Releases {
   readonly #cluster: boolean
   /** The batches being filled, by cluster slot (all under 0 on a standalone Redis). */
   readonly #batches = new Map<number, Batch>()
-  /** The key bases (`keyBase`) of the releases waiting, for `before`. */
-  readonly #bases = new Set<string>()
+  /**
+   * The keys of the releases waiting (the caller's, whatever the limiter's prefix: a key under another
+   * prefix only sends them sooner), for `before`. The caller's string, whose hash V8 keeps once computed.
+   */
+  readonly #keys = new Set<string>()
   #scheduled = false
 
   /** `cluster`: the client is a cluster's, where one call's keys must share a slot. */
@@ -49,11 +52,11 @@ export class Releases {
   }
 
   /**
-   * Ends one call's leases (`leases[i]` on `keys[i]`, the rule keys of its concurrency rules, all under
-   * `base`) with the next batch; `now`: the store's clock, else undefined for Redis's.
+   * Ends one call's leases on `key` (`leases[i]` on `keys[i]`, the rule keys of its concurrency rules) with
+   * the next batch; `now`: the store's clock, else undefined for Redis's.
    */
   add(
-    base: string,
+    key: string,
     keys: readonly string[],
     leases: readonly string[],
     now: number | undefined,
@@ -71,7 +74,7 @@ export class Releases {
       this.#batches.set(slot, batch)
     }
     for (let i = 0; i < keys.length; i++) addRelease(batch.wire, keys[i]!, leases[i]!, now)
-    this.#bases.add(base)
+    this.#keys.add(key)
     if (batch.wire.keys.length >= MAX_LEASES) {
       this.#batches.delete(slot)
       this.#send(batch)
@@ -82,15 +85,15 @@ export class Releases {
     return batch.call.promise
   }
 
-  /** Sends the waiting releases now when one of them is on the key `base`, before another call on it. */
-  before(base: string): void {
-    if (this.#bases.size !== 0 && this.#bases.has(base)) this.flush()
+  /** Sends the waiting releases now when one of them is on `key`, before another call on it. */
+  before(key: string): void {
+    if (this.#keys.size !== 0 && this.#keys.has(key)) this.flush()
   }
 
   /** Sends every waiting release (at the end of the turn, before a call on one of their keys, on close). */
   readonly flush = (): void => {
     this.#scheduled = false
-    this.#bases.clear()
+    this.#keys.clear()
     if (this.#batches.size === 0) return
     for (const batch of this.#batches.values()) this.#send(batch)
     this.#batches.clear()
