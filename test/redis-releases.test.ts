@@ -95,6 +95,29 @@ describe.each(CLIENT_KINDS)('batched releases (%s)', (kind) => {
     expect(figures(r!)).toEqual([true, 0, 1000, 0])
   })
 
+  it('starts a new call for a release made after the waiting one timed out (a turn longer than the timeout)', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), timeoutMs: 200, deniedCache: false })
+    const rule = concurrency({ limit: 1 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `stale${run++}` })
+    const [a, b] = [await limiter.consume('a'), await limiter.consume('b')]
+    const outcomes = await new Promise<PromiseSettledResult<void>[]>((resolve) => {
+      // Made in a turn's last phase, so its call waits for the next turn's, after that turn's timers: the
+      // first of them rejects it (its timeout has passed), the second makes another release.
+      setImmediate(() => {
+        const first = limiter.release('a', a)
+        setTimeout(() => {
+          const second = limiter.release('b', b)
+          Promise.allSettled([first, second]).then(resolve)
+        }, 250)
+        const until = performance.now() + 300
+        while (performance.now() < until) {}
+      })
+    })
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'fulfilled'])
+    expect(await server.cli('ZCARD', `sluice:${limiter.prefix}:{a}:${rule.id}`)).toBe('1\n')
+    expect(await server.cli('ZCARD', `sluice:${limiter.prefix}:{b}:${rule.id}`)).toBe('0\n')
+  })
+
   it('rejects every release of a call that fails (a key of another type under the prefix)', async () => {
     const store = new RedisStore({ client: await clientOf(kind, server), deniedCache: false })
     const rule = concurrency({ limit: 1 }) as Rule

@@ -63,7 +63,9 @@ export class Releases {
   ): Promise<undefined> {
     const slot = this.#cluster ? slotOf(keys[0]!) : 0
     let batch = this.#batches.get(slot)
-    if (batch !== undefined && batch.wire.keys.length + keys.length > MAX_LEASES) {
+    // A full batch goes now; one whose timeout passed while it filled (a turn longer than the timeout) has
+    // been answered, and goes nowhere: a release made now starts its own.
+    if (batch !== undefined && (batch.call.done || batch.wire.keys.length + keys.length > MAX_LEASES)) {
       this.#batches.delete(slot)
       this.#send(batch)
       batch = undefined
