@@ -7,7 +7,8 @@
  * same machine; each figure is the median of its rounds. Throughput on a shared machine is read as the ratio
  * of the two, measured in the same rounds. Beside it, what load does not move: the client's CPU per request,
  * and Redis's time per request (`INFO commandstats` usec of every script call, divided by the requests: a
- * concurrency request's release is counted in it, batched or not) and per script call.
+ * concurrency request's release is counted in it, batched or not) and per script call, and redis-server's
+ * CPU per request (/proc, user + system: what load moves least).
  *
  *   node bench/redis-concurrency.mjs [--before <snapshot dir>] [--rounds 5] [--ms 2000]
  *
@@ -62,7 +63,7 @@ const load = [loadavg()[0]]
 const figures = new Map(
   subjects.map((s) => [
     s.label,
-    { rate: [], clientCpu: [], usecPerRequest: [], usecPerCall: [], callsPerRequest: [] },
+    { rate: [], clientCpu: [], redisCpu: [], usecPerRequest: [], usecPerCall: [], callsPerRequest: [] },
   ]),
 )
 console.log(
@@ -92,6 +93,7 @@ try {
       const f = figures.get(s.label)
       f.rate.push(result.perSecond)
       f.clientCpu.push(result.clientCpuUsPerCall)
+      f.redisCpu.push(result.redisCpuUsPerCall)
       f.usecPerRequest.push(usec / requests)
       f.usecPerCall.push(usec / calls)
       f.callsPerRequest.push(calls / requests)
@@ -107,9 +109,9 @@ console.log(
   `load average (1 min) during the run: ${Math.min(...load).toFixed(2)}–${Math.max(...load).toFixed(2)}`,
 )
 console.log(
-  '| subject | requests/s (256 in flight) | of fixedWindow (same build) | client CPU µs per request | Redis µs per request | script calls per request | Redis µs per script call |',
+  '| subject | requests/s (256 in flight) | of fixedWindow (same build) | client CPU µs per request | Redis CPU µs per request | Redis µs per request (commandstats) | script calls per request | Redis µs per script call |',
 )
-console.log('|---|---|---|---|---|---|---|')
+console.log('|---|---|---|---|---|---|---|---|')
 for (const s of subjects) {
   const f = figures.get(s.label)
   const build = s.label.split(' ')[0]
@@ -125,6 +127,7 @@ for (const s of subjects) {
     )} k)`,
     `${median(ratios).toFixed(2)}× (${range(ratios, 2)})`,
     median(f.clientCpu).toFixed(1),
+    median(f.redisCpu).toFixed(1),
     median(f.usecPerRequest).toFixed(2),
     median(f.callsPerRequest).toFixed(3),
     median(f.usecPerCall).toFixed(2),
