@@ -3,7 +3,8 @@
  *
  * Over 300 lines: the store's acts (apply, adjust, reset, close) and a batch's round trips (fetch, return,
  * recount) share its state; everything else is apart: the wire (wire.ts), the client (client.ts), calls and
- * deadlines (calls.ts), plans (plans.ts), scripts (compose.ts), local answers (local.ts and its layers).
+ * deadlines (calls.ts), plans (plans.ts), scripts (compose.ts), local answers (local.ts and its layers),
+ * batched releases (releases.ts).
  *
  * One script call applies all of a call's rules to one key, atomically and in one round trip; the
  * algorithms live in src/scripts/*.lua, which agree with @sluice/core's rules bit for bit. Time comes from
@@ -215,6 +216,7 @@ export class RedisStore implements Store {
 
     // A lease id made here, random: unique across processes without a round trip to agree on one.
     const lease = plan.leases ? [consume ? newLease(cost) : ''] : undefined
+    // A release of this key still waiting in this process goes first (releases.ts).
     this.#releases.before(key)
     const base = keyBase(this.#prefix, prefix, key)
     const sent = encode(base, plan, now, consume ? '1' : '0', cost, block, false, lease)
