@@ -4,6 +4,8 @@
  * their hash tag and never share counts, and scripts reload by themselves after SCRIPT FLUSH on every node.
  */
 import {
+  concurrency,
+  createLimiter,
   fixedWindow,
   leakyBucket,
   MemoryStore,
@@ -15,6 +17,7 @@ import {
 } from '@sluice/core'
 import { type RedisClientLike, RedisLimitTable, RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { slotOf } from '../packages/redis/src/keys.ts'
 import {
   ALL_CLIENT_KINDS,
   closeClients,
@@ -22,7 +25,7 @@ import {
   ioredis,
   STORE_CLIENT_KINDS,
 } from './harness/clients.ts'
-import { type RedisCluster, startCluster, stopAll } from './harness/redis.ts'
+import { commandCalls, type RedisCluster, startCluster, stopAll } from './harness/redis.ts'
 
 let cluster: RedisCluster
 
@@ -182,7 +185,42 @@ describe.each(STORE_CLIENT_KINDS)('RedisStore on a 3+3 cluster (%s)', (kind) => 
       expect(name).toMatch(/^sluice:hostile\d+:\{[^{}]+\}:(slidingLog|fixedWindow):[\d:]+$/)
     }
   })
+
+  it('ends the leases released in one turn on keys across slots, in one script call per slot', async () => {
+    const client = await clusterClientOf(kind, cluster)
+    const store = new RedisStore({ client, deniedCache: false, timeoutMs: 2000 })
+    const limiter = createLimiter({ rules: [concurrency({ limit: 1 })], store, prefix: `leases${run++}` })
+    // Each of KEYS in its own slot, and one more key in the first one's.
+    const keys = [...KEYS, sameSlotAs(KEYS[0]!)]
+    const slots = new Set(keys.map((k) => slotOf(`{${k}}`)))
+    expect(slots.size).toBe(keys.length - 1)
+    const round = async () => {
+      const held = await Promise.all(keys.map((k) => limiter.consume(k)))
+      expect(held.every((d) => d.allowed)).toBe(true)
+      expect((await Promise.all(keys.map((k) => limiter.consume(k)))).some((d) => d.allowed)).toBe(false)
+      expect(await Promise.all(keys.map((k, i) => limiter.release(k, held[i]!)))).toEqual(
+        keys.map(() => undefined),
+      )
+    }
+    // The first round loads the scripts on every master; the second is counted.
+    await round()
+    for (const master of cluster.masters) await master.cli('CONFIG', 'RESETSTAT')
+    await round()
+    let calls = 0
+    for (const master of cluster.masters) {
+      calls += (await commandCalls(master, 'evalsha')) + (await commandCalls(master, 'eval'))
+    }
+    // Each key's two consumes, then one release call per slot.
+    expect(calls).toBe(2 * keys.length + slots.size)
+    expect((await Promise.all(keys.map((k) => limiter.consume(k)))).every((d) => d.allowed)).toBe(true)
+  })
 })
+
+/** A key whose hash tag lands in the same slot as `key`'s. */
+function sameSlotAs(key: string): string {
+  const slot = slotOf(`{${key}}`)
+  for (let i = 0; ; i++) if (slotOf(`{twin-${i}}`) === slot) return `twin-${i}`
+}
 
 /** The parts of a GLIDE cluster client this test watches. */
 interface GlideCommands {

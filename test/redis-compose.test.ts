@@ -4,7 +4,16 @@
  * store does, admitted and denied, with ioredis and node-redis.
  */
 import { createHash } from 'node:crypto'
-import { fixedWindow, MemoryStore, type Rule, slidingLog, tokenBucket } from '@sluice/core'
+import {
+  concurrency,
+  fixedWindow,
+  MemoryStore,
+  type Rule,
+  type RuleDecision,
+  type StoreAnswer,
+  slidingLog,
+  tokenBucket,
+} from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CONSUME_LUA } from '../packages/redis/src/scripts.generated.ts'
@@ -31,6 +40,7 @@ const RULES = Array.from({ length: 120 }, (_, i) => {
 }) as Rule[]
 
 let run = 0
+const T0 = 1_800_000_000_000
 
 describe.each(CLIENT_KINDS)('RedisStore with 120 rules in one call (%s)', (kind) => {
   it('admits and denies all or nothing, exactly as the memory store', async () => {
@@ -54,7 +64,7 @@ describe.each(CLIENT_KINDS)('RedisStore with 120 rules in one call (%s)', (kind)
 })
 
 describe.each(CLIENT_KINDS)('the straight-down consume scripts (%s)', (kind) => {
-  it("run one fixedWindow or slidingLog rule's consume without a Lua function, and only that", async () => {
+  it("run one fixedWindow, slidingLog or concurrency rule's consume without a Lua function, and only that", async () => {
     const client = await clientOf(kind, server)
     const redis = new RedisStore({ client, deniedCache: false })
     const prefix = `lean${run++}`
@@ -62,6 +72,7 @@ describe.each(CLIENT_KINDS)('the straight-down consume scripts (%s)', (kind) => 
     const rules = [
       fixedWindow({ limit: 5, windowMs: 60_000 }),
       slidingLog({ limit: 5, windowMs: 60_000 }),
+      concurrency({ limit: 5 }),
     ] as Rule[]
     for (const rule of rules) {
       const lua = CONSUME_LUA[rule.kind]!
@@ -78,5 +89,39 @@ describe.each(CLIENT_KINDS)('the straight-down consume scripts (%s)', (kind) => 
       // 1 unit counted with the token bucket, 2 now.
       expect(d[0]).toMatchObject({ allowed: true, remaining: 2 })
     }
+  })
+
+  it('reads a concurrency key past 64 ended leases, or past its limit + 64 leases, as the composed script does', async () => {
+    const clock = { now: T0 }
+    const redis = new RedisStore({
+      client: await clientOf(kind, server),
+      clock: () => clock.now,
+      deniedCache: false,
+    })
+    const memory = new MemoryStore({ clock: () => clock.now, sweepIntervalMs: 0 })
+    const prefix = `leases${run++}`
+    const both = async (t: number, rule: Rule, cost: number) => {
+      clock.now = T0 + t
+      const r = await redis.apply(prefix, 'k', [rule], cost, 'consume')
+      const m = memory.apply(prefix, 'k', [rule], cost, 'consume') as StoreAnswer
+      const figures = (d: RuleDecision) => [d.allowed, d.remaining, d.resetMs, d.retryAfterMs]
+      expect(figures(r[0]!)).toEqual(figures(m[0]!))
+      return figures(r[0]!)
+    }
+    // 70 leases end at T0 + 1000, 5 at T0 + 1500: the first consume after drops 64 of the 70.
+    const wide = concurrency({ limit: 100, leaseMs: 1000, name: 'wide' }) as Rule
+    for (let i = 0; i < 70; i++) await both(0, wide, 1)
+    for (let i = 0; i < 5; i++) await both(500, wide, 1)
+    expect(await both(1000, wide, 1)).toEqual([true, 94, 1000, 0])
+    // At most 64 ended leases dropped per call: 6 are left.
+    expect(await server.cli('ZCARD', `sluice:${prefix}:{k}:${wide.id}`)).toBe('12\n')
+    expect(await both(1000, wide, 90)).toEqual([true, 4, 1000, 0])
+    expect(await both(1000, wide, 5)).toEqual([false, 4, 1000, 500])
+    // 70 live leases of cost 0 on a limit of 1: more than limit + 64, all read.
+    const narrow = concurrency({ limit: 1, leaseMs: 1000, name: 'narrow' }) as Rule
+    for (let i = 0; i < 70; i++) await both(2000, narrow, 0)
+    expect(await both(2100, narrow, 1)).toEqual([true, 0, 1000, 0])
+    expect(await both(2200, narrow, 1)).toEqual([false, 0, 900, 900])
+    memory.close()
   })
 })

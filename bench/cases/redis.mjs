@@ -123,6 +123,7 @@ async function throughput(ms) {
   // whatever else runs on the machine.
   return {
     perSecond: n / ((performance.now() - t0) / 1000),
+    requests: n,
     clientCpuUsPerCall: (cpu.user + cpu.system) / n,
     redisCpuUsPerCall: (redisCpuUs() - redis0) / n,
   }
@@ -144,9 +145,11 @@ async function latency(ms) {
 }
 
 const run = p.measure === 'latency' ? latency : throughput
-await run(p.warmupMs)
+const warmup = await run(p.warmupMs)
 const result = await run(p.measureMs)
 const admitted = s.admitted(await s.consume(keys[0]))
+// Every request the case made, its warm-up's and the last one's too (Redis's INFO counts them all).
+if (p.measure !== 'latency') result.allRequests = warmup.requests + result.requests + 1
 s.close()
 if (!admitted) throw new Error(`${p.subject} denied a call: the bench limits are too low`)
 report(result)

@@ -27,6 +27,7 @@ export const RULE_FILES = {
 export const CONSUME_FILES = {
   fixedWindow: 'fixed-window-consume.lua',
   slidingLog: 'sliding-log-consume.lua',
+  concurrency: 'concurrency-consume.lua',
 }
 
 function read(name) {

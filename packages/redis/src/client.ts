@@ -46,6 +46,8 @@ export interface RedisConnection {
   command(key: string, args: readonly string[]): Promise<unknown>
   /** False when the client is known to be disconnected, so calls can fail fast instead of queueing. */
   connected(): boolean
+  /** True for a cluster client: every key of one call must then hash to the same slot. */
+  readonly cluster: boolean
   /**
    * A call failed or timed out. A runner whose client does not heal by itself repairs it here (a
    * node-redis cluster refreshes its slot map); the others ignore it.
@@ -58,6 +60,8 @@ interface IoRedisLike {
   defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
   call(...args: string[]): Promise<unknown>
   status: string
+  /** True on a Cluster (ioredis and iovalkey set it on both classes). */
+  isCluster?: boolean
   /** A standalone client's socket (a Cluster has one per node, and none here). */
   stream?: { cork?(): void; uncork?(): void }
   [command: string]: unknown
@@ -124,9 +128,11 @@ class IoRedisRunner implements RedisConnection {
   readonly #commands = new Map<string, string>()
   /** True from the first call of an event-loop turn until its writes are flushed (see `#coalesceWrites`). */
   #corked = false
+  readonly cluster: boolean
 
   constructor(client: IoRedisLike) {
     this.#client = client
+    this.cluster = client.isCluster === true
   }
 
   run(script: Script, keys: readonly string[], args: readonly string[], alone: boolean): Promise<unknown> {
@@ -193,6 +199,7 @@ abstract class EvalshaRunner implements RedisConnection {
   protected abstract send(firstKey: string, command: string[]): Promise<unknown>
   abstract connected(): boolean
   abstract troubled(): void
+  abstract readonly cluster: boolean
 
   run(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
     const command = new Array<string>(3 + keys.length + args.length)
@@ -219,6 +226,7 @@ abstract class EvalshaRunner implements RedisConnection {
 
 class NodeRedisClientRunner extends EvalshaRunner {
   readonly #client: NodeRedisClientLike
+  readonly cluster = false
   constructor(client: NodeRedisClientLike) {
     super()
     this.#client = client
@@ -242,6 +250,7 @@ class NodeRedisClusterRunner extends EvalshaRunner {
   /** When the last refresh was asked for (`performance.now()`), or -Infinity. */
   #rediscoveredAt = Number.NEGATIVE_INFINITY
   #rediscovering = false
+  readonly cluster = true
 
   constructor(cluster: NodeRedisClusterLike) {
     super()
@@ -296,14 +305,14 @@ class NodeRedisClusterRunner extends EvalshaRunner {
  */
 class GlideRunner extends EvalshaRunner {
   readonly #client: GlideLike
-  readonly #cluster: boolean
+  readonly cluster: boolean
   constructor(client: GlideLike, cluster: boolean) {
     super()
     this.#client = client
-    this.#cluster = cluster
+    this.cluster = cluster
   }
   protected send(firstKey: string, command: string[]): Promise<unknown> {
-    return this.#cluster
+    return this.cluster
       ? this.#client.customCommand(command, { route: { type: 'primarySlotKey', key: firstKey } })
       : this.#client.customCommand(command)
   }

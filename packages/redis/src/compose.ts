@@ -335,6 +335,29 @@ export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock 
   return s
 }
 
+let releases: Script | undefined
+
+/**
+ * The script of a batch of releases (wire.ts `releasesCall`): concurrency.lua's `concurrencyRelease`, the
+ * code a single release runs, for each lease in turn, at Redis's time or at the ms it carries, then
+ * `{ 'ok', serverNow }`. A script that starts after the batch's deadline ends no lease (the prelude's head).
+ */
+export function releasesScript(): Script {
+  if (releases === undefined) {
+    // The prelude reads the cost (ARGV[3]): here, the args each lease takes.
+    const foot = [
+      'for i = 1, #KEYS do',
+      `  local a = ${HEAD_ARGS + 1} + cost * (i - 1)`,
+      '  if cost == 2 then now = tonumber(ARGV[a + 1]) end',
+      '  concurrencyRelease(KEYS[i], now, ARGV[a])',
+      'end',
+      OK,
+    ].join('\n')
+    releases = script(`${withoutUnused(`${PRELUDE_LUA}\n${RULE_LUA.concurrency}`, foot)}\n${foot}`)
+  }
+  return releases
+}
+
 /** The straight-down consume scripts (see `consumeScriptFor`), made once. */
 const consumes = new Map<Kind, Script>()
 

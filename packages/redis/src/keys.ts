@@ -31,3 +31,41 @@ function escapeChar(c: string): string {
 export function keyBase(storePrefix: string, limiterPrefix: string, key: string): string {
   return `${storePrefix}:${limiterPrefix}:{${escapeKey(key)}}:`
 }
+
+/** CRC16-CCITT (XMODEM), as Redis Cluster hashes keys: one entry per byte value. */
+const CRC16 = new Uint16Array(256)
+for (let b = 0; b < 256; b++) {
+  let crc = b << 8
+  for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
+  CRC16[b] = crc
+}
+
+/**
+ * The cluster slot of a Redis key, as Redis computes it (CLUSTER KEYSLOT): CRC16 of its hash tag (the text
+ * between the first `{` and the first `}` after it, when not empty), else of the whole key, in UTF-8, mod 16384.
+ */
+export function slotOf(key: string): number {
+  let from = 0
+  let to = key.length
+  const open = key.indexOf('{')
+  if (open !== -1) {
+    const close = key.indexOf('}', open + 1)
+    if (close > open + 1) {
+      from = open + 1
+      to = close
+    }
+  }
+  let crc = 0
+  for (let i = from; i < to; i++) {
+    const c = key.charCodeAt(i)
+    if (c >= 0x80) return crcOfBytes(Buffer.from(key.slice(from, to), 'utf8'))
+    crc = ((crc << 8) & 0xffff) ^ CRC16[((crc >> 8) ^ c) & 0xff]!
+  }
+  return crc & 0x3fff
+}
+
+function crcOfBytes(bytes: Uint8Array): number {
+  let crc = 0
+  for (const b of bytes) crc = ((crc << 8) & 0xffff) ^ CRC16[((crc >> 8) ^ b) & 0xff]!
+  return crc & 0x3fff
+}

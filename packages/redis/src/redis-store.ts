@@ -3,7 +3,8 @@
  *
  * Over 300 lines: the store's acts (apply, adjust, reset, close) and a batch's round trips (fetch, return,
  * recount) share its state; everything else is apart: the wire (wire.ts), the client (client.ts), calls and
- * deadlines (calls.ts), plans (plans.ts), scripts (compose.ts), local answers (local.ts and its layers).
+ * deadlines (calls.ts), plans (plans.ts), scripts (compose.ts), local answers (local.ts and its layers),
+ * batched releases (releases.ts).
  *
  * One script call applies all of a call's rules to one key, atomically and in one round trip; the
  * algorithms live in src/scripts/*.lua, which agree with @sluice/core's rules bit for bit. Time comes from
@@ -40,6 +41,7 @@ import { keyBase } from './keys.ts'
 import type { LocalAnswers, LocalCall } from './local.ts'
 import { type Plan, Plans, scriptOf } from './plans.ts'
 import { type Batch, type Fetch, Prefetch } from './prefetch.ts'
+import { Releases } from './releases.ts'
 import { RESET_LUA } from './scripts.generated.ts'
 import {
   decode,
@@ -131,6 +133,8 @@ export class RedisStore implements Store {
   /** The local answers that are on, asked in turn before Redis (local.ts). */
   readonly #local: readonly LocalAnswers<Plan>[]
   readonly #plans = new Plans()
+  /** Releases waiting to share one script call (releases.ts). */
+  readonly #releases: Releases
   /** A batch's round trips on their way (fetches, returns, recounts): `close()` waits for them all. */
   readonly #pending = new Set<Promise<unknown>>()
   /** Resets made so far: a denial sent before the latest one is not cached. */
@@ -149,6 +153,7 @@ export class RedisStore implements Store {
     const timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
     const maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
     this.#calls = new ScriptCalls(connection, 'RedisStore', timeoutMs, maxInFlight)
+    this.#releases = new Releases(this.#calls, connection.cluster)
     this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
     const p = prefetchOption(o.prefetch)
     this.#prefetch =
@@ -211,6 +216,8 @@ export class RedisStore implements Store {
 
     // A lease id made here, random: unique across processes without a round trip to agree on one.
     const lease = plan.leases ? [consume ? newLease(cost) : ''] : undefined
+    // A release of this key still waiting in this process goes first (releases.ts).
+    this.#releases.before(key)
     const base = keyBase(this.#prefix, prefix, key)
     const sent = encode(base, plan, now, consume ? '1' : '0', cost, block, false, lease)
 
@@ -280,6 +287,7 @@ export class RedisStore implements Store {
     // The units spent since the last round trip go with it: counted again if another process has reset the key.
     const seen = batch.resets
     const spent = prefetch.claim(batch)
+    this.#releases.before(batch.key)
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
     const extras = fetchExtras({ want: ask.want, seen, spent })
     const sent = encode(base, plan, now, '1', cost, batch.block, true, extras)
@@ -325,6 +333,7 @@ export class RedisStore implements Store {
    */
   readonly #returnBatch = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
+    this.#releases.before(batch.key)
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
     const spent = this.#prefetch!.claim(batch)
     const extras = returnExtras({ countedAt: batch.countedAt, seen: batch.resets, spent })
@@ -340,6 +349,7 @@ export class RedisStore implements Store {
    */
   readonly #recount = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
+    this.#releases.before(batch.key)
     const base = keyBase(this.#prefix, batch.prefix, batch.key)
     const sent = encode(base, batch.plan, this.#scriptNow(), 'penalize', units)
     const call = this.#calls.start<void>()
@@ -370,11 +380,13 @@ export class RedisStore implements Store {
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
     const withBlock = penalize && block !== undefined
     const now = this.#scriptNow()
+    const base = keyBase(this.#prefix, prefix, key)
+    if (adjustment === 'release') return this.#release(key, base, plan, now, marks)
+    this.#releases.before(key)
     // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
     const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
     // Each rule's mark follows the params for the acts that name one call's units, lease or queue slot.
     const extras = act === 'refund' || act === 'penalize' ? undefined : rules.map((_, i) => marks?.[i] ?? '')
-    const base = keyBase(this.#prefix, prefix, key)
     const sent = encode(base, plan, now, adjustment, cost, withBlock ? block : undefined, false, extras)
     const s = scriptOf(plan, act, withBlock)
     const call = this.#calls.start<StoreAnswer | undefined>()
@@ -384,16 +396,43 @@ export class RedisStore implements Store {
     return call.promise
   }
 
+  /**
+   * Ends a call's leases, each concurrency rule's by its mark, with the releases batched in this turn
+   * (releases.ts): its promise settles with their script call's reply.
+   */
+  #release(
+    key: string,
+    base: string,
+    plan: Plan,
+    now: number | undefined,
+    marks: readonly (string | undefined)[] | undefined,
+  ): Promise<undefined> {
+    const keys: string[] = []
+    const leases: string[] = []
+    for (let i = 0; i < plan.kinds.length; i++) {
+      const lease = marks?.[i]
+      if (plan.kinds[i] === 'concurrency' && lease !== undefined && lease !== '') {
+        keys.push(base + plan.ids[i]!)
+        leases.push(lease)
+      }
+    }
+    // No lease to end: nothing to ask Redis.
+    if (keys.length === 0) return NOTHING
+    return this.#releases.add(key, keys, leases, now)
+  }
+
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {
     this.#resets++
     this.#cache?.delete(`${prefix}\u0000${key}`)
     this.#prefetch?.forget(`${prefix}\u0000${key}`)
     const refused = this.#calls.refuse()
     if (refused !== undefined) return Promise.reject(refused)
+    this.#releases.before(key)
+    const base = keyBase(this.#prefix, prefix, key)
     // The block goes too, with its escalation (DEL of a key that is not there costs nothing), and the reset
     // count: a process holding prefetched units learns of the reset from it.
     const keys = resetKeys(
-      keyBase(this.#prefix, prefix, key),
+      base,
       rules.map((rule) => rule.id),
     )
     const call = this.#calls.start<void>()
@@ -407,6 +446,8 @@ export class RedisStore implements Store {
    * the caller may close the client then. The client stays open: it is the caller's.
    */
   async close(): Promise<void> {
+    // Releases made before closing go out now.
+    this.#releases.flush()
     this.#prefetch?.close()
     this.#calls.closed = true
     this.#cache?.clear()
@@ -414,6 +455,8 @@ export class RedisStore implements Store {
     while (this.#pending.size > 0) await Promise.all([...this.#pending])
   }
 }
+
+const NOTHING: Promise<undefined> = Promise.resolve(undefined)
 
 /** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
 function countedAt(answer: StoreAnswer, at: number): void {

@@ -1158,6 +1158,58 @@ local remaining = limit - total
 if remaining < 0 then remaining = 0 end
 return { 0, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0, '', 0, serverNow }
 `,
+  /** concurrency-consume.lua */
+  concurrency: `-- sluice: one concurrency rule's consume of a cost above 0, without a block, written straight down: the
+-- prelude's head (TIME, the deadline, the caller's clock), concurrencyDecide and concurrencyAdmit
+-- (concurrency.lua) inlined, so a call makes no closure and calls no Lua function. Same ARGV and reply
+-- as the composed \`apply\` script (src/wire.ts): the lease id follows the rule's params. src/plans.ts sends
+-- it only for such a call. Keep it in step with concurrency.lua: the conformance suites run every such
+-- consume through it.
+
+local t = redis.call('TIME')
+local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
+if serverNow >= tonumber(ARGV[4]) then return { 'late', serverNow } end
+local now, ttlSlack = serverNow, 0
+if ARGV[1] ~= '' then now, ttlSlack = tonumber(ARGV[1]), 1000 end
+local key, cost, limit, leaseMs = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
+-- The leases in the order they end, as many as can be ended (64 at most go per call: concurrencyMaxDrop)
+-- and live (at most \`limit\`, the factory bounds it): one command where the composed script runs ZCOUNT
+-- then ZRANGEBYSCORE. Should more than that be kept (64 ended leases or more, or live ones of cost 0
+-- beyond), the rest is read as the composed script reads it.
+local leases = redis.call('ZRANGE', key, 0, limit + 63, 'WITHSCORES')
+local ended = 0
+for i = 2, #leases, 2 do
+  if tonumber(leases[i]) > now then break end
+  ended = ended + 1
+end
+local live, first = leases, 2 * ended + 1
+if ended >= 64 or #leases == 2 * (limit + 64) then
+  -- now as the composed script writes it (num(now)).
+  local at = string.format('%.17g', now)
+  ended = redis.call('ZCOUNT', key, '-inf', at)
+  if ended > 64 then ended = 64 end
+  live, first = redis.call('ZRANGEBYSCORE', key, '(' .. at, '+inf', 'WITHSCORES'), 1
+end
+if ended > 0 then redis.call('ZREMRANGEBYRANK', key, 0, ended - 1) end
+local leased = 0
+for i = first, #live, 2 do leased = leased + tonumber(string.match(live[i], ':(%d+)$')) end
+if leased + cost <= limit then
+  redis.call('ZADD', key, now + leaseMs, ARGV[8])
+  redis.call('PEXPIRE', key, leaseMs + ttlSlack)
+  -- The newest lease is this call's.
+  return { 1, limit - leased - cost, leaseMs, 0, 0, ARGV[8], 0, serverNow }
+end
+-- Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).
+local freed, retryAt = 0, now
+for i = first, #live, 2 do
+  freed = freed + tonumber(string.match(live[i], ':(%d+)$'))
+  retryAt = tonumber(live[i + 1])
+  if leased - freed + cost <= limit then break end
+end
+local remaining = limit - leased
+if remaining < 0 then remaining = 0 end
+return { 0, remaining, tonumber(live[#live]) - now, retryAt - now, 0, '', 0, serverNow }
+`,
 }
 
 /** reset.lua: deletes a key's rule keys and block, and counts the reset. */

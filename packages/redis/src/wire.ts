@@ -168,6 +168,28 @@ export function encode(
 
 const NONE: readonly string[] = []
 
+/**
+ * A batch of releases (compose.ts's `releasesScript`), built up one lease at a time by `addRelease`: KEYS
+ * each lease's rule key; ARGV the head (mode 'release', and in the cost's place the args each lease takes:
+ * '1', its id, released at Redis's time; '2', its id then the ms of the store's clock it was released at),
+ * then each lease's args. The reply is `{ 'ok', serverNow }`.
+ */
+export function releasesCall(timed: boolean): { keys: string[]; args: string[] } {
+  return { keys: [], args: ['', 'release', timed ? '2' : '1', '', ''] }
+}
+
+/** Adds the release of `lease` on `key` to a batch, at `now` (a timed batch's) or at Redis's time. */
+export function addRelease(
+  call: { keys: string[]; args: string[] },
+  key: string,
+  lease: string,
+  now: number | undefined,
+): void {
+  call.keys.push(key)
+  if (now === undefined) call.args.push(lease)
+  else call.args.push(lease, String(now))
+}
+
 /** Sets the call's deadline in Redis's ms (ARGV[4]); 0 when Redis's clock is not known yet. */
 export function withDeadline(call: Call, deadline: number | undefined): Call {
   call.args[3] = deadline === undefined ? '0' : String(Math.floor(deadline))
@@ -236,24 +258,63 @@ export function decode(
     const allowed = numberOf(reply[o])
     if (allowed !== 0 && allowed !== 1) throw unexpectedReply()
     const waitMs = amountOf(reply[o + 4])
-    const d: RuleDecision = {
-      rule: rules[i]!.name,
-      allowed: allowed === 1,
-      limit: limits[i]!,
-      remaining: amountOf(reply[o + 1]),
-      resetMs: amountOf(reply[o + 2]),
-      retryAfterMs: amountOf(reply[o + 3]),
-      waitMs,
-      windowSeconds: rules[i]!.policyWindowSeconds,
-    }
+    const remaining = amountOf(reply[o + 1])
+    const resetMs = amountOf(reply[o + 2])
+    const retryAfterMs = amountOf(reply[o + 3])
     const mark = reply[o + 5]
     const rule = rules[i]!
     if (rule.kind === 'concurrency') {
-      const unit = { ...d, unit: 'concurrent-requests' as const }
-      out[i] = mark !== '' && mark != null ? { ...unit, lease: String(mark) } : unit
-    } else out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
+      const lease = mark !== '' && mark != null ? String(mark) : undefined
+      const limit = limits[i]!
+      out[i] = leaseDecision(rule, allowed === 1, limit, remaining, resetMs, retryAfterMs, waitMs, lease)
+      continue
+    }
+    const d: RuleDecision = {
+      rule: rule.name,
+      allowed: allowed === 1,
+      limit: limits[i]!,
+      remaining,
+      resetMs,
+      retryAfterMs,
+      waitMs,
+      windowSeconds: rule.policyWindowSeconds,
+    }
+    out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
   }
   return [out, amountOf(reply[n * REPLY_FIELDS])]
+}
+
+/**
+ * A concurrency rule's decision, with its lease when it has one, each written out: a copy of a plain
+ * decision spread into another costs more than decoding the rest of the reply.
+ */
+function leaseDecision(
+  rule: Rule,
+  allowed: boolean,
+  limit: number,
+  remaining: number,
+  resetMs: number,
+  retryAfterMs: number,
+  waitMs: number,
+  lease: string | undefined,
+): RuleDecision {
+  const windowSeconds = rule.policyWindowSeconds
+  const unit = 'concurrent-requests'
+  if (lease === undefined) {
+    return { rule: rule.name, allowed, limit, remaining, resetMs, retryAfterMs, waitMs, windowSeconds, unit }
+  }
+  return {
+    rule: rule.name,
+    allowed,
+    limit,
+    remaining,
+    resetMs,
+    retryAfterMs,
+    waitMs,
+    windowSeconds,
+    unit,
+    lease,
+  }
 }
 
 /**

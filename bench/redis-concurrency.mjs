@@ -1,0 +1,136 @@
+#!/usr/bin/env node
+/**
+ * @module A concurrency limiter's request on Redis beside a fixedWindow limiter's, side by side on one
+ * redis-server: `sluice:concurrency` (a decision awaited, its release sent un-awaited, as the HTTP kit releases
+ * on response end) against `sluice:fixedWindow`, with `deniedCache: false`, 10,000 keys and 256 calls in
+ * flight on an ioredis client (bench/cases/redis.mjs). Subjects take turns, round after round, so both see the
+ * same machine; each figure is the median of its rounds. Throughput on a shared machine is read as the ratio
+ * of the two, measured in the same rounds. Beside it, what load does not move: the client's CPU per request,
+ * and Redis's time per request (`INFO commandstats` usec of every script call, divided by the requests: a
+ * concurrency request's release is counted in it, batched or not) and per script call, and redis-server's
+ * CPU per request (/proc, user + system: what load moves least).
+ *
+ *   node bench/redis-concurrency.mjs [--before <snapshot dir>] [--rounds 5] [--ms 2000]
+ *
+ * `--before` adds a second build's concurrency (and fixedWindow) beside the current one (make it with
+ * `node -e "import('./bench/lib/snapshot.mjs').then(m => m.snapshot('<dir>'))"` before changing anything).
+ */
+import { loadavg } from 'node:os'
+import { resolve } from 'node:path'
+import { runCase } from './lib/child.mjs'
+import { connectIoredis, redisVersion, startRedis } from './lib/redis-server.mjs'
+import { snapshot } from './lib/snapshot.mjs'
+
+const args = process.argv.slice(2)
+const arg = (name, fallback) => {
+  const i = args.indexOf(name)
+  return i === -1 ? fallback : args[i + 1]
+}
+const before = arg('--before', undefined)
+const rounds = Number(arg('--rounds', 5))
+const measureMs = Number(arg('--ms', 2000))
+
+const subjects = []
+for (const algorithm of ['concurrency', 'fixedWindow']) {
+  if (before !== undefined)
+    subjects.push({ label: `before ${algorithm}`, subject: `sluice:${algorithm}`, snap: before })
+  subjects.push({ label: `sluice ${algorithm}`, subject: `sluice:${algorithm}` })
+}
+
+/** Script calls and their total µs inside Redis since the last CONFIG RESETSTAT. */
+async function scriptStats(admin) {
+  const info = await admin.info('commandstats')
+  let calls = 0
+  let usec = 0
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
+    if (/^(evalsha|eval|fcall)$/.test(m[1])) {
+      calls += Number(m[2])
+      usec += Number(m[3])
+    }
+  }
+  return { calls, usec }
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
+const current = snapshot()
+const redis = await startRedis()
+const admin = await connectIoredis(redis.port)
+const load = [loadavg()[0]]
+const figures = new Map(
+  subjects.map((s) => [
+    s.label,
+    { rate: [], clientCpu: [], redisCpu: [], usecPerRequest: [], usecPerCall: [], callsPerRequest: [] },
+  ]),
+)
+console.log(
+  `redis-server ${redisVersion()} on ${redis.port}; ${rounds} rounds of ${measureMs} ms per subject`,
+)
+try {
+  for (let round = 0; round < rounds; round++) {
+    for (const s of subjects) {
+      await admin.flushall()
+      const params = {
+        subject: s.subject,
+        port: redis.port,
+        redisPid: redis.pid,
+        measure: 'throughput',
+        inFlight: 256,
+        warmupMs: 500,
+        measureMs,
+        keys: 10_000,
+        deniedCache: false,
+      }
+      const env = { ...process.env, SLUICE_BENCH_SNAPSHOT: resolve(s.snap ?? current) }
+      await admin.config('RESETSTAT')
+      const result = await runCase('redis', params, { env })
+      const { calls, usec } = await scriptStats(admin)
+      // Every request of the case, its warm-up too: commandstats counts those calls as well.
+      const requests = result.allRequests
+      const f = figures.get(s.label)
+      f.rate.push(result.perSecond)
+      f.clientCpu.push(result.clientCpuUsPerCall)
+      f.redisCpu.push(result.redisCpuUsPerCall)
+      f.usecPerRequest.push(usec / requests)
+      f.usecPerCall.push(usec / calls)
+      f.callsPerRequest.push(calls / requests)
+    }
+    load.push(loadavg()[0])
+  }
+} finally {
+  admin.disconnect()
+  await redis.stop()
+}
+
+console.log(
+  `load average (1 min) during the run: ${Math.min(...load).toFixed(2)}–${Math.max(...load).toFixed(2)}`,
+)
+console.log(
+  '| subject | requests/s (256 in flight) | of fixedWindow (same build) | client CPU µs per request | Redis CPU µs per request | Redis µs per request (commandstats) | script calls per request | Redis µs per script call |',
+)
+console.log('|---|---|---|---|---|---|---|---|')
+for (const s of subjects) {
+  const f = figures.get(s.label)
+  const build = s.label.split(' ')[0]
+  const fixed = figures.get(`${build} fixedWindow`)
+  // The ratio per round (the two ran back to back), then its median.
+  const ratios = f.rate.map((r, i) => r / fixed.rate[i])
+  const range = (xs, d) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`
+  const cells = [
+    s.label,
+    `${Math.round(median(f.rate)).toLocaleString('en')} (${range(
+      f.rate.map((r) => r / 1000),
+      1,
+    )} k)`,
+    `${median(ratios).toFixed(2)}× (${range(ratios, 2)})`,
+    median(f.clientCpu).toFixed(1),
+    median(f.redisCpu).toFixed(1),
+    median(f.usecPerRequest).toFixed(2),
+    median(f.callsPerRequest).toFixed(3),
+    median(f.usecPerCall).toFixed(2),
+  ]
+  console.log(`| ${cells.join(' | ')} |`)
+}

@@ -1,0 +1,157 @@
+/**
+ * Releases on Redis go in batches (packages/redis/src/releases.ts): the releases made in one turn share one
+ * script call (at most 64 leases each), each caller's promise settles with that call's reply, a failing call
+ * rejects every release it carries, a release sent after its lease ended changes nothing, and a consume made
+ * after a release on the same key still finds the lease ended. Cluster slots: test/redis-cluster.test.ts.
+ */
+import { concurrency, createLimiter, type Decision, ErrorCode, MemoryStore, type Rule } from '@sluice/core'
+import { RedisStore } from '@sluice/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CLIENT_KINDS, clientOf, closeClients, ioredis } from './harness/clients.ts'
+import { commandCalls, type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
+
+let server: RedisServer
+
+beforeAll(async () => {
+  server = await startRedis(['--enable-debug-command', 'yes'])
+})
+
+afterAll(async () => {
+  await closeClients()
+  await stopAll()
+})
+
+let run = 0
+const T0 = 1_800_000_000_000
+
+/** Script calls Redis has run since its last CONFIG RESETSTAT (EVAL after a NOSCRIPT counted too). */
+async function scriptCalls(): Promise<number> {
+  return (await commandCalls(server, 'evalsha')) + (await commandCalls(server, 'eval'))
+}
+
+describe.each(CLIENT_KINDS)('batched releases (%s)', (kind) => {
+  it('ends 100 leases on 100 keys, made in one turn, in two script calls (at most 64 leases each)', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), deniedCache: false })
+    const rule = concurrency({ limit: 1, leaseMs: 60_000 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `many${run++}` })
+    const keys = Array.from({ length: 100 }, (_, i) => `k${i}`)
+    const held = await Promise.all(keys.map((k) => limiter.consume(k)))
+    expect(held.every((d) => d.allowed)).toBe(true)
+    expect((await Promise.all(keys.map((k) => limiter.consume(k)))).some((d) => d.allowed)).toBe(false)
+    await server.cli('CONFIG', 'RESETSTAT')
+    const released = keys.map((k, i) => limiter.release(k, held[i]!))
+    expect(await Promise.all(released)).toEqual(keys.map(() => undefined))
+    expect(await scriptCalls()).toBe(2)
+    for (const k of keys) {
+      expect(await server.cli('EXISTS', `sluice:${limiter.prefix}:{${k}}:${rule.id}`)).toBe('0\n')
+    }
+    expect((await Promise.all(keys.map((k) => limiter.consume(k)))).every((d) => d.allowed)).toBe(true)
+  })
+
+  it('sends a release before a later call on its key: a consume made right after it finds the lease ended', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), deniedCache: false })
+    const limiter = createLimiter({ rules: [concurrency({ limit: 1 })], store, prefix: `order${run++}` })
+    const a = await limiter.consume('k')
+    const released = limiter.release('k', a)
+    const b = await limiter.consume('k')
+    expect(b.allowed).toBe(true)
+    await released
+    const c = limiter.consume('k')
+    // Released twice in one turn, and a third time once it is long over: idempotent.
+    await Promise.all([limiter.release('k', b), limiter.release('k', b)])
+    await limiter.release('k', b)
+    expect((await c).allowed).toBe(false)
+    expect((await limiter.consume('k')).allowed).toBe(true)
+  })
+
+  it('changes nothing with a release sent after its lease ended (or of a lease it never held)', async () => {
+    const clock = { now: T0 }
+    const redis = new RedisStore({
+      client: await clientOf(kind, server),
+      clock: () => clock.now,
+      deniedCache: false,
+    })
+    const memory = new MemoryStore({ clock: () => clock.now })
+    const rule = concurrency({ limit: 2, leaseMs: 1000 }) as Rule
+    const prefix = `ended${run++}`
+    const limiters = [redis, memory].map((store) => createLimiter({ rules: [rule], store, prefix }))
+    const zset = `sluice:${prefix}:{k}:${rule.id}`
+    const at = async (t: number) => {
+      clock.now = T0 + t
+      return Promise.all(limiters.map((l) => l.consume('k')))
+    }
+    const [a] = await at(0)
+    await at(500)
+    clock.now = T0 + 1000
+    const before = await server.cli('ZRANGE', zset, '0', '-1', 'WITHSCORES')
+    // a ended at T0 + 1000: still in the set, and its release, with one of a lease never held, leaves it so.
+    const never = { ...a!, lease: 'none:1', rules: a!.rules.map((d) => ({ ...d, lease: 'none:1' })) }
+    await Promise.all([limiters[0]!.release('k', a!), limiters[0]!.release('k', never)])
+    expect(await server.cli('ZRANGE', zset, '0', '-1', 'WITHSCORES')).toBe(before)
+    expect(before.split('\n').filter((l) => l !== '')).toHaveLength(4)
+    const figures = (d: Decision) => [d.allowed, d.remaining, d.resetMs, d.retryAfterMs]
+    const [r, m] = await at(1000)
+    expect(figures(r!)).toEqual(figures(m!))
+    expect(figures(r!)).toEqual([true, 0, 1000, 0])
+  })
+
+  it('starts a new call for a release made after the waiting one timed out (a turn longer than the timeout)', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), timeoutMs: 200, deniedCache: false })
+    const rule = concurrency({ limit: 1 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `stale${run++}` })
+    const [a, b] = [await limiter.consume('a'), await limiter.consume('b')]
+    const outcomes = await new Promise<PromiseSettledResult<void>[]>((resolve) => {
+      // Made in a turn's last phase, so its call waits for the next turn's, after that turn's timers: the
+      // first of them rejects it (its timeout has passed), the second makes another release.
+      setImmediate(() => {
+        const first = limiter.release('a', a)
+        setTimeout(() => {
+          const second = limiter.release('b', b)
+          Promise.allSettled([first, second]).then(resolve)
+        }, 250)
+        const until = performance.now() + 300
+        while (performance.now() < until) {}
+      })
+    })
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'fulfilled'])
+    expect(await server.cli('ZCARD', `sluice:${limiter.prefix}:{a}:${rule.id}`)).toBe('1\n')
+    expect(await server.cli('ZCARD', `sluice:${limiter.prefix}:{b}:${rule.id}`)).toBe('0\n')
+  })
+
+  it('rejects every release of a call that fails (a key of another type under the prefix)', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), deniedCache: false })
+    const rule = concurrency({ limit: 1 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `failed${run++}` })
+    const keys = ['a', 'b', 'c']
+    const held = await Promise.all(keys.map((k) => limiter.consume(k)))
+    await server.cli('SET', `sluice:${limiter.prefix}:{b}:${rule.id}`, 'not a sorted set')
+    const outcomes = await Promise.allSettled(keys.map((k, i) => limiter.release(k, held[i]!)))
+    for (const o of outcomes) {
+      expect(o.status).toBe('rejected')
+      const reason = (o as PromiseRejectedResult).reason as { code: string; message: string }
+      expect(reason.code).toBe(ErrorCode.STORE_ERROR)
+      expect(reason.message).toMatch(/WRONGTYPE/)
+    }
+  })
+
+  it('rejects every release of a call past its timeout, and ends no lease once Redis runs it late', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), timeoutMs: 50, deniedCache: false })
+    const rule = concurrency({ limit: 1 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `late${run++}` })
+    const keys = ['a', 'b', 'c']
+    const held = await Promise.all(keys.map((k) => limiter.consume(k)))
+    const admin = await ioredis(server)
+    const slept = admin.call('DEBUG', 'SLEEP', '0.3')
+    await sleep(20)
+    const outcomes = await Promise.allSettled(keys.map((k, i) => limiter.release(k, held[i]!)))
+    for (const o of outcomes) {
+      expect(o.status).toBe('rejected')
+      expect(((o as PromiseRejectedResult).reason as { code: string }).code).toBe(ErrorCode.STORE_TIMEOUT)
+    }
+    await slept
+    await sleep(50)
+    for (const k of keys) {
+      expect(await server.cli('ZCARD', `sluice:${limiter.prefix}:{${k}}:${rule.id}`)).toBe('1\n')
+    }
+  })
+})
