@@ -171,6 +171,8 @@ export function tooManyEntries(entries: number): SluiceError {
 /** A table's local state: entries, version, listeners. `get` and `entries` of every table read it. */
 export class TableState {
   #entries = new Map<string, ParsedEntry>()
+  /** The `"*"` entry, kept beside the map: a key without an entry of its own costs one lookup, not two. */
+  #fallback: ParsedEntry | undefined
   #version = 0
   readonly #listeners = new Set<(entry: string, version: number) => void>()
 
@@ -192,7 +194,7 @@ export class TableState {
   }
 
   get(entry: string): readonly Rule[] | null {
-    const found = this.#entries.get(entry) ?? this.#entries.get(DEFAULT_ENTRY)
+    const found = this.#entries.get(entry) ?? this.#fallback
     return found === undefined ? null : found.rules
   }
 
@@ -211,6 +213,7 @@ export class TableState {
   apply(entry: string, value: ParsedEntry | undefined, version: number): void {
     if (value === undefined) this.#entries.delete(entry)
     else this.#entries.set(entry, value)
+    this.#fallback = this.#entries.get(DEFAULT_ENTRY)
     this.#version = version
     this.#notify(entry, version)
   }
@@ -219,6 +222,7 @@ export class TableState {
   replace(entries: Map<string, ParsedEntry>, version: number): void {
     const before = this.#entries
     this.#entries = entries
+    this.#fallback = entries.get(DEFAULT_ENTRY)
     this.#version = version
     for (const [entry, parsed] of entries) {
       if (before.get(entry)?.json !== parsed.json) this.#notify(entry, version)

@@ -248,13 +248,13 @@ describe('rules as a function of the key', () => {
     await expect(limiter.consume('k')).rejects.toBeInstanceOf(DuplicateRuleError)
   })
 
-  it("an admitted decision's rules say when they were counted without it showing in their JSON, equality or copies", async () => {
+  it('an admitted decision says when it was counted; its rules are a plain list of its own, without it in their JSON, equality or copies', async () => {
     const { clock, store } = manualStore()
     clock.now = 1234
     const limiter = createLimiter({ rules: [fixedWindow({ limit: 5, windowMs: 1000 })], store })
     const d = await limiter.consume('k')
     expect(d.countedAt).toBe(1234)
-    expect((d.rules as { countedAt?: number }).countedAt).toBe(1234)
+    expect('countedAt' in d.rules).toBe(false)
     expect(Object.keys(d.rules)).toEqual(['0'])
     expect(d.rules).toEqual([{ ...d.rules[0] }])
     expect(JSON.parse(JSON.stringify(d))).toEqual(JSON.parse(JSON.stringify({ ...d, rules: [d.rules[0]] })))

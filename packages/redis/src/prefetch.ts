@@ -437,6 +437,6 @@ function answerAt<P extends Batchable>(batch: Batch<P>, now: number, local: bool
   // When the units were counted: a refund naming this call looks for them there. A call spent from units
   // of an older batch not yet spent names the newest batch: a sliding rule's unit refunded from it leaves
   // the window up to `ms` early, within the bound prefetch already states for a sliding window.
-  Object.defineProperty(out, 'countedAt', { value: batch.countedAt })
+  out.countedAt = batch.countedAt
   return out
 }

@@ -61,16 +61,22 @@ export class Decider<C> {
   /** Decides a call: synchronously when the store answers synchronously. Throws on a bad key, cost or rules. */
   decide(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Decision | Promise<Decision> {
     const storageKey = keyOf(key)
-    const cost = costOf(options?.cost)
+    const cost = options === undefined ? 1 : costOf(options.cost)
     const context = options?.context as C
     const resolved = this.#parts.resolveRules(key, context)
-    if (isPromise(resolved)) {
-      return resolved.then((rules) => this.#under(rules, key, storageKey, cost, context, mode))
+    // A fixed list is a list; a rules function's answer may be a promise (a native one: rulesOption).
+    if (!Array.isArray(resolved)) {
+      return (resolved as Promise<readonly Rule[]>).then((rules) =>
+        this.#under(rules, key, storageKey, cost, context, mode),
+      )
     }
-    return this.#under(resolved, key, storageKey, cost, context, mode)
+    return this.#under(resolved as readonly Rule[], key, storageKey, cost, context, mode)
   }
 
-  /** Decides a call under its resolved rules. Throws on a cost no rule can admit. */
+  /**
+   * Decides a call under its resolved rules. Throws on a cost no rule can admit. The common call (some rule,
+   * nobody observing) goes straight to the store; the others go by `#observed`.
+   */
   #under(
     rules: readonly Rule[],
     key: string,
@@ -80,13 +86,44 @@ export class Decider<C> {
     mode: StoreMode,
   ): Decision | Promise<Decision> {
     if (cost !== 1) checkCost(cost, rules)
-    const { prefix, store, block } = this.#parts
+    if (rules.length === 0 || decisionChannel.hasSubscribers) {
+      return this.#observed(rules, key, storageKey, cost, context, mode)
+    }
+    return this.#ask(rules, key, storageKey, cost, context, mode, 0)
+  }
+
+  /** A call with no rule, or one `sluice:decision` observes: published, timed when the store takes time. */
+  #observed(
+    rules: readonly Rule[],
+    key: string,
+    storageKey: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+  ): Decision | Promise<Decision> {
     const observed = decisionChannel.hasSubscribers
     if (rules.length === 0) {
-      if (observed) publishDecision(prefix, key, cost, mode, UNLIMITED_DECISION, 0)
+      if (observed) publishDecision(this.#parts.prefix, key, cost, mode, UNLIMITED_DECISION, 0)
       return UNLIMITED_DECISION
     }
     const started = observed && !this.#synchronous ? performance.now() : 0
+    const decision = this.#ask(rules, key, storageKey, cost, context, mode, started)
+    // A promised decision is published when it settles (`#later`, `#fallback`).
+    if (observed && !isPromise(decision)) publishDecision(this.#parts.prefix, key, cost, mode, decision, 0)
+    return decision
+  }
+
+  /** Asks the store and composes its answer; a failed or malformed answer goes to `#fallback`. */
+  #ask(
+    rules: readonly Rule[],
+    key: string,
+    storageKey: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+    started: number,
+  ): Decision | Promise<Decision> {
+    const { prefix, store, block } = this.#parts
     let answer: StoreAnswer | Promise<StoreAnswer>
     try {
       answer = store.apply(prefix, storageKey, rules, cost, mode, block)
@@ -102,9 +139,7 @@ export class Decider<C> {
     if (!answers(answer, rules.length)) {
       return this.#fallback(malformed(answer), key, cost, context, mode, started)
     }
-    const decision = compose(answer)
-    if (observed) publishDecision(prefix, key, cost, mode, decision, 0)
-    return decision
+    return compose(answer)
   }
 
   /** The decision of a store that answered with a promise: a native promise even for another thenable. */

@@ -42,7 +42,11 @@ export function malformed(answer: unknown): StoreError {
   )
 }
 
-/** One Decision from the store's per-rule answers. */
+/**
+ * One Decision from the store's per-rule answers. Its `rules` is a list of its own, holding the same rule
+ * decisions: what the store said beside them (`reason`, `countedAt`) is read here, and never shows in the
+ * list a caller compares or serializes.
+ */
 export function compose(rules: StoreAnswer): Decision {
   if (rules.length > 1) return composeSeveral(rules)
   const d = rules[0]!
@@ -54,7 +58,7 @@ export function compose(rules: StoreAnswer): Decision {
     retryAfterMs: d.retryAfterMs,
     waitMs: d.waitMs,
     rule: d.rule,
-    rules,
+    rules: [d],
     reason: rules.reason ?? 'rules',
   }
   if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
@@ -85,12 +89,18 @@ function composeSeveral(rules: StoreAnswer): Decision {
     retryAfterMs: allowed ? 0 : deciding.retryAfterMs,
     waitMs: allowed ? waitMs : 0,
     rule: deciding.rule,
-    rules,
+    rules: copy(rules),
     reason: rules.reason ?? 'rules',
   }
   if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
   if (lease !== undefined) decision.lease = lease
   return decision
+}
+
+function copy(rules: StoreAnswer): RuleDecision[] {
+  const out = new Array<RuleDecision>(rules.length)
+  for (let i = 0; i < rules.length; i++) out[i] = rules[i]!
+  return out
 }
 
 export const STORE_ALLOW_DECISION: Decision = Object.freeze({

@@ -6,7 +6,7 @@
  * once every rule of it has said yes. Time is always an argument; no algorithm reads a clock.
  * State is mutable on purpose: copying a sliding log on every call would cost more than the decision.
  */
-import type { Rule, RuleDecision } from '../types.ts'
+import type { ConcurrencyRule, Rule, RuleDecision } from '../types.ts'
 
 export interface Algorithm<R extends Rule, S> {
   /** State for a key this rule has never seen (or has forgotten). */
@@ -44,32 +44,24 @@ export interface Algorithm<R extends Rule, S> {
   penalize(state: S, rule: R, now: number, cost: number): void
 }
 
-/** Builds a RuleDecision; every ms figure it receives is already a rounded-up integer. */
-export function ruleDecision(
+/**
+ * A rule's answer to a call. Each algorithm passes the figure its answers carry as `limit` (its limit, or a
+ * bucket's capacity), so the hot path asks nothing of the rule's kind; every ms figure it receives is already
+ * a rounded-up integer. One object shape for every kind but concurrency (`leaseDecision`).
+ */
+export function decisionOf(
   rule: Rule,
+  limit: number,
   allowed: boolean,
   remaining: number,
   resetMs: number,
   retryAfterMs: number,
   waitMs: number,
 ): RuleDecision {
-  if (rule.kind === 'concurrency') {
-    return {
-      rule: rule.name,
-      allowed,
-      limit: rule.limit,
-      remaining,
-      resetMs,
-      retryAfterMs,
-      waitMs,
-      windowSeconds: rule.policyWindowSeconds,
-      unit: 'concurrent-requests',
-    }
-  }
   return {
     rule: rule.name,
     allowed,
-    limit: 'limit' in rule ? rule.limit : rule.capacity,
+    limit,
     remaining,
     resetMs,
     retryAfterMs,
@@ -78,7 +70,41 @@ export function ruleDecision(
   }
 }
 
-/** `n`, or 0 when it is negative: a penalized rule can count past its limit, but never has less than nothing left. */
+/** A concurrency rule's answer: its unit is concurrent requests. */
+export function leaseDecision(
+  rule: ConcurrencyRule,
+  allowed: boolean,
+  remaining: number,
+  resetMs: number,
+  retryAfterMs: number,
+): RuleDecision {
+  return {
+    rule: rule.name,
+    allowed,
+    limit: rule.limit,
+    remaining,
+    resetMs,
+    retryAfterMs,
+    waitMs: 0,
+    windowSeconds: rule.policyWindowSeconds,
+    unit: 'concurrent-requests',
+  }
+}
+
+/** Any rule's answer, by its kind: for the answers no algorithm makes (a blocked key's). */
+export function ruleDecision(
+  rule: Rule,
+  allowed: boolean,
+  remaining: number,
+  resetMs: number,
+  retryAfterMs: number,
+  waitMs: number,
+): RuleDecision {
+  if (rule.kind === 'concurrency') return leaseDecision(rule, allowed, remaining, resetMs, retryAfterMs)
+  const limit = rule.kind === 'tokenBucket' ? rule.capacity : rule.limit
+  return decisionOf(rule, limit, allowed, remaining, resetMs, retryAfterMs, waitMs)
+}
+
 export function atLeastZero(n: number): number {
   return Math.max(n, 0)
 }

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto'
 import { InvalidOptionError } from '../errors.ts'
 import { given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { ConcurrencyRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, leaseDecision } from './algorithm.ts'
 import { MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
@@ -100,7 +100,7 @@ export const concurrencyAlgorithm: Algorithm<ConcurrencyRule, ConcurrencyState> 
         const newest = newestEnd(state)
         resetMs = newest === Number.NEGATIVE_INFINITY ? 0 : newest - now
       }
-      return ruleDecision(rule, true, rule.limit - held - cost, resetMs, 0, 0)
+      return leaseDecision(rule, true, rule.limit - held - cost, resetMs, 0)
     }
     // Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).
     let freed = 0
@@ -110,7 +110,7 @@ export const concurrencyAlgorithm: Algorithm<ConcurrencyRule, ConcurrencyState> 
       retryAt = lease.expires
       if (held - freed + cost <= rule.limit) break
     }
-    return ruleDecision(rule, false, atLeastZero(rule.limit - held), newestEnd(state) - now, retryAt - now, 0)
+    return leaseDecision(rule, false, atLeastZero(rule.limit - held), newestEnd(state) - now, retryAt - now)
   },
 
   admit(state, rule, now, cost, lease) {

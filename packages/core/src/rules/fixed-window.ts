@@ -5,7 +5,7 @@
  */
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { FixedWindowRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, alignedStart, atLeastZero, ruleDecision } from './algorithm.ts'
+import { type Algorithm, alignedStart, atLeastZero, decisionOf } from './algorithm.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
@@ -51,7 +51,15 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
     // Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
     const resetMs = after === 0 ? 0 : start + rule.windowMs - now
     // A count past the limit (lowered, or penalized) leaves nothing, not less.
-    return ruleDecision(rule, allowed, atLeastZero(rule.limit - after), resetMs, allowed ? 0 : resetMs, 0)
+    return decisionOf(
+      rule,
+      rule.limit,
+      allowed,
+      atLeastZero(rule.limit - after),
+      resetMs,
+      allowed ? 0 : resetMs,
+      0,
+    )
   },
 
   admit(state, rule, now, cost) {

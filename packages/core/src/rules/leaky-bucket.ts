@@ -7,7 +7,7 @@
 import { InvalidOptionError } from '../errors.ts'
 import { given, integerOption, labelOption, MAX_TIMER_MS, positiveOption, ruleOptions } from '../options.ts'
 import type { LeakyBucketRule } from '../types.ts'
-import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { type Algorithm, decisionOf } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
 
@@ -132,8 +132,9 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
     const start = fresh ? Number.NEGATIVE_INFINITY : state.start
     const units = fresh ? 0 : state.units
     if (cost === 0) {
-      return ruleDecision(
+      return decisionOf(
         rule,
+        rule.limit,
         true,
         remainingAt(rule, start, units, now),
         drainedIn(rule, start, units, now),
@@ -145,8 +146,9 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
     const ahead = Math.ceil(spanOf(rule, units + cost)) - (now - start)
     if (ahead > rule.maxQueueMs) {
       const retryAfterMs = ahead - rule.maxQueueMs
-      return ruleDecision(
+      return decisionOf(
         rule,
+        rule.limit,
         false,
         remainingAt(rule, start, units, now),
         drainedIn(rule, start, units, now),
@@ -155,9 +157,18 @@ export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> 
       )
     }
     if (ahead <= 0)
-      return ruleDecision(rule, true, remainingAt(rule, now, 0, now), drainedIn(rule, now, 0, now), 0, 0)
-    return ruleDecision(
+      return decisionOf(
+        rule,
+        rule.limit,
+        true,
+        remainingAt(rule, now, 0, now),
+        drainedIn(rule, now, 0, now),
+        0,
+        0,
+      )
+    return decisionOf(
       rule,
+      rule.limit,
       true,
       remainingAt(rule, start, units + cost, now),
       drainedIn(rule, start, units + cost, now),

@@ -7,7 +7,7 @@
 import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingLogRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, decisionOf } from './algorithm.ts'
 import { MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
@@ -104,7 +104,7 @@ export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
       // The newest entry is this call's, or with cost 0 the newest already logged.
       const resetMs =
         cost > 0 ? rule.windowMs : total > 0 ? times[times.length - 1]! + rule.windowMs - now : 0
-      return ruleDecision(rule, true, rule.limit - total - cost, resetMs, 0, 0)
+      return decisionOf(rule, rule.limit, true, rule.limit - total - cost, resetMs, 0, 0)
     }
     // Denied: the call fits once the oldest `mustExpire` units have expired, that is once the first entry
     // whose running sum reaches them has (a binary search: the sums grow along the log).
@@ -118,8 +118,9 @@ export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
       else lo = mid + 1
     }
     const newest = times[times.length - 1]!
-    return ruleDecision(
+    return decisionOf(
       rule,
+      rule.limit,
       false,
       // Past the limit when it was lowered or penalized: nothing is left, not less.
       atLeastZero(rule.limit - total),

@@ -8,7 +8,7 @@
 import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingWindowRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, decisionOf } from './algorithm.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
@@ -88,7 +88,7 @@ export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowS
       // The newest counted bucket is this call's, or with cost 0 the newest holding anything.
       const last = cost > 0 ? current : newest
       const resetMs = last === Number.NEGATIVE_INFINITY ? 0 : last + rule.windowMs - now
-      return ruleDecision(rule, true, rule.limit - total - cost, resetMs, 0, 0)
+      return decisionOf(rule, rule.limit, true, rule.limit - total - cost, resetMs, 0, 0)
     }
     // Denied: walk the live buckets oldest first until enough units have expired for the call to fit.
     const mustExpire = total + cost - rule.limit
@@ -99,8 +99,9 @@ export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowS
       if (starts[i] === s) expired += counts[i]!
       if (expired >= mustExpire) break
     }
-    return ruleDecision(
+    return decisionOf(
       rule,
+      rule.limit,
       false,
       // Past the limit when it was lowered or penalized: nothing is left, not less.
       atLeastZero(rule.limit - total),

@@ -7,7 +7,7 @@
 import { InvalidOptionError } from '../errors.ts'
 import { integerOption, labelOption, positiveOption, ruleOptions } from '../options.ts'
 import type { TokenBucketRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, atLeastZero, ruleDecision } from './algorithm.ts'
+import { type Algorithm, atLeastZero, decisionOf } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
@@ -106,11 +106,19 @@ export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> 
     if (milli >= cost * 1000) {
       const after = milli - cost * 1000
       const resetMs = msUntil(rule, after, Math.max(now, state.last), full, now)
-      return ruleDecision(rule, true, Math.floor(after / 1000), resetMs, 0, 0)
+      return decisionOf(rule, rule.capacity, true, Math.floor(after / 1000), resetMs, 0, 0)
     }
     const resetMs = msUntil(rule, state.milli, state.last, full, now)
     const retryAfterMs = msUntil(rule, state.milli, state.last, cost * 1000, now)
-    return ruleDecision(rule, false, atLeastZero(Math.floor(milli / 1000)), resetMs, retryAfterMs, 0)
+    return decisionOf(
+      rule,
+      rule.capacity,
+      false,
+      atLeastZero(Math.floor(milli / 1000)),
+      resetMs,
+      retryAfterMs,
+      0,
+    )
   },
 
   admit(state, rule, now, cost) {

@@ -21,7 +21,7 @@ import {
   ruleOptions,
 } from '../options.ts'
 import type { WarmUpRule } from '../types.ts'
-import { type Algorithm, ruleDecision } from './algorithm.ts'
+import { type Algorithm, decisionOf } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { unitsWithin } from './leaky-bucket.ts'
@@ -177,10 +177,12 @@ export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
       next = now
     }
     const slot = next
-    if (cost === 0) return ruleDecision(rule, true, remainingAt(rule, slot - now), resetIn(slot - now), 0, 0)
+    if (cost === 0)
+      return decisionOf(rule, rule.limit, true, remainingAt(rule, slot - now), resetIn(slot - now), 0, 0)
     if (slot - now > rule.maxQueueMs) {
-      return ruleDecision(
+      return decisionOf(
         rule,
+        rule.limit,
         false,
         remainingAt(rule, slot - now),
         resetIn(slot - now),
@@ -190,8 +192,9 @@ export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
     }
     const spend = Math.min(cost, stored)
     const after = slot + waitFor(rule, stored, spend) + (cost - spend) * rule.stableMs
-    return ruleDecision(
+    return decisionOf(
       rule,
+      rule.limit,
       true,
       remainingAt(rule, after - now),
       resetIn(after - now),

@@ -37,41 +37,17 @@ export function emptyEntry(): Entry {
   }
 }
 
-/** What `apply` answers: a consume the rules admitted says when it was counted (`countedAt`, the store's ms). */
+/**
+ * What `apply` answers: a plain list of rule decisions. A consume the rules admitted says when it was counted
+ * in `countedAt` (the store's ms), a plain field: the limiter copies the decisions into the Decision's own
+ * list, so the field never shows in `Decision.rules` (its JSON and equality stay those of the list).
+ */
 export type Answer = RuleDecision[] & { reason?: DecisionReason; countedAt?: number }
 
-/**
- * The answer of an admitted consume: it says when it was counted (`countedAt`). The answer becomes the
- * decision's `rules`, whose JSON and equality stay those of the list of rule decisions, so the figure is
- * a private field read through a getter (a non-enumerable own property, set per call by
- * `Object.defineProperty`, cost ten times as much and slowed every later read of the array).
- */
-export class CountedAnswer extends Array<RuleDecision> {
-  /** `map`, `filter` and `slice` of an answer give plain arrays, which say nothing of when. */
-  static override get [Symbol.species](): ArrayConstructor {
-    return Array
-  }
-
-  #at = 0
-
-  /** The store's ms the consume was counted at. */
-  get countedAt(): number {
-    return this.#at
-  }
-
-  /** An answer of `n` decisions (to be filled in), counted at `at`. */
-  static sized(n: number, at: number): CountedAnswer {
-    const answer = new CountedAnswer(n)
-    answer.#at = at
-    return answer
-  }
-
-  /** `decisions`, as counted at `at`. */
-  static copied(decisions: readonly RuleDecision[], at: number): CountedAnswer {
-    const answer = CountedAnswer.sized(decisions.length, at)
-    for (let i = 0; i < decisions.length; i++) answer[i] = decisions[i]!
-    return answer
-  }
+/** `decisions`, marked as counted at `at`. */
+export function counted(decisions: Answer, at: number): Answer {
+  decisions.countedAt = at
+  return decisions
 }
 
 /** A rule decision as the store first makes it, before it marks where a call left a queue or its lease. */

@@ -24,7 +24,7 @@ import type { Adjustment, Rule, RuleDecision, Store, StoreAnswer, StoreMode } fr
 import {
   type Answer,
   applyOne,
-  CountedAnswer,
+  counted,
   decideAll,
   type Entry,
   emptyEntry,
@@ -39,6 +39,16 @@ export interface MemoryStoreOptions {
   maxKeys?: number
   /** How often idle keys are swept, in ms; 0 turns the sweep off (expiry stays lazy). Default 60,000. */
   sweepIntervalMs?: number
+}
+
+/** Forgets an expired entry's states and block: from now on it answers as a fresh one. */
+function forget(entry: Entry): void {
+  entry.id = undefined
+  entry.state = undefined
+  entry.ids = undefined
+  entry.states = undefined
+  entry.block = undefined
+  entry.expiresAt = Number.NEGATIVE_INFINITY
 }
 
 /** The keys of one prefix, in two generations. */
@@ -94,32 +104,31 @@ export class MemoryStore implements Store {
     const now = this.#now()
     const consume = mode === 'consume'
     const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
-    if (block !== undefined) return this.#applyBlocking(entry, rules, now, cost, consume, block)
-    if (rules.length === 1) {
-      const d = applyOne(entry, rules[0]!, now, cost, consume)
-      if (!consume || !d.allowed) return [d]
-      const out = CountedAnswer.sized(1, now)
-      out[0] = d
-      return out
-    }
-    const decisions = decideAll(entry, rules, now, cost, consume)
-    return consume && decisions.allowed ? CountedAnswer.copied(decisions.out, now) : decisions.out
+    if (block !== undefined || rules.length !== 1)
+      return this.#applyAll(entry, rules, now, cost, consume, block)
+    const d = applyOne(entry, rules[0]!, now, cost, consume)
+    const out: Answer = [d]
+    if (consume && d.allowed) out.countedAt = now
+    return out
   }
 
-  /** `apply` for a limiter with blocks: a blocked key is denied outright; a consume the rules deny begins a block. */
-  #applyBlocking(
+  /** `apply` for several rules, or a limiter with blocks: a blocked key is denied outright; a consume the rules deny begins a block. */
+  #applyAll(
     entry: Entry,
     rules: readonly Rule[],
     now: number,
     cost: number,
     consume: boolean,
-    block: BlockPolicy,
+    block: BlockPolicy | undefined,
   ): Answer {
-    const left = blockLeft(entry.block, now)
-    if (left > 0) return blockedAnswer(rules, left)
+    if (block !== undefined) {
+      const left = blockLeft(entry.block, now)
+      if (left > 0) return blockedAnswer(rules, left)
+    }
     const decisions = decideAll(entry, rules, now, cost, consume)
-    if (consume && !decisions.allowed) return this.#block(entry, decisions.out, block, now)
-    return consume ? CountedAnswer.copied(decisions.out, now) : decisions.out
+    if (!consume) return decisions.out
+    if (decisions.allowed) return counted(decisions.out, now)
+    return block === undefined ? decisions.out : this.#block(entry, decisions.out, block, now)
   }
 
   adjust(
@@ -214,21 +223,17 @@ export class MemoryStore implements Store {
   /** The entry for `key`, created or brought forward into the current generation; reset if expired. */
   #entry(prefix: string, key: string, now: number): Entry {
     const ns = this.#namespace(prefix)
-    let entry = ns.current.get(key)
-    if (entry === undefined) {
-      entry = ns.previous.get(key)
-      if (entry === undefined) entry = emptyEntry()
-      else ns.previous.delete(key)
-      this.#admitKey(ns, key, entry)
-    }
-    if (entry.expiresAt <= now && (entry.id !== undefined || entry.block !== undefined)) {
-      entry.id = undefined
-      entry.state = undefined
-      entry.ids = undefined
-      entry.states = undefined
-      entry.block = undefined
-      entry.expiresAt = Number.NEGATIVE_INFINITY
-    }
+    const entry = ns.current.get(key) ?? this.#forward(ns, key)
+    if (entry.expiresAt <= now && (entry.id !== undefined || entry.block !== undefined)) forget(entry)
+    return entry
+  }
+
+  /** A key missing from the current generation: brought forward from the previous one, or new. */
+  #forward(ns: Namespace, key: string): Entry {
+    let entry = ns.previous.get(key)
+    if (entry === undefined) entry = emptyEntry()
+    else ns.previous.delete(key)
+    this.#admitKey(ns, key, entry)
     return entry
   }
 
@@ -236,6 +241,10 @@ export class MemoryStore implements Store {
   #namespace(prefix: string): Namespace {
     const last = this.#lastNamespace
     if (last !== undefined && last.prefix === prefix) return last
+    return this.#otherNamespace(prefix)
+  }
+
+  #otherNamespace(prefix: string): Namespace {
     let ns = this.#namespaces.get(prefix)
     if (ns === undefined) {
       ns = { prefix, current: new Map(), previous: new Map() }
