@@ -1,15 +1,17 @@
 -- sluice: one slidingLog rule's consume of a cost above 0, without a block, written straight down: the
 -- prelude's head (TIME, the deadline, the caller's clock) and slidingLogLive, slidingLogDecide and
 -- slidingLogAdmit (sliding-log.lua, which explains the log's shape) inlined, so an admitted call makes no
--- closure and calls no Lua function. Same ARGV and reply as the composed `apply` script (src/wire.ts);
--- src/plans.ts sends it only for such a call. Keep it in step with sliding-log.lua: the conformance suites
--- run every such consume through it.
+-- closure and calls no Lua function. Same ARGV as the composed `apply` script, and the same reply but for
+-- an admitted call, which gets the short one (src/wire.ts, ADMITTED_REPLY); src/plans.ts sends it only for
+-- such a call. Keep it in step with sliding-log.lua: the conformance suites run every such consume
+-- through it.
 --
--- Where Redis's time goes in a script this short is turning numbers into text and back, so an admitted call
--- does neither where it can help it: every number it gives redis.call is text (a literal, an ARGV, or `%d`,
--- which writes a whole number's digits without the `%.17g` Redis spends on a Lua number), an admitted call
--- reads no member's score, and it reads a string as a number by arithmetic (`s + 0`, once), not by tonumber (which
--- reads it twice in Lua 5.1). Whole numbers only go that way: ms, costs, limits, ranks and running sums are.
+-- Where Redis's time goes in a script this short is turning numbers into text and back, so an admitted
+-- call does neither where it can help it: every number it gives redis.call is text (a literal, an ARGV,
+-- or `%d`, which writes a whole number's digits without the `%.17g` Redis 7.0 spends on a Lua number), it
+-- reads no member's score, and it reads a string as a number by arithmetic (`s + 0`, once), not by
+-- tonumber (which reads it twice in Lua 5.1). Only whole numbers go that way: ms, costs, limits, ranks
+-- and running sums all are.
 
 local t = redis.call('TIME')
 local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -70,7 +72,8 @@ if total + cost <= limit then
   if finish >= logModulus then finish = finish - logModulus end
   redis.call('ZADD', key, at, string.format('%016d:%d:%d', seq, finish, cost))
   redis.call('PEXPIRE', key, ttl)
-  return { 1, limit - total - cost, windowMs, 0, 0, '', 0, serverNow }
+  -- The short reply of an admitted call (src/wire.ts, ADMITTED_REPLY).
+  return { 1, limit - total - cost, windowMs, serverNow }
 end
 
 -- Denied: as slidingLogDecide, the entry whose expiry lets the call fit, by binary search over ranks. A
