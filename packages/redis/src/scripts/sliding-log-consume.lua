@@ -77,7 +77,8 @@ if total + cost <= limit then
 end
 
 -- Denied: as slidingLogDecide, the entry whose expiry lets the call fit, by binary search over ranks. A
--- denial has live units, so `first` and `newest` are members of the log's shape.
+-- denied call found live units (no consume costs more than its rule's limit: the limiter refuses it), so
+-- `first` and `newest` are members of the log's shape.
 local mustExpire = total + cost - limit
 local lo, hi = expired, redis.call('ZCARD', key) - 1
 while lo < hi do
