@@ -11,6 +11,7 @@ import {
   fixedWindow,
   InvalidOptionError,
   leakyBucket,
+  MemoryStore,
   type Rule,
   type RuleInput,
   slidingLog,
@@ -104,6 +105,53 @@ describe.each(CLIENT_KINDS)('RedisStore keys (%s)', (kind) => {
     const [d] = await store.apply(prefix, 'k', [rule], 1, 'consume')
     expect(d).toMatchObject({ allowed: true, remaining: 2 })
     expect(await server.cli('ZCARD', key)).toBe('1\n')
+  })
+
+  it('drops at most 64 expired sliding-log members a call, and counts the live ones behind them exactly', async () => {
+    const client = await clientOf(kind, server)
+    // Consumes of one rule run the straight-down script; a peek, a penalty and a refund the composed one.
+    for (const act of ['consume', 'peek', 'penalize', 'refund'] as const) {
+      let now = 1_700_000_000_000
+      const clock = () => now
+      const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+      const store = new RedisStore({ client, deniedCache: false, clock })
+      const prefix = `long-expiry${run++}`
+      const rule = asRule(slidingLog({ limit: 106, windowMs: 1000 }))
+      const key = `sluice:${prefix}:{k}:${rule.id}`
+      const both = async (cost: number, mode: 'consume' | 'peek') => {
+        const expected = memory.apply(prefix, 'k', [rule], cost, mode)
+        expect(await store.apply(prefix, 'k', [rule], cost, mode), `${act}: ${mode} x${cost}`).toEqual(
+          expected,
+        )
+        return expected[0]!
+      }
+      // 100 calls in one ms, then three of 2 units half a window later.
+      for (let i = 0; i < 100; i++) await both(1, 'consume')
+      now += 500
+      for (let i = 0; i < 3; i++) await both(2, 'consume')
+      expect(await server.cli('ZCARD', key)).toBe('103\n')
+      // The 100 expire together: the first call after drops 64 of them and reads the 6 live units past
+      // the other 36; the next drops those.
+      now += 500
+      if (act === 'consume') {
+        expect(await both(1, 'consume')).toMatchObject({ allowed: true, remaining: 99 })
+        expect(await server.cli('ZCARD', key)).toBe('40\n')
+      } else if (act === 'peek') {
+        expect(await both(100, 'peek')).toMatchObject({ allowed: true, remaining: 0 })
+        expect(await both(101, 'peek')).toMatchObject({ allowed: false, remaining: 100, retryAfterMs: 500 })
+        expect(await server.cli('ZCARD', key)).toBe('3\n')
+      } else {
+        await memory.adjust(prefix, 'k', [rule], 1, act)
+        await store.adjust(prefix, 'k', [rule], 1, act)
+        // A penalty reads the log twice (to count, then to answer as a peek): up to 64 members each time.
+        expect(await server.cli('ZCARD', key)).toBe(act === 'penalize' ? '4\n' : '39\n')
+      }
+      expect(await both(1, 'peek')).toMatchObject({ allowed: true })
+      await both(101, 'consume')
+      await both(1, 'consume')
+      expect(Number(await server.cli('ZCARD', key))).toBeLessThanOrEqual(6)
+      memory.close()
+    }
   })
 
   it('counts on from a fixed-window key of the earlier { s, c } shape, and keeps one field after', async () => {

@@ -332,6 +332,8 @@ const NOW = 1_800_000_000_000
 const APPLY_REPLY = [1, 4, 1000, 0, 0, '', 0, NOW]
 /** A fetch's reply: the same, then 3 units taken and the key's reset count '0'. */
 const FETCH_REPLY = [1, 4, 1000, 0, 0, '', 0, 3, '0', NOW]
+/** The short reply of an admitted call of one rule (sliding-log-consume.lua's). */
+const ADMITTED_SHORT = [1, 4, 1000, NOW]
 const forged = (reply: unknown[], at: number, value: unknown) => reply.map((v, i) => (i === at ? value : v))
 const UNEXPECTED = /unexpected reply/
 
@@ -346,6 +348,11 @@ describe('replies no script sends are refused (wire.ts)', () => {
       allowed: false,
       retryAfterMs: 250,
     })
+    // The short reply decodes to the decision the full form gives.
+    expect(decode([5], [FORGED_RULE], ADMITTED_SHORT, false)).toEqual(
+      decode([5], [FORGED_RULE], APPLY_REPLY, false),
+    )
+    expect(serverNowOf(ADMITTED_SHORT)).toBe(NOW)
     expect(fetchedOf(FETCH_REPLY, 4)).toEqual({ taken: 3, resets: '0', serverNow: NOW })
     expect(expectOk(['ok', NOW])).toBeUndefined()
     expect(serverNowOf(APPLY_REPLY)).toBe(NOW)
@@ -364,6 +371,22 @@ describe('replies no script sends are refused (wire.ts)', () => {
     ['the block begun -1', 6, -1],
   ])('a decision with %s throws the unexpected-reply StoreError', (_, at, value) => {
     expect(() => decode([5], [FORGED_RULE], forged(APPLY_REPLY, at, value), false)).toThrow(UNEXPECTED)
+  })
+
+  it.each<[string, number, unknown]>([
+    ['allowed 0', 0, 0],
+    ['allowed 2', 0, 2],
+    ['remaining -1', 1, -1],
+    ['resetMs not a number', 2, 'x'],
+  ])('a short admitted reply with %s throws the unexpected-reply StoreError', (_, at, value) => {
+    expect(() => decode([5], [FORGED_RULE], forged(ADMITTED_SHORT, at, value), false)).toThrow(UNEXPECTED)
+  })
+
+  it('a short admitted reply is refused for two rules, a fetch and a concurrency rule', () => {
+    expect(() => decode([5, 5], [FORGED_RULE, FORGED_RULE], ADMITTED_SHORT, false)).toThrow(UNEXPECTED)
+    expect(() => decode([5], [FORGED_RULE], ADMITTED_SHORT, true)).toThrow(UNEXPECTED)
+    const lease = concurrency({ limit: 5, leaseMs: 1000 }) as Rule
+    expect(() => decode([5], [lease], ADMITTED_SHORT, false)).toThrow(UNEXPECTED)
   })
 
   it.each<unknown>([0, 'x', -3])('a blocked reply whose ms left is %s throws', (left) => {
@@ -464,6 +487,10 @@ describe('replies no script sends, end to end (node-redis, forged by the client)
     })
     const prefix = `forged${run++}`
     await expect(store.apply(prefix, 'k', [FORGED_RULE], 1, 'consume')).rejects.toThrow(UNEXPECTED)
+    // A slidingLog consume's short admitted reply is checked as the full form is.
+    forge.reply = (r) => (r.length === 4 ? forged(r, 1, 'NaN') : r)
+    const log = slidingLog({ limit: 5, windowMs: 1000 }) as Rule
+    await expect(store.apply(prefix, 'log', [log], 1, 'consume')).rejects.toThrow(UNEXPECTED)
     forge.reply = (r) => (r.length === 2 && r[0] === 'ok' ? ['nope', r[1]] : r)
     await expect(store.adjust(prefix, 'k', [FORGED_RULE], 1, 'refund')).rejects.toThrow(UNEXPECTED)
     forge.reply = undefined

@@ -9,7 +9,8 @@
  * lease (a plan with a concurrency rule), the marks of a release, unqueue or refund of one call, a fetch's
  * (`fetchExtras`) or a return's (`returnExtras`).
  * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
- * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`.
+ * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`. A
+ * decision of one rule that admits, waits for nothing and holds no mark may come as `ADMITTED_REPLY`.
  */
 import {
   type Adjustment,
@@ -68,6 +69,13 @@ export function ruleArgs(rule: Rule): string[] {
 
 /** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
 export const REPLY_FIELDS = 6
+
+/**
+ * The length of the short reply a straight-down consume (sliding-log-consume.lua) sends for an admitted
+ * call: `{ 1, remaining, resetMs, serverNow }`, meaning no retry, no wait, no mark and no block. Half the
+ * values of the full form, which Redis writes and the client reads on every such call.
+ */
+export const ADMITTED_REPLY = 4
 
 /**
  * What a script is asked to do with the call's cost (ARGV[2]): '1' a consume, '0' a peek, else the act's
@@ -251,6 +259,8 @@ export function decode(
     if (left === 0) throw unexpectedReply()
     return [blockedAnswer(rules, left), 0]
   }
+  if (reply.length === ADMITTED_REPLY && n === 1 && !fetch)
+    return [[admitted(limits[0]!, rules[0]!, reply)], 0]
   if (reply.length !== n * REPLY_FIELDS + (fetch ? 4 : 2)) throw unexpectedReply()
   const out = new Array<RuleDecision>(n)
   for (let i = 0; i < n; i++) {
@@ -314,6 +324,24 @@ function leaseDecision(
     windowSeconds,
     unit,
     lease,
+  }
+}
+
+/**
+ * The short reply's decision (`ADMITTED_REPLY`): `allowed` must be 1, and the rule not a concurrency rule
+ * (its admitted call always holds a lease, which only the full form carries).
+ */
+function admitted(limit: number, rule: Rule, reply: unknown[]): RuleDecision {
+  if (numberOf(reply[0]) !== 1 || rule.kind === 'concurrency') throw unexpectedReply()
+  return {
+    rule: rule.name,
+    allowed: true,
+    limit,
+    remaining: amountOf(reply[1]),
+    resetMs: amountOf(reply[2]),
+    retryAfterMs: 0,
+    waitMs: 0,
+    windowSeconds: rule.policyWindowSeconds,
   }
 }
 

@@ -1,7 +1,9 @@
 -- slidingLog (params: limit, windowMs). A sorted set with one member per admitted call, whatever its cost,
--- scored by the call's time. A member is "<seq>:<end>:<cost>": `seq` numbers the calls of one ms (16 digits,
--- so members of one score sort in the order they came), and `end` is the running sum of units admitted on
--- the key through this call, modulo 2^52. The units of any run of entries are then the difference of two
+-- scored by the call's time. A member is "<seq>:<end>:<cost>": `seq` is one past the newest member's while
+-- the log holds a live entry, else 0, written in 16 digits, so members of one score sort in the order they
+-- came, and a consume finds it without reading a score (it restarts whenever the window empties; at one
+-- call a µs it would take three centuries to outgrow 16 digits); `end` is the running sum of units admitted
+-- on the key through this call, modulo 2^52. The units of any run of entries are then the difference of two
 -- ends, so the live total and the entry a denied call waits for (a binary search over ranks: the sums grow
 -- along the set) cost O(log n) commands, never a walk over the members. A window holds at most 2^50 units
 -- (the factory's bound), far below the modulus, so a difference is never ambiguous.
@@ -34,9 +36,9 @@ local function unitsSince(before, finish)
 end
 
 -- Reads the live part of the log at `now`, removing up to `logMaxDrop` expired members: the live units, the
--- newest entry's running sum and time, the `seq` an entry logged at `now` takes (one past the newest's when
--- that was logged at `now` too: members of one ms sort by it), the expired members left (the rank of the
--- oldest live member), and the sum before the oldest live member.
+-- newest entry's running sum and time, the `seq` an entry logged at `now` takes (one past the newest's while
+-- that is live: members of one ms sort by it), the expired members left (the rank of the oldest live
+-- member), and the sum before the oldest live member.
 local function slidingLogLive(key, now, windowMs)
   local expired = redis.call('ZCOUNT', key, '-inf', now - windowMs)
   if expired > 0 then
@@ -60,8 +62,8 @@ local function slidingLogLive(key, now, windowMs)
       redis.call('DEL', key)
       newestEnd, newestAt, expired = 0, 0, 0
     else
-      if newestAt == now then seq = tonumber(newestSeq) + 1 end
       if live then
+        seq = tonumber(newestSeq) + 1
         before = tonumber(firstEnd) - tonumber(firstCost)
         if before < 0 then before = before + logModulus end
         total = unitsSince(before, newestEnd)
