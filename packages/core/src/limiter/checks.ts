@@ -44,13 +44,17 @@ export function rulesOption<C>(
     const checked = (rules: unknown): readonly Rule[] => {
       if (rules === lastList) return lastRules
       if (rules === null || rules === undefined) return NO_RULES
-      const out = checkRules(rules as readonly RuleInput[], 'the rules function', ErrorCode.INVALID_RULES)
-      if (Object.isFrozen(rules)) {
-        lastList = rules
-        // A copy the store reads: an element of a frozen list costs a call many instructions to read.
-        lastRules = out === rules ? out.slice() : out
-      }
-      return out
+      const checkedRules = checkRules(
+        rules as readonly RuleInput[],
+        'the rules function',
+        ErrorCode.INVALID_RULES,
+      )
+      if (!Object.isFrozen(rules)) return checkedRules
+      // The store reads a plain copy: an element of a frozen list costs a read many instructions, and a
+      // read site that has seen both kinds of list costs every call as much.
+      lastList = rules
+      lastRules = checkedRules === rules ? checkedRules.slice() : checkedRules
+      return lastRules
     }
     return (key, context) => {
       const rules = fn(key, context)
