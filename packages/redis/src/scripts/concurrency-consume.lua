@@ -4,21 +4,26 @@
 -- as the composed `apply` script (src/wire.ts): the lease id follows the rule's params. src/plans.ts sends
 -- it only for such a call. Keep it in step with concurrency.lua: the conformance suites run every such
 -- consume through it.
+--
+-- As sliding-log-consume.lua, every number an admitted call gives redis.call is text (a literal, an ARGV or
+-- `%d`: Redis 7.0 writes a Lua number with `%.17g`, a few thousand instructions each), and a string is read
+-- as a number by arithmetic (`s + 0`) rather than tonumber. Only whole numbers go that way: ms, costs,
+-- limits and ranks all are.
 
 local t = redis.call('TIME')
 local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
-if serverNow >= tonumber(ARGV[4]) then return { 'late', serverNow } end
+if serverNow >= ARGV[4] + 0 then return { 'late', serverNow } end
 local now, ttlSlack = serverNow, 0
-if ARGV[1] ~= '' then now, ttlSlack = tonumber(ARGV[1]), 1000 end
-local key, cost, limit, leaseMs = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
+if ARGV[1] ~= '' then now, ttlSlack = ARGV[1] + 0, 1000 end
+local key, cost, limit, leaseMs = KEYS[1], ARGV[3] + 0, ARGV[6] + 0, ARGV[7] + 0
 -- The leases in the order they end, as many as can be ended (64 at most go per call: concurrencyMaxDrop)
 -- and live (at most `limit`, the factory bounds it): one command where the composed script runs ZCOUNT
 -- then ZRANGEBYSCORE. Should more than that be kept (64 ended leases or more, or live ones of cost 0
 -- beyond), the rest is read as the composed script reads it.
-local leases = redis.call('ZRANGE', key, 0, limit + 63, 'WITHSCORES')
+local leases = redis.call('ZRANGE', key, '0', string.format('%d', limit + 63), 'WITHSCORES')
 local ended = 0
 for i = 2, #leases, 2 do
-  if tonumber(leases[i]) > now then break end
+  if leases[i] + 0 > now then break end
   ended = ended + 1
 end
 local live, first = leases, 2 * ended + 1
@@ -29,12 +34,14 @@ if ended >= 64 or #leases == 2 * (limit + 64) then
   if ended > 64 then ended = 64 end
   live, first = redis.call('ZRANGEBYSCORE', key, '(' .. at, '+inf', 'WITHSCORES'), 1
 end
-if ended > 0 then redis.call('ZREMRANGEBYRANK', key, 0, ended - 1) end
+if ended > 0 then redis.call('ZREMRANGEBYRANK', key, '0', string.format('%d', ended - 1)) end
 local leased = 0
-for i = first, #live, 2 do leased = leased + tonumber(string.match(live[i], ':(%d+)$')) end
+for i = first, #live, 2 do leased = leased + string.match(live[i], ':(%d+)$') end
 if leased + cost <= limit then
-  redis.call('ZADD', key, now + leaseMs, ARGV[8])
-  redis.call('PEXPIRE', key, leaseMs + ttlSlack)
+  redis.call('ZADD', key, string.format('%d', now + leaseMs), ARGV[8])
+  local ttl = ARGV[7]
+  if ttlSlack > 0 then ttl = string.format('%d', leaseMs + ttlSlack) end
+  redis.call('PEXPIRE', key, ttl)
   -- The newest lease is this call's.
   return { 1, limit - leased - cost, leaseMs, 0, 0, ARGV[8], 0, serverNow }
 end
