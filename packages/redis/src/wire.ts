@@ -11,6 +11,9 @@
  * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
  * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`. A
  * decision of one rule that admits, waits for nothing and holds no mark may come as `ADMITTED_REPLY`.
+ *
+ * Over 300 lines: every layout the scripts share with TypeScript lives here and nowhere else (the call's
+ * head, each act's extras, a batch of releases, the replies and their checks), so one file is the wire.
  */
 import {
   type Adjustment,
