@@ -12,6 +12,8 @@ import {
   InvalidOptionError,
   MemoryStore,
   type Rule,
+  type Store,
+  StoreError,
   slidingLog,
   warmUp,
 } from '@sluice/core'
@@ -252,6 +254,43 @@ describe('concurrency against its reference model', () => {
     expect(state.leases).toBe(7)
     expect(state.ids.length).toBeLessThanOrEqual(2 * 8 + 1)
     expect(concurrencyAlgorithm.decide(state, rule, 10_000, 0).remaining).toBe(1)
+  })
+
+  it('releases through the store once, with each rule its lease; a failed store rejects with a StoreError', async () => {
+    const inner = new MemoryStore({ clock: () => 0, sweepIntervalMs: 0 })
+    const asked: { marks: readonly (string | undefined)[] | undefined; adjustment: string }[] = []
+    let fail: 'throw' | 'reject' | undefined
+    const store: Store = {
+      apply: (...args) => inner.apply(...args),
+      reset: (prefix, key) => inner.reset(prefix, key),
+      adjust(prefix, key, rules, cost, adjustment, block, marks) {
+        asked.push({ marks, adjustment })
+        if (fail === 'throw') throw new Error('connection refused')
+        if (fail === 'reject') return Promise.reject(new Error('connection refused'))
+        return inner.adjust(prefix, key, rules, cost, adjustment, block, marks)
+      },
+    }
+    const rules = [slidingLog({ limit: 5, windowMs: 1000 }) as Rule, concurrency({ limit: 1 }) as Rule]
+    // The rules are resolved per call, here by promise: the release waits for them, then asks the store.
+    const limiter = createLimiter({ rules: async () => rules, store })
+    const a = await limiter.consume('k')
+    expect(asked).toEqual([])
+    await limiter.release('k', a)
+    expect(asked).toEqual([{ marks: [undefined, a.lease], adjustment: 'release' }])
+    const b = await limiter.consume('k')
+    expect(b.allowed).toBe(true)
+    // A decision that holds no lease asks nothing.
+    await limiter.release('k', await limiter.peek('k'))
+    expect(asked).toHaveLength(1)
+    for (const how of ['throw', 'reject'] as const) {
+      fail = how
+      const error = await limiter.release('k', b).catch((e: unknown) => e)
+      expect(error, how).toBeInstanceOf(StoreError)
+      expect((error as StoreError).code).toBe(ErrorCode.STORE_ERROR)
+      expect(((error as StoreError).cause as Error).message).toBe('connection refused')
+    }
+    // The lease is still held: nothing was released.
+    expect((await limiter.consume('k')).allowed).toBe(false)
   })
 
   it('composes with other rules all or nothing, and a denied call holds no lease', async () => {

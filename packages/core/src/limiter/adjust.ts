@@ -92,7 +92,10 @@ export async function unqueue<C>(
   await adjust(parts, key, options, 'unqueue', queues)
 }
 
-/** Ends a concurrency lease. Not an async function: a synchronous store ends it without a wait in between. */
+/**
+ * Ends a concurrency lease. Not an async function, and no promise of its own when the store answers in the
+ * same tick (the memory store): a request releases once, as its response ends, and nobody needs to wait.
+ */
 export function release<C>(
   parts: LimiterParts<C>,
   key: string,
@@ -100,8 +103,37 @@ export function release<C>(
   options?: { context?: C },
 ): Promise<void> {
   if (decision.lease === undefined || typeof parts.store.adjust !== 'function') return DONE
-  const marks = decision.rules.map((d) => d.lease)
-  return adjust(parts, key, options, 'release', marks).then(nothing)
+  try {
+    const storageKey = keyOf(key)
+    const rules = parts.resolveRules(key, options?.context as C)
+    if (isPromise(rules)) return rules.then((resolved) => releaseUnder(parts, storageKey, resolved, decision))
+    return releaseUnder(parts, storageKey, rules, decision)
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}
+
+/** `release` under the key's resolved rules: the store is asked once, with each rule's lease as its mark. */
+function releaseUnder<C>(
+  parts: LimiterParts<C>,
+  storageKey: string,
+  rules: readonly Rule[],
+  decision: Decision,
+): Promise<void> {
+  if (rules.length === 0) return DONE
+  const said = decision.rules
+  const marks = new Array<string | undefined>(said.length)
+  for (let i = 0; i < said.length; i++) marks[i] = said[i]!.lease
+  let answer: StoreAnswer | undefined | Promise<StoreAnswer | undefined>
+  try {
+    answer = parts.store.adjust!(parts.prefix, storageKey, rules, 1, 'release', parts.block, marks)
+  } catch (error) {
+    return Promise.reject(asStoreError(error))
+  }
+  if (!isPromise(answer)) return DONE
+  return Promise.resolve(answer).then(nothing, (error: unknown) => {
+    throw asStoreError(error)
+  })
 }
 
 const DONE = Promise.resolve()
