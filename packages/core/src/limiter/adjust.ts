@@ -7,7 +7,7 @@
 import { ErrorCode, InvalidOptionError, SluiceError } from '../errors.ts'
 import { isPromise } from '../options.ts'
 import { refundMark } from '../rules/index.ts'
-import type { Adjustment, Decision, Rule, StoreAnswer } from '../types.ts'
+import type { Adjustment, Decision, Rule, RuleDecision, StoreAnswer } from '../types.ts'
 import { adjustCostOf, checkCost, keyOf } from './checks.ts'
 import type { LimiterParts } from './decide.ts'
 import { answers, asStoreError, compose, malformed, UNLIMITED_DECISION } from './decisions.ts'
@@ -106,8 +106,11 @@ export function release<C>(
   try {
     const storageKey = keyOf(key)
     const rules = parts.resolveRules(key, options?.context as C)
-    if (isPromise(rules)) return rules.then((resolved) => releaseUnder(parts, storageKey, resolved, decision))
-    return releaseUnder(parts, storageKey, rules, decision)
+    // A list, or (from a rules function) a native promise of one.
+    if (Array.isArray(rules)) return releaseUnder(parts, storageKey, rules, decision)
+    return (rules as Promise<readonly Rule[]>).then((resolved) =>
+      releaseUnder(parts, storageKey, resolved, decision),
+    )
   } catch (error) {
     return Promise.reject(error)
   }
@@ -121,19 +124,25 @@ function releaseUnder<C>(
   decision: Decision,
 ): Promise<void> {
   if (rules.length === 0) return DONE
-  const said = decision.rules
-  const marks = new Array<string | undefined>(said.length)
-  for (let i = 0; i < said.length; i++) marks[i] = said[i]!.lease
+  const marks = leasesOf(decision.rules)
   let answer: StoreAnswer | undefined | Promise<StoreAnswer | undefined>
   try {
     answer = parts.store.adjust!(parts.prefix, storageKey, rules, 1, 'release', parts.block, marks)
   } catch (error) {
     return Promise.reject(asStoreError(error))
   }
-  if (!isPromise(answer)) return DONE
+  if (answer === undefined || !isPromise(answer)) return DONE
   return Promise.resolve(answer).then(nothing, (error: unknown) => {
     throw asStoreError(error)
   })
+}
+
+/** Each rule's lease, the marks of a release: a list literal for one rule (the usual case) costs no loop. */
+function leasesOf(said: readonly RuleDecision[]): (string | undefined)[] {
+  if (said.length === 1) return [said[0]!.lease]
+  const marks: (string | undefined)[] = []
+  for (const d of said) marks.push(d.lease)
+  return marks
 }
 
 const DONE = Promise.resolve()
