@@ -12,11 +12,14 @@ import {
   InvalidOptionError,
   MemoryStore,
   type Rule,
+  type Store,
+  StoreError,
   slidingLog,
   warmUp,
 } from '@sluice/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { concurrencyAlgorithm, newLease, release } from '../src/rules/concurrency.ts'
 import { catchError, type Figures, figures } from './support.ts'
 
 const RUNS = Number(process.env.SLUICE_PROPERTY_RUNS ?? 300)
@@ -118,10 +121,12 @@ describe('concurrency against its reference model', () => {
     const { clock, limiter } = setup([concurrency({ limit: 2, leaseMs: 1000 }) as Rule])
     const a = await limiter.consume('k')
     expect(a).toMatchObject({ allowed: true, remaining: 1, resetMs: 1000 })
-    expect(a.lease).toMatch(/^[0-9a-f-]{36}:1$/)
+    // This process's 16 random characters, the lease's number in hex, its units.
+    expect(a.lease).toMatch(/^[\w-]{16}[0-9a-f]{3,}:1$/)
     clock.now = 400
     const b = await limiter.consume('k')
     expect(b.lease).not.toBe(a.lease)
+    expect(b.lease!.slice(0, 16)).toBe(a.lease!.slice(0, 16))
     clock.now = 500
     // Full: the oldest lease (a) ends at 1000.
     expect(figures(await limiter.consume('k'))).toEqual({
@@ -139,6 +144,153 @@ describe('concurrency against its reference model', () => {
     expect((await limiter.consume('k')).allowed).toBe(false)
     clock.now = 1000
     expect((await limiter.consume('k')).allowed).toBe(true)
+  })
+
+  it('finds a lease released in any order, or from a copy of its decision, among many held', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          limit: fc.integer({ min: 1, max: 40 }),
+          leaseMs: fc.constantFrom(10, 200),
+          steps: fc.array(
+            fc.record({
+              gap: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 30 })),
+              op: fc.constantFrom(
+                'consume',
+                'consume',
+                'consume',
+                'release',
+                'release-copy',
+                'release-again',
+              ),
+              cost: fc.integer({ min: 1, max: 3 }),
+              pick: fc.nat(),
+            }),
+            { minLength: 1, maxLength: 150 },
+          ),
+        }),
+        async ({ limit, leaseMs, steps }) => {
+          const rule = concurrency({ limit, leaseMs }) as ConcurrencyRule
+          const { clock, limiter } = setup([rule], 1_700_000_000_000)
+          const model = new ConcurrencyModel(limit, leaseMs)
+          const held: { decision: Decision; lease: number }[] = []
+          const released: { decision: Decision; lease: number }[] = []
+          for (const [i, step] of steps.entries()) {
+            clock.now += step.gap
+            const where = `step ${i}: ${JSON.stringify(step)}`
+            if (step.op !== 'consume') {
+              const from = step.op === 'release-again' ? released : held
+              if (from.length === 0) continue
+              const [h] = from.splice(step.pick % from.length, 1)
+              // A copy carries an equal lease id that is not the same string: found by what it says.
+              const decision =
+                step.op === 'release-copy'
+                  ? (JSON.parse(JSON.stringify(h!.decision)) as Decision)
+                  : h!.decision
+              await limiter.release('k', decision)
+              model.release(clock.now, h!.lease)
+              released.push(h!)
+            } else {
+              const cost = Math.min(step.cost, limit)
+              const { lease, ...want } = model.call(clock.now, cost, true)
+              const d = await limiter.consume('k', { cost })
+              expect(figures(d), where).toEqual(want)
+              if (d.lease !== undefined) held.push({ decision: d, lease: lease! })
+            }
+            const { lease: _, ...now } = model.call(clock.now, 1, false)
+            expect(figures(await limiter.peek('k')), where).toEqual(now)
+          }
+        },
+      ),
+      { numRuns: RUNS },
+    )
+  })
+
+  it('releases leases a store made elsewhere, in any order (ids not from this process)', () => {
+    const rule = concurrency({ limit: 10, leaseMs: 100 }) as ConcurrencyRule
+    const state = concurrencyAlgorithm.create(rule, 0)
+    const left = () => concurrencyAlgorithm.decide(state, rule, 50, 0).remaining
+    concurrencyAlgorithm.admit(state, rule, 0, 1, 'b:1')
+    concurrencyAlgorithm.admit(state, rule, 0, 2, newLease(2))
+    concurrencyAlgorithm.admit(state, rule, 0, 3, 'a:3')
+    concurrencyAlgorithm.admit(state, rule, 0, 1, 'c:1')
+    expect(left()).toBe(3)
+    release(state, 'a:3')
+    expect(left()).toBe(6)
+    release(state, 'a:3')
+    release(state, 'z:3')
+    expect(left()).toBe(6)
+    release(state, 'c:1')
+    release(state, 'b:1')
+    expect(left()).toBe(8)
+    expect(state.leases).toBe(1)
+  })
+
+  it('finds a lease admitted after a newer one was made (ids made ahead of their calls)', () => {
+    const rule = concurrency({ limit: 10, leaseMs: 100 }) as ConcurrencyRule
+    const state = concurrencyAlgorithm.create(rule, 0)
+    const ids = [newLease(1), newLease(1), newLease(1), newLease(1), newLease(1)]
+    for (const id of [ids[0]!, ids[1]!, ids[3]!, ids[2]!, ids[4]!])
+      concurrencyAlgorithm.admit(state, rule, 0, 1, id)
+    for (const id of [ids[2]!, ids[3]!, ids[1]!]) {
+      release(state, id)
+      release(state, id)
+    }
+    expect(concurrencyAlgorithm.decide(state, rule, 0, 0).remaining).toBe(8)
+  })
+
+  it('keeps its slots bounded: about twice the leases held, however many come and go', () => {
+    const rule = concurrency({ limit: 8, leaseMs: 1_000_000 }) as ConcurrencyRule
+    const state = concurrencyAlgorithm.create(rule, 0)
+    // The oldest lease stays held throughout while 10,000 others come and go behind it.
+    concurrencyAlgorithm.admit(state, rule, 0, 1, newLease(1))
+    const others: string[] = []
+    for (let i = 0; i < 10_000; i++) {
+      const id = newLease(1)
+      concurrencyAlgorithm.admit(state, rule, i, 1, id)
+      others.push(id)
+      if (others.length === 7) release(state, others.splice(i % 7, 1)[0]!)
+    }
+    expect(state.leases).toBe(7)
+    expect(state.ids.length).toBeLessThanOrEqual(2 * 8 + 1)
+    expect(concurrencyAlgorithm.decide(state, rule, 10_000, 0).remaining).toBe(1)
+  })
+
+  it('releases through the store once, with each rule its lease; a failed store rejects with a StoreError', async () => {
+    const inner = new MemoryStore({ clock: () => 0, sweepIntervalMs: 0 })
+    const asked: { marks: readonly (string | undefined)[] | undefined; adjustment: string }[] = []
+    let fail: 'throw' | 'reject' | undefined
+    const store: Store = {
+      apply: (...args) => inner.apply(...args),
+      reset: (prefix, key) => inner.reset(prefix, key),
+      adjust(prefix, key, rules, cost, adjustment, block, marks) {
+        asked.push({ marks, adjustment })
+        if (fail === 'throw') throw new Error('connection refused')
+        if (fail === 'reject') return Promise.reject(new Error('connection refused'))
+        return inner.adjust(prefix, key, rules, cost, adjustment, block, marks)
+      },
+    }
+    const rules = [slidingLog({ limit: 5, windowMs: 1000 }) as Rule, concurrency({ limit: 1 }) as Rule]
+    // The rules are resolved per call, here by promise: the release waits for them, then asks the store.
+    const limiter = createLimiter({ rules: async () => rules, store })
+    const a = await limiter.consume('k')
+    expect(asked).toEqual([])
+    await limiter.release('k', a)
+    expect(asked).toEqual([{ marks: [undefined, a.lease], adjustment: 'release' }])
+    const b = await limiter.consume('k')
+    expect(b.allowed).toBe(true)
+    // A decision that holds no lease asks nothing.
+    await limiter.release('k', await limiter.peek('k'))
+    expect(asked).toHaveLength(1)
+    for (const how of ['throw', 'reject'] as const) {
+      fail = how
+      const error = await limiter.release('k', b).catch((e: unknown) => e)
+      expect(error, how).toBeInstanceOf(StoreError)
+      expect((error as StoreError).code).toBe(ErrorCode.STORE_ERROR)
+      expect(((error as StoreError).cause as Error).message).toBe('connection refused')
+    }
+    // The lease is still held: nothing was released.
+    expect((await limiter.consume('k')).allowed).toBe(false)
   })
 
   it('composes with other rules all or nothing, and a denied call holds no lease', async () => {

@@ -7,7 +7,7 @@
 import { ErrorCode, InvalidOptionError, SluiceError } from '../errors.ts'
 import { isPromise } from '../options.ts'
 import { refundMark } from '../rules/index.ts'
-import type { Adjustment, Decision, Rule, StoreAnswer } from '../types.ts'
+import type { Adjustment, Decision, Rule, RuleDecision, StoreAnswer } from '../types.ts'
 import { adjustCostOf, checkCost, keyOf } from './checks.ts'
 import type { LimiterParts } from './decide.ts'
 import { answers, asStoreError, compose, malformed, UNLIMITED_DECISION } from './decisions.ts'
@@ -92,7 +92,10 @@ export async function unqueue<C>(
   await adjust(parts, key, options, 'unqueue', queues)
 }
 
-/** Ends a concurrency lease. Not an async function: a synchronous store ends it without a wait in between. */
+/**
+ * Ends a concurrency lease. Not an async function, and no promise of its own when the store answers in the
+ * same tick (the memory store): a request releases once, as its response ends, and nobody needs to wait.
+ */
 export function release<C>(
   parts: LimiterParts<C>,
   key: string,
@@ -100,8 +103,46 @@ export function release<C>(
   options?: { context?: C },
 ): Promise<void> {
   if (decision.lease === undefined || typeof parts.store.adjust !== 'function') return DONE
-  const marks = decision.rules.map((d) => d.lease)
-  return adjust(parts, key, options, 'release', marks).then(nothing)
+  try {
+    const storageKey = keyOf(key)
+    const rules = parts.resolveRules(key, options?.context as C)
+    // A list, or (from a rules function) a native promise of one.
+    if (Array.isArray(rules)) return releaseUnder(parts, storageKey, rules, decision)
+    return (rules as Promise<readonly Rule[]>).then((resolved) =>
+      releaseUnder(parts, storageKey, resolved, decision),
+    )
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}
+
+/** `release` under the key's resolved rules: the store is asked once, with each rule's lease as its mark. */
+function releaseUnder<C>(
+  parts: LimiterParts<C>,
+  storageKey: string,
+  rules: readonly Rule[],
+  decision: Decision,
+): Promise<void> {
+  if (rules.length === 0) return DONE
+  const marks = leasesOf(decision.rules)
+  let answer: StoreAnswer | undefined | Promise<StoreAnswer | undefined>
+  try {
+    answer = parts.store.adjust!(parts.prefix, storageKey, rules, 1, 'release', parts.block, marks)
+  } catch (error) {
+    return Promise.reject(asStoreError(error))
+  }
+  if (answer === undefined || !isPromise(answer)) return DONE
+  return Promise.resolve(answer).then(nothing, (error: unknown) => {
+    throw asStoreError(error)
+  })
+}
+
+/** Each rule's lease, the marks of a release: a list literal for one rule (the usual case) costs no loop. */
+function leasesOf(said: readonly RuleDecision[]): (string | undefined)[] {
+  if (said.length === 1) return [said[0]!.lease]
+  const marks: (string | undefined)[] = []
+  for (const d of said) marks.push(d.lease)
+  return marks
 }
 
 const DONE = Promise.resolve()

@@ -140,6 +140,10 @@ export class MemoryStore implements Store {
     block?: BlockPolicy,
     marks?: readonly (string | undefined)[],
   ): StoreAnswer | undefined {
+    if (adjustment === 'release') {
+      this.#release(prefix, key, rules, marks)
+      return undefined
+    }
     const now = this.#now()
     if (adjustment === 'penalize') {
       const entry = this.#entry(prefix, key, now)
@@ -166,8 +170,6 @@ export class MemoryStore implements Store {
       else if (adjustment === 'refund') algorithmOf(rule).refundCall(state, rule, now, cost, Number(mark))
       else if (adjustment === 'unqueue' && rule.kind === 'leakyBucket') {
         unqueue(state as LeakyBucketState, rule, now, cost, mark)
-      } else if (adjustment === 'release' && rule.kind === 'concurrency') {
-        release(state as ConcurrencyState, now, mark)
       }
       // A state written under other numbers (an edited limit) may now live longer than the entry did, as
       // the Redis key's TTL follows what the script writes: the entry must not be forgotten before it.
@@ -175,6 +177,33 @@ export class MemoryStore implements Store {
       if (until > entry.expiresAt) entry.expiresAt = until
     }
     return undefined
+  }
+
+  /**
+   * Ends a call's leases (`marks`, one per rule) under the key's concurrency rules. Reads no clock and
+   * creates nothing: a lease that has ended is held by nobody, so ending it changes no answer, and an entry
+   * that has expired answers as a fresh one whatever its states hold (`#entry` resets it before a consume,
+   * a peek passes it by). A release never lengthens a state's life, so the entry's `expiresAt` stands.
+   */
+  #release(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    marks: readonly (string | undefined)[] | undefined,
+  ): void {
+    if (marks === undefined) return
+    const last = this.#lastNamespace
+    const ns = last !== undefined && last.prefix === prefix ? last : this.#namespaces.get(prefix)
+    if (ns === undefined) return
+    const entry = ns.current.get(key) ?? ns.previous.get(key)
+    if (entry === undefined) return
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!
+      const mark = marks[i]
+      if (mark === undefined || rule.kind !== 'concurrency') continue
+      const state = existingState(entry, rule)
+      if (state !== undefined) release(state as ConcurrencyState, mark)
+    }
   }
 
   /** Begins a block on `entry`: the consume the rules just denied says to come back when it ends. */
