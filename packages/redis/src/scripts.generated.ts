@@ -833,8 +833,8 @@ end
 `,
   /** concurrency.lua */
   concurrency: `-- concurrency (params: limit, leaseMs). A sorted set of lease ids scored by when each ends. An id is
--- "<id>:<cost>" (made by core in TypeScript: a random part drawn once per process, then the lease's number, so ids never collide across processes), so
--- the units a lease takes are read from its id. A lease admitted at \`t\` is live while \`now < t + leaseMs\`.
+-- "<id>:<cost>" (made by core in TypeScript: a random part drawn once per process, then the lease's
+-- number, so ids never collide across processes), so the units a lease takes are read from its id. A lease admitted at \`t\` is live while \`now < t + leaseMs\`.
 -- Each call removes at most \`concurrencyMaxDrop\` ended leases (the rest go on later calls, or with the
 -- key) and reads the live leases, at most \`limit\` of them (the factory bounds it). The key lives until
 -- its newest lease ends.
