@@ -5,7 +5,7 @@
 import type { Reporter, TestModule } from 'vitest/node'
 
 export default class SummaryReporter implements Reporter {
-  onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
+  onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown> = []): void {
     const count = { passed: 0, failed: 0, skipped: 0, pending: 0 }
     for (const module of testModules) {
       const before = count.failed
@@ -14,6 +14,11 @@ export default class SummaryReporter implements Reporter {
       // skipped) has no failed test to count, but it did fail.
       if (module.state() === 'failed' && count.failed === before) count.failed++
     }
-    process.stdout.write(`\n${count.passed} passed, ${count.failed} failed, ${count.skipped} skipped\n`)
+    // An error no test caught (an unhandled rejection) fails the run as vitest's exit code says; the line
+    // says so too, rather than read as all passed.
+    const errors = unhandledErrors.length === 0 ? '' : `, ${unhandledErrors.length} unhandled errors`
+    process.stdout.write(
+      `\n${count.passed} passed, ${count.failed} failed, ${count.skipped} skipped${errors}\n`,
+    )
   }
 }
