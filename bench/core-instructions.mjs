@@ -5,7 +5,7 @@
  * `node bench/core-instructions.mjs [--calls N] [--warmup N] [--before DIR] [--only name,...]`; needs valgrind.
  *
  * Each workload runs under callgrind (cases/calls.mjs) with counting off through start-up and a warm-up
- * (every key touched, `--warmup` calls, one full collection), then on for `--calls` calls: their count over
+ * (every key touched, `--warmup` calls, one full collection, a third of them again), then on for `--calls` calls: their count over
  * `calls` is one call's cost in steady state. All threads are counted (garbage collection included). `--before DIR`
  * also counts sluice's workloads from another snapshot (lib/snapshot.mjs): a change's before and after.
  * Writes bench/CORE-INSTRUCTIONS.md.
@@ -177,7 +177,8 @@ const lines = [
   '',
   `Written by \`node bench/core-instructions.mjs\` on ${new Date().toISOString().slice(0, 10)}; node ${process.version}.`,
   `Each workload runs under callgrind, counting off through start-up and a warm-up (every key touched,`,
-  `${WARMUP} calls, one full collection), then on for ${CALLS} calls, 256 in flight, all threads counted;`,
+  `${WARMUP} calls, one full collection, a third of the calls again so that what the collection deoptimized`,
+  `is compiled again), then on for ${CALLS} calls, 256 in flight, all threads counted;`,
   'the median of three runs.',
   '"Ratio" is calls per instruction of sluice over the other (its',
   "instructions over sluice's): the issue's per-CPU-second ratios, which a busy machine cannot move.",
