@@ -57,12 +57,18 @@ const rows = [
   ['fixedWindow vs @fastify/rate-limit LocalStore', 'sluice:fixedWindow', 'fastify-local', 1.0],
   ['fixedWindow vs express-rate-limit MemoryStore', 'sluice:fixedWindow', 'erl', 0.8],
   ['concurrency (consume + release) vs fixedWindow', 'sluice:concurrency', 'sluice:fixedWindow', 0.3],
-  ['leakyBucket, one hot key, vs fixedWindow on one key', 'sluice:leakyBucket', 'sluice:fixedWindow one key', 0.5],
+  [
+    'leakyBucket, one hot key, vs fixedWindow on one key',
+    'sluice:leakyBucket',
+    'sluice:fixedWindow one key',
+    0.5,
+  ],
   ['fixedWindow from a limit table vs the fixed list', 'sluice:table', 'sluice:fixedWindow', 0.9],
 ]
 console.log('\n| row | before | after | goal |\n|---|---|---|---|')
 for (const [name, s, against, goal] of rows) {
   const after = m(s) / m(against)
-  const was = before === undefined ? '' : (m(`before ${s}`) / m(rates.has(`before ${against}`) ? `before ${against}` : against)).toFixed(2) + '×'
+  const againstBefore = rates.has(`before ${against}`) ? `before ${against}` : against
+  const was = before === undefined ? '' : `${(m(`before ${s}`) / m(againstBefore)).toFixed(2)}×`
   console.log(`| ${name} | ${was} | ${after.toFixed(2)}× | ≥ ${goal.toFixed(1)}× |`)
 }
