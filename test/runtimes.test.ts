@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 import { node } from './runtimes/node.ts'
 import { type StoreKind, type StoreSource, storeSource } from './runtimes/stores.ts'
-import { fetchCases, honoCases } from './runtimes/suite.ts'
+import { clearOfMinuteEdge, fetchCases, honoCases } from './runtimes/suite.ts'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..')
@@ -29,9 +29,10 @@ describe.each<StoreKind>(['memory', 'ioredis', 'node-redis'])('on Node, %s store
     source = await storeSource(kind, redis.port)
   })
   afterAll(() => source.close())
-  it.each(cases.map((c, i) => [c.name, c, i] as const))('%s', (_name, test, i) =>
-    test.run(node, source.store(), `node-${kind}-${i}`),
-  )
+  it.each(cases.map((c, i) => [c.name, c, i] as const))('%s', async (_name, test, i) => {
+    await clearOfMinuteEdge()
+    await test.run(node, source.store(), `node-${kind}-${i}`)
+  })
 })
 
 /** Runs run.ts under `command`, answering its exit code and output. */

@@ -8,7 +8,7 @@
 import process from 'node:process'
 import type { Runtime } from './runtime.ts'
 import { type StoreKind, storeSource } from './stores.ts'
-import { fetchCases, honoCases } from './suite.ts'
+import { clearOfMinuteEdge, fetchCases, honoCases } from './suite.ts'
 
 const runtime: Runtime =
   'Bun' in globalThis ? (await import('./bun.ts')).bun : (await import('./deno.ts')).deno
@@ -31,6 +31,7 @@ for (const kind of kinds) {
   for (const test of [...fetchCases, ...honoCases]) {
     const store = source.store()
     try {
+      await clearOfMinuteEdge()
       await test.run(runtime, store, `${runtime.name}-${kind}-${run}-${n++}`)
       console.log(`ok ${runtime.name} ${kind}: ${test.name}`)
     } catch (error) {

@@ -29,6 +29,17 @@ export interface SuiteCase {
 
 const MINUTE = fixedWindow({ limit: 2, windowMs: 60_000 })
 
+/**
+ * Waits, when the next minute starts within 5 s, until it has started. The cases count in fixed windows of
+ * 60 s on the wall clock (they run in Bun and Deno processes, where no manual clock reaches), and a window
+ * that ended between two requests of a case reset its count: a second request read `r=1`, not `r=0`. Each
+ * runner calls it before each case.
+ */
+export async function clearOfMinuteEdge(): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000)
+  if (left < 5_000) await new Promise((resolve) => setTimeout(resolve, left + 50))
+}
+
 async function using(served: Served, body: (url: string) => Promise<void>): Promise<void> {
   try {
     await body(served.url)
