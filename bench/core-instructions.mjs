@@ -10,11 +10,11 @@
  * also counts sluice's workloads from another snapshot (lib/snapshot.mjs): a change's before and after.
  * Writes bench/CORE-INSTRUCTIONS.md.
  */
-import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { countedInstructions, needValgrind } from './lib/callgrind.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
@@ -74,67 +74,12 @@ const COMPARISONS = [
   },
 ].filter((c) => ONLY === undefined || ONLY.some((o) => c.name.includes(o)))
 
-if (spawnSync('valgrind', ['--version']).error !== undefined) {
-  console.error('bench/core-instructions.mjs needs valgrind: apt-get install valgrind')
-  process.exit(1)
-}
+needValgrind('bench/core-instructions.mjs')
 
-/**
- * Instructions (all threads) of `calls` calls in one run of cases/calls.mjs: counting is off until the
- * warm-up is over (`--instr-atstart=no`), switched on when the case says READY and dumped when it says DONE.
- */
+/** Instructions (all threads) of `calls` calls of one workload (cases/calls.mjs) from one snapshot. */
 function total(dir, subject, keys, calls, snapshotDir) {
-  const out = join(dir, `cg-${process.hrtime.bigint()}`)
   const params = { subject, keys, warmup: WARMUP, calls, batch: 256 }
-  const argv = [
-    '--tool=callgrind',
-    '--instr-atstart=no',
-    '--smc-check=all-non-file',
-    `--callgrind-out-file=${out}.%p`,
-    process.execPath,
-    '--expose-gc',
-    caseFile,
-    JSON.stringify(params),
-  ]
-  return new Promise((resolve, reject) => {
-    const child = spawn('valgrind', argv, {
-      env: { ...process.env, SLUICE_BENCH_SNAPSHOT: snapshotDir },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    })
-    let err = ''
-    child.stderr.on('data', (c) => {
-      err = (err + c).slice(-2000)
-    })
-    let said = ''
-    child.stdout.on('data', (c) => {
-      said += c
-      if (said.includes('READY\n')) {
-        said = said.replace('READY\n', '')
-        control(['-i', 'on', String(child.pid)])
-        child.stdin.write('go\n')
-      }
-      if (said.includes('DONE\n')) {
-        said = said.replace('DONE\n', '')
-        control(['-d', String(child.pid)])
-        child.stdin.write('end\n')
-      }
-    })
-    child.once('exit', (code) => {
-      if (code !== 0) return reject(new Error(`${subject}: ${err}`))
-      // The dump (part 1) holds what was counted from READY to DONE; the final one, what came after.
-      const part = readdirSync(dir).find((f) => f.startsWith(out.slice(dir.length + 1)) && f.endsWith('.1'))
-      if (part === undefined) return reject(new Error(`${subject}: no dump`))
-      const sum = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, part), 'utf8'))[1])
-      for (const f of readdirSync(dir).filter((f) => f.startsWith(out.slice(dir.length + 1))))
-        rmSync(join(dir, f))
-      resolve(sum)
-    })
-  })
-}
-
-function control(args) {
-  const r = spawnSync('callgrind_control', args, { encoding: 'utf8' })
-  if (r.status !== 0) throw new Error(`callgrind_control ${args.join(' ')}: ${r.stderr || r.stdout}`)
+  return countedInstructions(dir, caseFile, params, snapshotDir, subject)
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-core-instructions-'))

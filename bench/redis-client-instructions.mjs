@@ -11,11 +11,11 @@
  * callgrind the client, not Redis, is the slow side, so replies arrive in larger bursts than in a real run:
  * read the figures as the client's work per call, not as a throughput. `--before DIR` counts a snapshot too.
  */
-import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { countedInstructions, needValgrind } from './lib/callgrind.mjs'
 import { startRedis } from './lib/redis-server.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 
@@ -30,63 +30,12 @@ const BEFORE = option('before', undefined)
 const ONLY = option('only', 'concurrency,fixedWindow').split(',')
 const caseFile = fileURLToPath(new URL('./cases/redis-calls.mjs', import.meta.url))
 
-if (spawnSync('valgrind', ['--version']).error !== undefined) {
-  console.error('bench/redis-client-instructions.mjs needs valgrind: apt-get install valgrind')
-  process.exit(1)
-}
-
-function control(argv) {
-  const r = spawnSync('callgrind_control', argv, { encoding: 'utf8' })
-  if (r.status !== 0) throw new Error(`callgrind_control ${argv.join(' ')}: ${r.stderr || r.stdout}`)
-}
+needValgrind('bench/redis-client-instructions.mjs')
 
 /** Instructions (all threads) of `CALLS` calls of `subject` from `snapshotDir`. */
 function total(dir, subject, port, snapshotDir) {
-  const out = join(dir, `cg-${process.hrtime.bigint()}`)
   const params = { subject, port, keys: 10_000, warmup: WARMUP, calls: CALLS, batch: 256 }
-  const argv = [
-    '--tool=callgrind',
-    '--instr-atstart=no',
-    '--smc-check=all-non-file',
-    `--callgrind-out-file=${out}.%p`,
-    process.execPath,
-    '--expose-gc',
-    caseFile,
-    JSON.stringify(params),
-  ]
-  return new Promise((done, reject) => {
-    const child = spawn('valgrind', argv, {
-      env: { ...process.env, SLUICE_BENCH_SNAPSHOT: snapshotDir },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    })
-    let err = ''
-    child.stderr.on('data', (c) => {
-      err = (err + c).slice(-2000)
-    })
-    let said = ''
-    child.stdout.on('data', (c) => {
-      said += c
-      if (said.includes('READY\n')) {
-        said = said.replace('READY\n', '')
-        control(['-i', 'on', String(child.pid)])
-        child.stdin.write('go\n')
-      }
-      if (said.includes('DONE\n')) {
-        said = said.replace('DONE\n', '')
-        control(['-d', String(child.pid)])
-        child.stdin.write('end\n')
-      }
-    })
-    child.once('exit', (code) => {
-      if (code !== 0) return reject(new Error(`${subject}: ${err}`))
-      const prefix = out.slice(dir.length + 1)
-      const part = readdirSync(dir).find((f) => f.startsWith(prefix) && f.endsWith('.1'))
-      if (part === undefined) return reject(new Error(`${subject}: no dump`))
-      const sum = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, part), 'utf8'))[1])
-      for (const f of readdirSync(dir).filter((f) => f.startsWith(prefix))) rmSync(join(dir, f))
-      done(sum)
-    })
-  })
+  return countedInstructions(dir, caseFile, params, snapshotDir, subject)
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-redis-instructions-'))

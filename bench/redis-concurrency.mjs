@@ -18,8 +18,9 @@
 import { loadavg } from 'node:os'
 import { resolve } from 'node:path'
 import { runCase } from './lib/child.mjs'
-import { connectIoredis, redisVersion, startRedis } from './lib/redis-server.mjs'
+import { connectIoredis, redisVersion, scriptStats, startRedis } from './lib/redis-server.mjs'
 import { snapshot } from './lib/snapshot.mjs'
+import { median } from './lib/stats.mjs'
 
 const args = process.argv.slice(2)
 const arg = (name, fallback) => {
@@ -35,25 +36,6 @@ for (const algorithm of ['concurrency', 'fixedWindow']) {
   if (before !== undefined)
     subjects.push({ label: `before ${algorithm}`, subject: `sluice:${algorithm}`, snap: before })
   subjects.push({ label: `sluice ${algorithm}`, subject: `sluice:${algorithm}` })
-}
-
-/** Script calls and their total µs inside Redis since the last CONFIG RESETSTAT. */
-async function scriptStats(admin) {
-  const info = await admin.info('commandstats')
-  let calls = 0
-  let usec = 0
-  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
-    if (/^(evalsha|eval|fcall)$/.test(m[1])) {
-      calls += Number(m[2])
-      usec += Number(m[3])
-    }
-  }
-  return { calls, usec }
-}
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
 const current = snapshot()

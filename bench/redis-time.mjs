@@ -20,8 +20,9 @@
 import { loadavg } from 'node:os'
 import { resolve } from 'node:path'
 import { runCase } from './lib/child.mjs'
-import { connectIoredis, redisVersion, startRedis } from './lib/redis-server.mjs'
+import { connectIoredis, redisCpu, redisVersion, scriptStats, startRedis } from './lib/redis-server.mjs'
 import { snapshot } from './lib/snapshot.mjs'
+import { median } from './lib/stats.mjs'
 
 const args = process.argv.slice(2)
 const arg = (name, fallback) => {
@@ -41,36 +42,6 @@ for (const algorithm of ALGORITHMS) {
   subjects.push({ label: `sluice ${algorithm}`, subject: `sluice:${algorithm}` })
   subjects.push({ label: `minimal ${algorithm}`, subject: `minimal:${algorithm}` })
   subjects.push({ label: `ceiling ${algorithm}`, subject: `ceiling:${algorithm}` })
-}
-
-/** redis-server's CPU seconds so far (user + system, INFO cpu): what it spent, whoever else ran. */
-async function redisCpu(admin) {
-  const info = await admin.info('cpu')
-  const field = (name) => Number(new RegExp(`${name}:([0-9.]+)`).exec(info)[1])
-  return field('used_cpu_user') + field('used_cpu_sys')
-}
-
-/**
- * Script calls and their total µs inside Redis since the last CONFIG RESETSTAT, and the commands the scripts
- * ran (every other command counted, but for the connections' own: INFO, CONFIG, CLIENT, HELLO, SELECT).
- */
-async function scriptStats(admin) {
-  const info = await admin.info('commandstats')
-  let calls = 0
-  let usec = 0
-  let inner = 0
-  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
-    if (/^(evalsha|eval|fcall)$/.test(m[1])) {
-      calls += Number(m[2])
-      usec += Number(m[3])
-    } else if (!/^(info|config|client|hello|select|script)/.test(m[1])) inner += Number(m[2])
-  }
-  return { calls, usec, inner }
-}
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
 const current = snapshot()

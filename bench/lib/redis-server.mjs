@@ -111,3 +111,28 @@ export async function connectIoredis(port) {
   })
   return client
 }
+
+/** redis-server's CPU seconds so far (user + system, INFO cpu): what it spent, whoever else ran. */
+export async function redisCpu(admin) {
+  const info = await admin.info('cpu')
+  const field = (name) => Number(new RegExp(`${name}:([0-9.]+)`).exec(info)[1])
+  return field('used_cpu_user') + field('used_cpu_sys')
+}
+
+/**
+ * Script calls and their total µs inside Redis since the last CONFIG RESETSTAT, and the commands the scripts
+ * ran (every other command counted, but for the connections' own: INFO, CONFIG, CLIENT, HELLO, SELECT).
+ */
+export async function scriptStats(admin) {
+  const info = await admin.info('commandstats')
+  let calls = 0
+  let usec = 0
+  let inner = 0
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
+    if (/^(evalsha|eval|fcall)$/.test(m[1])) {
+      calls += Number(m[2])
+      usec += Number(m[3])
+    } else if (!/^(info|config|client|hello|select|script)/.test(m[1])) inner += Number(m[2])
+  }
+  return { calls, usec, inner }
+}
