@@ -102,39 +102,9 @@ export function release<C>(
   decision: Decision,
   options?: { context?: C },
 ): Promise<void> {
-  if (decision.lease === undefined || typeof parts.store.adjust !== 'function') return DONE
-  try {
-    const storageKey = keyOf(key)
-    const rules = parts.resolveRules(key, options?.context as C)
-    // A list, or (from a rules function) a native promise of one.
-    if (Array.isArray(rules)) return releaseUnder(parts, storageKey, rules, decision)
-    return (rules as Promise<readonly Rule[]>).then((resolved) =>
-      releaseUnder(parts, storageKey, resolved, decision),
-    )
-  } catch (error) {
-    return Promise.reject(error)
-  }
-}
-
-/** `release` under the key's resolved rules: the store is asked once, with each rule's lease as its mark. */
-function releaseUnder<C>(
-  parts: LimiterParts<C>,
-  storageKey: string,
-  rules: readonly Rule[],
-  decision: Decision,
-): Promise<void> {
-  if (rules.length === 0) return DONE
-  const marks = leasesOf(decision.rules)
-  let answer: StoreAnswer | undefined | Promise<StoreAnswer | undefined>
-  try {
-    answer = parts.store.adjust!(parts.prefix, storageKey, rules, 1, 'release', parts.block, marks)
-  } catch (error) {
-    return Promise.reject(asStoreError(error))
-  }
-  if (answer === undefined || !isPromise(answer)) return DONE
-  return Promise.resolve(answer).then(nothing, (error: unknown) => {
-    throw asStoreError(error)
-  })
+  if (decision.lease === undefined || typeof parts.store.adjust !== 'function') return NOTHING
+  const done = adjust(parts, key, options, 'release', leasesOf(decision.rules))
+  return done === NOTHING ? NOTHING : done.then(nothing)
 }
 
 /** Each rule's lease, the marks of a release: a list literal for one rule (the usual case) costs no loop. */
@@ -145,7 +115,6 @@ function leasesOf(said: readonly RuleDecision[]): (string | undefined)[] {
   return marks
 }
 
-const DONE = Promise.resolve()
 const nothing = (): void => {}
 
 /**
@@ -188,10 +157,6 @@ function adjustUnder<C>(
   if (typeof store.adjust !== 'function') {
     throw new SluiceError(ErrorCode.UNSUPPORTED, `This store cannot ${adjustment}: it has no adjust method.`)
   }
-  const checked = (answer: StoreAnswer | undefined): StoreAnswer | undefined => {
-    if (adjustment === 'penalize' && !answers(answer, rules.length)) throw malformed(answer)
-    return answer
-  }
   let answer: StoreAnswer | undefined | Promise<StoreAnswer | undefined>
   try {
     answer = store.adjust(prefix, storageKey, rules, cost, adjustment, block, marks)
@@ -199,11 +164,26 @@ function adjustUnder<C>(
     return Promise.reject(asStoreError(error))
   }
   if (isPromise(answer)) {
-    return Promise.resolve(answer).then(checked, (error: unknown) => {
-      throw asStoreError(error)
-    })
+    return Promise.resolve(answer).then(
+      (said) => checked(said, adjustment, rules.length),
+      (error: unknown) => {
+        throw asStoreError(error)
+      },
+    )
   }
-  return Promise.resolve(checked(answer))
+  // Answered in the tick with nothing to say (every act but a penalty): the one settled promise, made once.
+  if (answer === undefined && adjustment !== 'penalize') return NOTHING
+  return Promise.resolve(checked(answer, adjustment, rules.length))
+}
+
+/** A store's answer to an adjustment: a penalty's must be one decision per rule (a malformed one throws). */
+function checked(
+  answer: StoreAnswer | undefined,
+  adjustment: Adjustment,
+  n: number,
+): StoreAnswer | undefined {
+  if (adjustment === 'penalize' && !answers(answer, n)) throw malformed(answer)
+  return answer
 }
 
 const NOTHING: Promise<undefined> = Promise.resolve(undefined)
