@@ -1,6 +1,6 @@
 /**
- * @module overload: sheds load by the server's own state, in the process, as Sentinel's adaptive system
- * rule does with BBR. Per-client limits cannot see the sum of every client; this guard admits a request
+ * @module overload: sheds load by the server's own state, in the process, the way a congestion window
+ * sizes itself by delivery rate and round-trip time. Per-client limits cannot see the sum of every client; this guard admits a request
  * while the requests in flight stay under what the server has shown it sustains (Little's law: the most
  * completions a second times the best mean latency), and only while an overload signal (event-loop delay,
  * event-loop utilization) is over its threshold. Time and the signals are inputs (`clock`, `signals`), so

@@ -82,7 +82,7 @@ export interface ConcurrencyRule extends RuleBase {
 }
 
 /**
- * A meter with a cold start (Guava's SmoothWarmingUp): `ratePerSecond` once warm, `coldFactor` times slower
+ * A meter with a cold start: `ratePerSecond` once warm, `coldFactor` times slower
  * when cold, warming up over `warmUpMs` of steady demand. The derived figures are floats in ms.
  */
 export interface WarmUpRule extends RuleBase {

@@ -2,12 +2,15 @@
  * @module `liveStats`: per limiter, allowed / queued / denied / shadow counts per second over the last
  * minutes, and the most denied keys, in memory that no traffic can grow.
  *
- * Counts live in a ring of one-second slots (Sentinel's LeapArray): slot `second % seconds`, stamped with
+ * Counts live in a ring of one-second slots: slot `second % seconds`, stamped with
  * the second it holds. A slot found holding an older second is reset on the spot, so however far time
  * jumps, recording is O(1) and nothing ever loops over elapsed time. The most denied keys come from a
  * Space-Saving sketch (Metwally et al.) with a fixed number of counters: a flood of distinct keys only
  * recycles counters. Sketches come in a two-slot ring of `seconds`-long periods, so `topDenied` is recent
  * (the current and the previous period), not since the process started.
+ *
+ * Over 300 lines: the ring of seconds and the sketch of the most denied keys are the two structures one
+ * recorder writes and one snapshot reads; each is small.
  */
 
 import type { DecisionMessage, HttpMessage } from '@sluice/core'

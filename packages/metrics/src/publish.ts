@@ -13,6 +13,9 @@
  *
  * Every command touches one key, so this works on Redis Cluster as it is. The client is reached through
  * @sluice/redis's one client seam (ioredis, iovalkey, node-redis, Valkey GLIDE); no client library is imported.
+ *
+ * Over 300 lines: the publisher, the reader and the check of every snapshot read back (what comes from
+ * Redis is data to validate) share the key layout above, so they stay in one file.
  */
 import { InvalidOptionError } from '@sluice/core'
 import { readOptions } from '@sluice/core/store'

@@ -3,6 +3,9 @@
  * (`rateLimit.cost`, `config.rateLimit.key`), nothing defaulted that a merge could still change, nothing
  * built, no prefix claimed. Building is `buildRequestLimit`'s (limit.ts). A Fastify route's options are
  * its own parsed options merged over the plugin's, so inheritance is a merge of plain objects.
+ *
+ * Over 300 lines: every option the adapters share is checked here and nowhere else, each beside the
+ * lists of names the adapters validate a user's object against.
  */
 import { type BlockOptions, blockOption } from '../block.ts'
 import { InvalidOptionError } from '../errors.ts'

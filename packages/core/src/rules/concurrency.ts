@@ -10,6 +10,9 @@
  * A lease id is this process's random part, the lease's number in this process, and its units: no call
  * draws random bytes or hashes a string, and ids stay unique across processes and machines (the Redis
  * store keeps them side by side in one sorted set).
+ *
+ * Over 300 lines: the lease table (append, drop, pack, expire, find a lease by its number) and the lease
+ * ids are one data structure, kept beside the one rule that uses it.
  */
 import { randomBytes } from 'node:crypto'
 import { InvalidOptionError } from '../errors.ts'

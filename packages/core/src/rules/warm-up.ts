@@ -1,5 +1,5 @@
 /**
- * @module warmUp: a meter with a cold start (Guava's SmoothWarmingUp; Sentinel's warm-up rate limiter).
+ * @module warmUp: a meter with a cold start.
  *
  * Calls pass one after another like a leaky bucket's, each delaying the next. A meter that has been idle
  * stores permits (one per `coolDownMs` of idle time, at most `maxPermits`: it starts cold), and a call
