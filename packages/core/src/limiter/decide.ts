@@ -5,6 +5,7 @@
  */
 import { decisionChannel, storeErrorChannel } from '../channels.ts'
 import { isPromise } from '../options.ts'
+import { applyOneRule, MemoryStore } from '../store/memory-store.ts'
 import type { BlockPolicy, Decision, Rule, Store, StoreAnswer, StoreMode } from '../types.ts'
 import { checkCost, costOf, keyOf } from './checks.ts'
 import {
@@ -12,6 +13,7 @@ import {
   asInsurance,
   asStoreError,
   compose,
+  composeOne,
   malformed,
   STORE_ALLOW_DECISION,
   STORE_DENY_DECISION,
@@ -21,6 +23,12 @@ import type { CallOptions, StoreErrorPolicy } from './types.ts'
 
 /** A call's rules, resolved per call: a fixed list, or what a rules function answered (checked). */
 export type ResolveRules<C> = (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]>
+
+/**
+ * A memory store's own `apply`: a store whose `apply` is this one (not a subclass's, nor a spy put on it)
+ * answers a one-rule call by its one-rule path, to the same effect.
+ */
+const memoryApply = MemoryStore.prototype.apply
 
 /** What a limiter decides with: its checked options. */
 export interface LimiterParts<C> {
@@ -124,6 +132,16 @@ export class Decider<C> {
     started: number,
   ): Decision | Promise<Decision> {
     const { prefix, store, block } = this.#parts
+    if (store.apply === memoryApply && block === undefined && rules.length === 1) {
+      let decision: Decision
+      try {
+        decision = (store as MemoryStore)[applyOneRule](prefix, storageKey, rules[0]!, cost, mode, composeOne)
+      } catch (error) {
+        return this.#fallback(error, key, cost, context, mode, started)
+      }
+      this.#synchronous = !this.#promised
+      return decision
+    }
     let answer: StoreAnswer | Promise<StoreAnswer>
     try {
       answer = store.apply(prefix, storageKey, rules, cost, mode, block)

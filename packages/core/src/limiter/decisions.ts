@@ -4,7 +4,7 @@
  * what the Store contract says.
  */
 import { describe, ErrorCode, SluiceError, StoreError } from '../errors.ts'
-import type { Decision, RuleDecision, StoreAnswer } from '../types.ts'
+import type { Decision, DecisionReason, RuleDecision, StoreAnswer } from '../types.ts'
 
 /** How long a call denied by `onStoreError: 'deny'` is told to wait. */
 export const STORE_ERROR_RETRY_MS = 1000
@@ -49,19 +49,47 @@ export function malformed(answer: unknown): StoreError {
  */
 export function compose(rules: StoreAnswer): Decision {
   if (rules.length > 1) return composeSeveral(rules)
-  const d = rules[0]!
-  const decision: { -readonly [F in keyof Decision]: Decision[F] } = {
-    allowed: d.allowed,
-    limit: d.limit,
-    remaining: d.remaining,
-    resetMs: d.resetMs,
-    retryAfterMs: d.retryAfterMs,
-    waitMs: d.waitMs,
-    rule: d.rule,
-    rules: [d],
-    reason: rules.reason ?? 'rules',
-  }
-  if (rules.countedAt !== undefined) decision.countedAt = rules.countedAt
+  return composeOne(rules[0]!, rules.countedAt, rules.reason)
+}
+
+/**
+ * The Decision of one rule's answer `d`, counted at `countedAt` (undefined: not counted), by `reason`
+ * (undefined: the rules): for `compose`, and for a limiter on a memory store, which hands it the rule's
+ * answer without a list around it (`applyOneRule`). Every one-rule Decision is made here, so both paths
+ * answer field for field alike.
+ */
+export function composeOne(
+  d: RuleDecision,
+  countedAt: number | undefined,
+  reason: DecisionReason = 'rules',
+): Decision {
+  const decision: { -readonly [F in keyof Decision]: Decision[F] } =
+    countedAt === undefined
+      ? {
+          allowed: d.allowed,
+          limit: d.limit,
+          remaining: d.remaining,
+          resetMs: d.resetMs,
+          retryAfterMs: d.retryAfterMs,
+          waitMs: d.waitMs,
+          rule: d.rule,
+          rules: [d],
+          reason,
+        }
+      : // A counted call's own literal: a field added to an object after it is made costs a second
+        // allocation for the field, on every admitted call.
+        {
+          allowed: d.allowed,
+          limit: d.limit,
+          remaining: d.remaining,
+          resetMs: d.resetMs,
+          retryAfterMs: d.retryAfterMs,
+          waitMs: d.waitMs,
+          rule: d.rule,
+          rules: [d],
+          reason,
+          countedAt,
+        }
   // Added, not spread into a copy: one object per call, and one shape per kind of answer.
   if (d.lease !== undefined) decision.lease = d.lease
   return decision
