@@ -56,43 +56,53 @@ export function compose(rules: StoreAnswer): Decision {
  * The Decision of one rule's answer `d`, counted at `countedAt` (undefined: not counted), by `reason`
  * (undefined: the rules): for `compose`, and for a limiter on a memory store, which hands it the rule's
  * answer without a list around it (`applyOneRule`). Every one-rule Decision is made here, so both paths
- * answer field for field alike.
+ * answer field for field alike. Each shape has its own small function, so the compiler takes the one a
+ * call needs whole into it.
  */
 export function composeOne(
   d: RuleDecision,
   countedAt: number | undefined,
   reason: DecisionReason = 'rules',
 ): Decision {
-  const decision: { -readonly [F in keyof Decision]: Decision[F] } =
-    countedAt === undefined
-      ? {
-          allowed: d.allowed,
-          limit: d.limit,
-          remaining: d.remaining,
-          resetMs: d.resetMs,
-          retryAfterMs: d.retryAfterMs,
-          waitMs: d.waitMs,
-          rule: d.rule,
-          rules: [d],
-          reason,
-        }
-      : // A counted call's own literal: a field added to an object after it is made costs a second
-        // allocation for the field, on every admitted call.
-        {
-          allowed: d.allowed,
-          limit: d.limit,
-          remaining: d.remaining,
-          resetMs: d.resetMs,
-          retryAfterMs: d.retryAfterMs,
-          waitMs: d.waitMs,
-          rule: d.rule,
-          rules: [d],
-          reason,
-          countedAt,
-        }
+  const decision = countedAt === undefined ? uncounted(d, reason) : counted(d, countedAt, reason)
   // Added, not spread into a copy: one object per call, and one shape per kind of answer.
   if (d.lease !== undefined) decision.lease = d.lease
   return decision
+}
+
+type Composed = { -readonly [F in keyof Decision]: Decision[F] }
+
+function uncounted(d: RuleDecision, reason: DecisionReason): Composed {
+  return {
+    allowed: d.allowed,
+    limit: d.limit,
+    remaining: d.remaining,
+    resetMs: d.resetMs,
+    retryAfterMs: d.retryAfterMs,
+    waitMs: d.waitMs,
+    rule: d.rule,
+    rules: [d],
+    reason,
+  }
+}
+
+/**
+ * A counted call's Decision, `countedAt` written in its literal: a field added to an object after it is
+ * made costs a second allocation, on every admitted call.
+ */
+function counted(d: RuleDecision, countedAt: number, reason: DecisionReason): Composed {
+  return {
+    allowed: d.allowed,
+    limit: d.limit,
+    remaining: d.remaining,
+    resetMs: d.resetMs,
+    retryAfterMs: d.retryAfterMs,
+    waitMs: d.waitMs,
+    rule: d.rule,
+    rules: [d],
+    reason,
+    countedAt,
+  }
 }
 
 /** The Decision of several rules: the denying one decides, else the one with least remaining. */
