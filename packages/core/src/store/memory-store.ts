@@ -7,6 +7,9 @@
  * current one takes its place. A key used since the last turnover is moved forward, so the keys
  * dropped are always the least recently used. Idle keys also expire lazily on access and in one
  * unref'd sweep.
+ *
+ * Over 300 lines: every way into a key (apply, the one-rule path, adjust, release, reset, sweep) goes
+ * through the generations this class keeps private; split, each file would need them opened to the others.
  */
 import {
   type BlockPolicy,
