@@ -292,12 +292,9 @@ export function createLimitTable(initial?: LimitTableEntries): LimitTable {
   state.replace(loaded, 0)
   let closed = false
 
-  return {
+  const table: Omit<LimitTable, 'version'> = {
     get: (entry) => state.get(entry),
     entries: () => state.entries(),
-    get version() {
-      return state.version
-    },
     onChange: (listener) => state.onChange(listener),
 
     async set(entry, rules) {
@@ -319,4 +316,11 @@ export function createLimitTable(initial?: LimitTableEntries): LimitTable {
       state.clearListeners()
     },
   }
+  // Defined, not written as a getter in the literal: V8 makes an object literal with an accessor in
+  // dictionary mode, and then every `table.get` a rules function reads is a full property lookup.
+  return Object.defineProperty(table, 'version', {
+    get: () => state.version,
+    enumerable: true,
+    configurable: true,
+  }) as LimitTable
 }

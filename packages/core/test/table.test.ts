@@ -230,3 +230,21 @@ describe('createLimitTable', () => {
     expect(await limiter.consume('PAYMENT:ALIPAY')).toMatchObject({ allowed: true, reason: 'unlimited' })
   })
 })
+
+describe('limit table object', () => {
+  // The table is read on every call of a limiter whose rules come from it: `version` is defined on it, not
+  // written as a literal getter, which would make the object slow to read (dictionary mode).
+  it('keeps version as an enumerable, read-only property beside its methods', async () => {
+    const table = createLimitTable({ '*': ['fixedWindow:10/1s'] })
+    expect(Object.keys(table).sort()).toStrictEqual(
+      ['close', 'delete', 'entries', 'get', 'onChange', 'set', 'version'].sort(),
+    )
+    expect(table.version).toBe(0)
+    await table.set('a', ['fixedWindow:5/1s'])
+    expect(table.version).toBe(1)
+    expect(() => {
+      ;(table as { version: number }).version = 7
+    }).toThrow(TypeError)
+    expect(table.version).toBe(1)
+  })
+})

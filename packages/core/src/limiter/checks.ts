@@ -147,15 +147,23 @@ export function limiterOption<C>(
   return value as Limiter<C>
 }
 
+/**
+ * The key as stored. Its rare branches are functions of their own: the compiler takes a small function
+ * whole into the limiter's call, and every call pays for the branches of one it does not.
+ */
 export function keyOf(key: unknown): string {
-  if (typeof key !== 'string' || key.length === 0) {
-    throw new SluiceError(ErrorCode.INVALID_KEY, `Invalid key ${describe(key)}: expected a non-empty string.`)
-  }
-  // A digest keeps stored keys short; the NUL mark keeps digests apart from every key stored as is.
-  if (key.length > MAX_KEY_LENGTH || key.charCodeAt(0) === 0) {
-    return `\u0000${createHash('sha256').update(key).digest('base64url')}`
-  }
+  if (typeof key !== 'string' || key.length === 0) throw invalidKey(key)
+  if (key.length > MAX_KEY_LENGTH || key.charCodeAt(0) === 0) return digestKey(key)
   return key
+}
+
+function invalidKey(key: unknown): SluiceError {
+  return new SluiceError(ErrorCode.INVALID_KEY, `Invalid key ${describe(key)}: expected a non-empty string.`)
+}
+
+/** A digest keeps stored keys short; the NUL mark keeps digests apart from every key stored as is. */
+function digestKey(key: string): string {
+  return `\u0000${createHash('sha256').update(key).digest('base64url')}`
 }
 
 export function costOf(cost: unknown): number {

@@ -5,6 +5,7 @@
  */
 import { decisionChannel, storeErrorChannel } from '../channels.ts'
 import { isPromise } from '../options.ts'
+import { applyOneRule, MemoryStore } from '../store/memory-store.ts'
 import type { BlockPolicy, Decision, Rule, Store, StoreAnswer, StoreMode } from '../types.ts'
 import { checkCost, costOf, keyOf } from './checks.ts'
 import {
@@ -12,6 +13,7 @@ import {
   asInsurance,
   asStoreError,
   compose,
+  composeOne,
   malformed,
   STORE_ALLOW_DECISION,
   STORE_DENY_DECISION,
@@ -21,6 +23,12 @@ import type { CallOptions, StoreErrorPolicy } from './types.ts'
 
 /** A call's rules, resolved per call: a fixed list, or what a rules function answered (checked). */
 export type ResolveRules<C> = (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]>
+
+/**
+ * A memory store's own `apply`: a store whose `apply` is this one (not a subclass's, nor a spy put on it)
+ * answers a one-rule call by its one-rule path, to the same effect.
+ */
+const memoryApply = MemoryStore.prototype.apply
 
 /** What a limiter decides with: its checked options. */
 export interface LimiterParts<C> {
@@ -66,16 +74,29 @@ export class Decider<C> {
     const resolved = this.#parts.resolveRules(key, context)
     // A fixed list is a list; a rules function's answer may be a promise (a native one: rulesOption).
     if (!Array.isArray(resolved)) {
-      return (resolved as Promise<readonly Rule[]>).then((rules) =>
-        this.#under(rules, key, storageKey, cost, context, mode),
-      )
+      return this.#resolved(resolved as Promise<readonly Rule[]>, key, storageKey, cost, context, mode)
     }
     return this.#under(resolved as readonly Rule[], key, storageKey, cost, context, mode)
   }
 
+  /** `#under` once a rules function's promise has settled (out of `decide`, which every call runs). */
+  #resolved(
+    resolved: Promise<readonly Rule[]>,
+    key: string,
+    storageKey: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+  ): Promise<Decision> {
+    return resolved.then((rules) => this.#under(rules, key, storageKey, cost, context, mode))
+  }
+
   /**
-   * Decides a call under its resolved rules. Throws on a cost no rule can admit. The common call (some rule,
-   * nobody observing) goes straight to the store; the others go by `#observed`.
+   * Decides a call under its resolved rules. Throws on a cost no rule can admit. The commonest call, one
+   * rule on a memory store that nobody observes, is answered here by the store's one-rule path, to the
+   * effect of its `apply`; every other call goes by `#ask`. The two are apart so that the compiler can take
+   * this path whole into the limiter's call: a function it takes in counts against a budget however much
+   * of it a call runs.
    */
   #under(
     rules: readonly Rule[],
@@ -86,10 +107,38 @@ export class Decider<C> {
     mode: StoreMode,
   ): Decision | Promise<Decision> {
     if (cost !== 1) checkCost(cost, rules)
+    const { prefix, store, block } = this.#parts
+    if (
+      rules.length !== 1 ||
+      store.apply !== memoryApply ||
+      block !== undefined ||
+      decisionChannel.hasSubscribers
+    ) {
+      return this.#ask(rules, key, storageKey, cost, context, mode)
+    }
+    let decision: Decision
+    try {
+      decision = (store as MemoryStore)[applyOneRule](prefix, storageKey, rules[0]!, cost, mode, composeOne)
+    } catch (error) {
+      return this.#fallback(error, key, cost, context, mode, 0)
+    }
+    this.#synchronous = !this.#promised
+    return decision
+  }
+
+  /** A call `#under` does not answer itself: by `#observed` when it has no rule or is observed, else by `apply`. */
+  #ask(
+    rules: readonly Rule[],
+    key: string,
+    storageKey: string,
+    cost: number,
+    context: C,
+    mode: StoreMode,
+  ): Decision | Promise<Decision> {
     if (rules.length === 0 || decisionChannel.hasSubscribers) {
       return this.#observed(rules, key, storageKey, cost, context, mode)
     }
-    return this.#ask(rules, key, storageKey, cost, context, mode, 0)
+    return this.#askStore(rules, key, storageKey, cost, context, mode, 0)
   }
 
   /** A call with no rule, or one `sluice:decision` observes: published, timed when the store takes time. */
@@ -107,14 +156,14 @@ export class Decider<C> {
       return UNLIMITED_DECISION
     }
     const started = observed && !this.#synchronous ? performance.now() : 0
-    const decision = this.#ask(rules, key, storageKey, cost, context, mode, started)
+    const decision = this.#askStore(rules, key, storageKey, cost, context, mode, started)
     // A promised decision is published when it settles (`#later`, `#fallback`).
     if (observed && !isPromise(decision)) publishDecision(this.#parts.prefix, key, cost, mode, decision, 0)
     return decision
   }
 
-  /** Asks the store and composes its answer; a failed or malformed answer goes to `#fallback`. */
-  #ask(
+  /** Asks the store's `apply` and composes its answer; a failed or malformed answer goes to `#fallback`. */
+  #askStore(
     rules: readonly Rule[],
     key: string,
     storageKey: string,

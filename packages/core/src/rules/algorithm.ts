@@ -48,6 +48,11 @@ export interface Algorithm<R extends Rule, S> {
  * A rule's answer to a call. Each algorithm passes the figure its answers carry as `limit` (its limit, or a
  * bucket's capacity), so the hot path asks nothing of the rule's kind; every ms figure it receives is already
  * a rounded-up integer. One object shape for every kind but concurrency (`leaseDecision`).
+ *
+ * The ms figures go through `Math.trunc`, which changes none of them (each is whole) but hands V8 a small
+ * integer where the arithmetic on clock readings left a boxed double of the same value: a field that has only
+ * held small integers is stored in the object itself, one allocation fewer per figure and per call (and in
+ * the Decision that copies it).
  */
 export function decisionOf(
   rule: Rule,
@@ -63,9 +68,9 @@ export function decisionOf(
     allowed,
     limit,
     remaining,
-    resetMs,
-    retryAfterMs,
-    waitMs,
+    resetMs: Math.trunc(resetMs),
+    retryAfterMs: Math.trunc(retryAfterMs),
+    waitMs: Math.trunc(waitMs),
     windowSeconds: rule.policyWindowSeconds,
   }
 }

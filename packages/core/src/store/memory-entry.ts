@@ -115,14 +115,34 @@ export function applyOne(
   const state = stateOf(entry, rule, now, consume, algorithm)
   const d = algorithm.decide(state, rule, now, cost)
   if (consume && d.allowed) {
-    const lease = rule.kind === 'concurrency' ? newLease(cost) : undefined
-    const until = admit(algorithm, state, rule, now, cost, lease)
+    if (rule.kind === 'concurrency' || rule.kind === 'leakyBucket') {
+      return admitMarked(entry, algorithm, state, rule, now, cost, d)
+    }
+    const until = admit(algorithm, state, rule, now, cost)
     if (until > entry.expiresAt) entry.expiresAt = until
-    // The decision is the algorithm's own new object: marking it in place keeps one shape per rule kind.
-    if (d.waitMs > 0 && rule.kind === 'leakyBucket')
-      (d as Marked).queue = queueMark(state as LeakyBucketState)
-    else if (lease !== undefined) (d as Marked).lease = lease
   }
+  return d
+}
+
+/**
+ * `applyOne`'s admission for the rules whose decision says where the call left them (a queue, a lease).
+ * Out of line: the counting rules' calls, the commonest, never run it.
+ */
+function admitMarked(
+  entry: Entry,
+  algorithm: Algorithm<Rule, unknown>,
+  state: unknown,
+  rule: Rule,
+  now: number,
+  cost: number,
+  d: RuleDecision,
+): RuleDecision {
+  const lease = rule.kind === 'concurrency' ? newLease(cost) : undefined
+  const until = admit(algorithm, state, rule, now, cost, lease)
+  if (until > entry.expiresAt) entry.expiresAt = until
+  // The decision is the algorithm's own new object: marking it in place keeps one shape per rule kind.
+  if (d.waitMs > 0 && rule.kind === 'leakyBucket') (d as Marked).queue = queueMark(state as LeakyBucketState)
+  else if (lease !== undefined) (d as Marked).lease = lease
   return d
 }
 
@@ -148,7 +168,11 @@ function admit(
   return algorithm.expiresAt(state, rule)
 }
 
-/** The state `entry` keeps for `rule`; when missing, a fresh one, kept in `entry` only if `keep`. */
+/**
+ * The state `entry` keeps for `rule`; when missing, a fresh one, kept in `entry` only if `keep`. The first
+ * rule's state is found here; the rest by `otherState`, out of line so that this stays small enough for the
+ * compiler to take whole into the call.
+ */
 export function stateOf(
   entry: Entry,
   rule: Rule,
@@ -156,8 +180,18 @@ export function stateOf(
   keep: boolean,
   algorithm: Algorithm<Rule, unknown>,
 ): unknown {
+  if (entry.id === rule.id) return entry.state
+  return otherState(entry, rule, now, keep, algorithm)
+}
+
+function otherState(
+  entry: Entry,
+  rule: Rule,
+  now: number,
+  keep: boolean,
+  algorithm: Algorithm<Rule, unknown>,
+): unknown {
   const id = rule.id
-  if (entry.id === id) return entry.state
   const { ids } = entry
   if (ids !== undefined) for (let i = 0; i < ids.length; i++) if (ids[i] === id) return entry.states![i]
   const state = algorithm.create(rule, now)

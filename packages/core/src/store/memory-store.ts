@@ -7,6 +7,9 @@
  * current one takes its place. A key used since the last turnover is moved forward, so the keys
  * dropped are always the least recently used. Idle keys also expire lazily on access and in one
  * unref'd sweep.
+ *
+ * Over 300 lines: every way into a key (apply, the one-rule path, adjust, release, reset, sweep) goes
+ * through the generations this class keeps private; split, each file would need them opened to the others.
  */
 import {
   type BlockPolicy,
@@ -50,6 +53,14 @@ function forget(entry: Entry): void {
   entry.block = undefined
   entry.expiresAt = Number.NEGATIVE_INFINITY
 }
+
+/**
+ * The key of a memory store's one-rule path, for `createLimiter` only (the package does not export it):
+ * `apply` for one rule and no block, with the rule's answer handed to a function of the limiter's instead of
+ * returned in a list. A limiter on a memory store composes its Decision from the answer directly, without a
+ * list and its `countedAt` field in between: two objects fewer on every call of the commonest limiter.
+ */
+export const applyOneRule: unique symbol = Symbol('sluice.applyOneRule')
 
 /** The keys of one prefix, in two generations. */
 interface Namespace {
@@ -110,6 +121,25 @@ export class MemoryStore implements Store {
     const out: Answer = [d]
     if (consume && d.allowed) out.countedAt = now
     return out
+  }
+
+  /**
+   * `apply` for one rule without a block, step for step: `answer` receives the rule's decision and, for a
+   * consume it admitted, the ms it was counted at (what `apply` puts in its answer's `countedAt`).
+   */
+  [applyOneRule]<T>(
+    prefix: string,
+    key: string,
+    rule: Rule,
+    cost: number,
+    mode: StoreMode,
+    answer: (d: RuleDecision, countedAt: number | undefined) => T,
+  ): T {
+    const now = this.#now()
+    const consume = mode === 'consume'
+    const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
+    const d = applyOne(entry, rule, now, cost, consume)
+    return answer(d, consume && d.allowed ? now : undefined)
   }
 
   /** `apply` for several rules, or a limiter with blocks: a blocked key is denied outright; a consume the rules deny begins a block. */
