@@ -62,6 +62,13 @@ function forget(entry: Entry): void {
  */
 export const applyOneRule: unique symbol = Symbol('sluice.applyOneRule')
 
+/** The Store contract's answer of one rule's decision `d`, counted at `countedAt` (undefined: not counted). */
+function answerOf(d: RuleDecision, countedAt: number | undefined): Answer {
+  const out: Answer = [d]
+  if (countedAt !== undefined) out.countedAt = countedAt
+  return out
+}
+
 /** The keys of one prefix, in two generations. */
 interface Namespace {
   readonly prefix: string
@@ -112,20 +119,18 @@ export class MemoryStore implements Store {
     mode: StoreMode,
     block?: BlockPolicy,
   ): Answer {
+    if (block === undefined && rules.length === 1) {
+      return this[applyOneRule](prefix, key, rules[0]!, cost, mode, answerOf)
+    }
     const now = this.#now()
     const consume = mode === 'consume'
     const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
-    if (block !== undefined || rules.length !== 1)
-      return this.#applyAll(entry, rules, now, cost, consume, block)
-    const d = applyOne(entry, rules[0]!, now, cost, consume)
-    const out: Answer = [d]
-    if (consume && d.allowed) out.countedAt = now
-    return out
+    return this.#applyAll(entry, rules, now, cost, consume, block)
   }
 
   /**
-   * `apply` for one rule without a block, step for step: `answer` receives the rule's decision and, for a
-   * consume it admitted, the ms it was counted at (what `apply` puts in its answer's `countedAt`).
+   * A call of one rule without a block, `apply`'s own for such a call: `answer` receives the rule's decision
+   * and, for a consume it admitted, the ms it was counted at (`apply` hands both to `answerOf`).
    */
   [applyOneRule]<T>(
     prefix: string,
