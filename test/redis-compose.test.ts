@@ -14,10 +14,11 @@ import {
   slidingLog,
   tokenBucket,
 } from '@sluice/core'
-import { RedisStore } from '@sluice/redis'
+import { type RedisClientLike, RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CONSUME_LUA } from '../packages/redis/src/scripts.generated.ts'
-import { CLIENT_KINDS, clientOf, closeClients } from './harness/clients.ts'
+import { encodeConsume, withDeadline } from '../packages/redis/src/wire.ts'
+import { CLIENT_KINDS, clientOf, closeClients, nodeRedis } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -124,4 +125,89 @@ describe.each(CLIENT_KINDS)('the straight-down consume scripts (%s)', (kind) => 
     expect(await both(2200, narrow, 1)).toEqual([false, 0, 900, 900])
     memory.close()
   })
+})
+
+describe('the short call of a fixedWindow or slidingLog consume', () => {
+  /** A node-redis client that keeps the ARGV of every EVALSHA it sends (after its numkeys and key). */
+  async function recordingClient(sent: string[][]): Promise<RedisClientLike> {
+    const client = await nodeRedis(server)
+    return {
+      isReady: true,
+      sendCommand: (args: string[]) => {
+        if (args[0] === 'EVALSHA') sent.push(args.slice(4))
+        return client.sendCommand(args)
+      },
+    } as unknown as RedisClientLike
+  }
+
+  it.each([
+    ['fixedWindow', fixedWindow({ limit: 5, windowMs: 60_000 })],
+    ['slidingLog', slidingLog({ limit: 5, windowMs: 60_000 })],
+  ] as [string, Rule][])(
+    '%s: sends the deadline, limit and windowMs, the cost only when not 1, the clock only when given, and decides as the memory store',
+    async (_, rule) => {
+      const sent: string[][] = []
+      const client = await recordingClient(sent)
+      const prefix = `short${run++}`
+      const onRedisClock = new RedisStore({ client, deniedCache: false })
+      // A fresh store's first call goes twice (its deadline waits for a reply to learn Redis's clock).
+      await onRedisClock.apply(prefix, 'warm', [rule], 1, 'peek')
+      sent.length = 0
+      expect((await onRedisClock.apply(prefix, 'k', [rule], 1, 'consume'))[0]).toMatchObject({
+        allowed: true,
+        remaining: 4,
+      })
+      expect((await onRedisClock.apply(prefix, 'k', [rule], 3, 'consume'))[0]).toMatchObject({
+        allowed: true,
+        remaining: 1,
+      })
+      // Denied: the full reply, with its retry.
+      const denied = (await onRedisClock.apply(prefix, 'k', [rule], 2, 'consume'))[0]!
+      expect(denied).toMatchObject({ allowed: false, remaining: 1 })
+      expect(denied.retryAfterMs).toBeGreaterThan(0)
+      expect(sent.map((argv) => argv.slice(1))).toEqual([
+        ['5', '60000'],
+        ['5', '60000', '3'],
+        ['5', '60000', '2'],
+      ])
+      // The caller's clock goes last, after the cost, whatever the cost.
+      const now = 1_700_000_000_000 + Math.floor(Math.random() * 1e9)
+      const memory = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
+      const onClock = new RedisStore({ client, clock: () => now, deniedCache: false })
+      await onClock.apply(prefix, 'warm', [rule], 1, 'peek')
+      sent.length = 0
+      for (const cost of [1, 2, 3]) {
+        const expected = memory.apply(prefix, 'c', [rule], cost, 'consume')
+        expect(await onClock.apply(prefix, 'c', [rule], cost, 'consume')).toEqual(expected)
+      }
+      expect(sent.map((argv) => argv.slice(1))).toEqual([
+        ['5', '60000', '1', String(now)],
+        ['5', '60000', '2', String(now)],
+        ['5', '60000', '3', String(now)],
+      ])
+      memory.close()
+    },
+  )
+
+  it.each([
+    ['fixedWindow', fixedWindow({ limit: 5, windowMs: 60_000 })],
+    ['slidingLog', slidingLog({ limit: 5, windowMs: 60_000 })],
+  ] as [string, Rule][])(
+    '%s: a script that starts past the deadline in its first ARGV counts nothing',
+    async (_, rule) => {
+      const key = `short${run++}`
+      const call = withDeadline(
+        encodeConsume(key, { ids: [rule.id], params: ['5', '60000'] }, undefined, 1),
+        1,
+      )
+      const reply = await server.cli('EVAL', CONSUME_LUA[rule.kind]!, '1', ...call.keys, ...call.args)
+      expect(reply.split('\n')[0]).toBe('late')
+      expect(await server.cli('EXISTS', call.keys[0]!)).toBe('0\n')
+      // The same call with a deadline ahead counts.
+      withDeadline(call, Date.now() + 60_000)
+      const counted = await server.cli('EVAL', CONSUME_LUA[rule.kind]!, '1', ...call.keys, ...call.args)
+      expect(counted.split('\n').slice(0, 3)).toEqual(['1', '4', expect.any(String)])
+      expect(await server.cli('EXISTS', call.keys[0]!)).toBe('1\n')
+    },
+  )
 })

@@ -486,9 +486,11 @@ describe('replies no script sends, end to end (node-redis, forged by the client)
       timeoutMs: 10_000,
     })
     const prefix = `forged${run++}`
-    await expect(store.apply(prefix, 'k', [FORGED_RULE], 1, 'consume')).rejects.toThrow(UNEXPECTED)
-    // A slidingLog consume's short admitted reply is checked as the full form is.
+    // A peek gets the full form.
+    await expect(store.apply(prefix, 'k', [FORGED_RULE], 1, 'peek')).rejects.toThrow(UNEXPECTED)
+    // A fixedWindow or slidingLog consume's short admitted reply is checked as the full form is.
     forge.reply = (r) => (r.length === 4 ? forged(r, 1, 'NaN') : r)
+    await expect(store.apply(prefix, 'k', [FORGED_RULE], 1, 'consume')).rejects.toThrow(UNEXPECTED)
     const log = slidingLog({ limit: 5, windowMs: 1000 }) as Rule
     await expect(store.apply(prefix, 'log', [log], 1, 'consume')).rejects.toThrow(UNEXPECTED)
     forge.reply = (r) => (r.length === 2 && r[0] === 'ok' ? ['nope', r[1]] : r)

@@ -46,6 +46,7 @@ import { RESET_LUA } from './scripts.generated.ts'
 import {
   decode,
   encode,
+  encodeConsume,
   expectOk,
   fetchExtras,
   fetchedOf,
@@ -219,15 +220,16 @@ export class RedisStore implements Store {
     // A release of this key still waiting in this process goes first (releases.ts).
     this.#releases.before(key)
     const base = keyBase(this.#prefix, prefix, key)
-    const sent = encode(base, plan, now, consume ? '1' : '0', cost, block, false, lease)
+    // The common call (one rule's consume, no block) goes by its straight-down script, in the short call
+    // when that script reads it.
+    const straight = block === undefined && consume && cost > 0 && plan.consume !== undefined
+    const sent =
+      straight && plan.shortConsume
+        ? encodeConsume(base, plan, now, cost)
+        : encode(base, plan, now, consume ? '1' : '0', cost, block, false, lease)
 
     const call = this.#calls.start<StoreAnswer>()
-    const s =
-      block !== undefined
-        ? scriptOf(plan, 'apply', true)
-        : consume && cost > 0 && plan.consume !== undefined
-          ? plan.consume
-          : plan.script
+    const s = straight ? plan.consume! : block !== undefined ? scriptOf(plan, 'apply', true) : plan.script
     this.#calls.attempt(call, s, sent, true, (reply) => {
       const [answer, blocked] = decode(plan.limits, rules, reply, false)
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)

@@ -1040,23 +1040,26 @@ export const CONSUME_LUA: { readonly [kind: string]: string | undefined } = {
   /** fixed-window-consume.lua */
   fixedWindow: `-- sluice: one fixedWindow rule's consume of a cost above 0, without a block, written straight down: the
 -- prelude's head (TIME, the deadline, the caller's clock) and fixedWindowConsume with fixedWindowBegin
--- (fixed-window.lua) inlined, so a call makes no closure and calls no Lua function. Same ARGV and reply
--- as the composed \`apply\` script (src/wire.ts); src/plans.ts sends it only for such a call. Keep it in step
--- with fixed-window.lua: the conformance suites run every such consume through it.
+-- (fixed-window.lua) inlined, so a call makes no closure and calls no Lua function. It reads the short call
+-- (src/wire.ts, encodeConsume): ARGV the deadline, limit, windowMs, then the cost (absent: 1), then the
+-- caller's ms (absent: Redis's clock). Its reply is the composed \`apply\` script's but for an admitted call,
+-- which gets the short one (src/wire.ts, ADMITTED_REPLY); src/plans.ts sends it only for such a call. Keep
+-- it in step with fixed-window.lua: the conformance suites run every such consume through it.
 
 local t = redis.call('TIME')
 local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
-if serverNow >= tonumber(ARGV[4]) then return { 'late', serverNow } end
+if serverNow >= tonumber(ARGV[1]) then return { 'late', serverNow } end
 local now, ttlSlack = serverNow, 0
-if ARGV[1] ~= '' then now, ttlSlack = tonumber(ARGV[1]), 1000 end
-local key, cost, limit, windowMs = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
+if ARGV[5] then now, ttlSlack = tonumber(ARGV[5]), 1000 end
+local costText = ARGV[4] or '1'
+local key, cost, limit, windowMs = KEYS[1], tonumber(costText), tonumber(ARGV[2]), tonumber(ARGV[3])
 local start = now - math.fmod(now, windowMs)
 -- The field is named as Redis writes the number \`start\` (the composed scripts pass it as one): with Redis's
--- clock it is a whole ms far below 2^53, whose digits \`%d\` writes faster. The cost goes as ARGV[3], the
--- text the caller sent.
+-- clock it is a whole ms far below 2^53, whose digits \`%d\` writes faster. The cost goes as the text the
+-- caller sent.
 local field = start
 if ttlSlack == 0 then field = string.format('%d', start) end
-local after = redis.call('HINCRBY', key, field, ARGV[3])
+local after = redis.call('HINCRBY', key, field, costText)
 if after == cost then
   -- The window's first units: as fixedWindowBegin.
   if redis.call('HLEN', key) > 1 then
@@ -1067,7 +1070,8 @@ if after == cost then
   end
   redis.call('PEXPIRE', key, start + windowMs - now + ttlSlack)
 end
-if after <= limit then return { 1, limit - after, start + windowMs - now, 0, 0, '', 0, serverNow } end
+-- Admitted: the short reply (src/wire.ts, ADMITTED_REPLY).
+if after <= limit then return { 1, limit - after, start + windowMs - now, serverNow } end
 -- Denied: the units go again (and with them a field this call made).
 local count = after - cost
 if count == 0 then
@@ -1085,10 +1089,11 @@ return { 0, remaining, resetMs, resetMs, 0, '', 0, serverNow }
   slidingLog: `-- sluice: one slidingLog rule's consume of a cost above 0, without a block, written straight down: the
 -- prelude's head (TIME, the deadline, the caller's clock) and slidingLogLive, slidingLogDecide and
 -- slidingLogAdmit (sliding-log.lua, which explains the log's shape) inlined, so an admitted call makes no
--- closure and calls no Lua function. Same ARGV as the composed \`apply\` script, and the same reply but for
--- an admitted call, which gets the short one (src/wire.ts, ADMITTED_REPLY); src/plans.ts sends it only for
--- such a call. Keep it in step with sliding-log.lua: the conformance suites run every such consume
--- through it.
+-- closure and calls no Lua function. It reads the short call (src/wire.ts, encodeConsume): ARGV the
+-- deadline, limit, windowMs, then the cost (absent: 1), then the caller's ms (absent: Redis's clock). Its
+-- reply is the composed \`apply\` script's but for an admitted call, which gets the short one (src/wire.ts,
+-- ADMITTED_REPLY); src/plans.ts sends it only for such a call. Keep it in step with sliding-log.lua: the
+-- conformance suites run every such consume through it.
 --
 -- Where Redis's time goes in a script this short is turning numbers into text and back, so an admitted
 -- call does neither where it can help it: every number it gives redis.call is text (a literal, an ARGV,
@@ -1099,15 +1104,16 @@ return { 0, remaining, resetMs, resetMs, 0, '', 0, serverNow }
 
 local t = redis.call('TIME')
 local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
-if serverNow >= ARGV[4] + 0 then return { 'late', serverNow } end
-local key, cost, limit, windowMs = KEYS[1], ARGV[3] + 0, ARGV[6] + 0, ARGV[7] + 0
+if serverNow >= ARGV[1] + 0 then return { 'late', serverNow } end
+local key, limit, windowMs, cost = KEYS[1], ARGV[2] + 0, ARGV[3] + 0, 1
+if ARGV[4] then cost = ARGV[4] + 0 end
 -- \`at\`: the call's ms as the text its member is scored by; \`ttl\`: the key's TTL as PEXPIRE takes it (a
 -- caller's clock, whole ms, gets the prelude's second of slack).
-local now, at, ttl = serverNow, nil, ARGV[7]
-if ARGV[1] == '' then
+local now, at, ttl = serverNow, nil, ARGV[3]
+if ARGV[5] == nil then
   at = string.format('%d', serverNow)
 else
-  now, at, ttl = ARGV[1] + 0, ARGV[1], string.format('%d', windowMs + 1000)
+  now, at, ttl = ARGV[5] + 0, ARGV[5], string.format('%d', windowMs + 1000)
 end
 local logModulus = 4503599627370496 -- 2^52
 

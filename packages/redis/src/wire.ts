@@ -7,7 +7,9 @@
  * (when the call carries a block policy: the scripts read it from the last key).
  * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a consume's
  * lease (a plan with a concurrency rule), the marks of a release, unqueue or refund of one call, a fetch's
- * (`fetchExtras`) or a return's (`returnExtras`).
+ * (`fetchExtras`) or a return's (`returnExtras`). The one exception is the short call of a straight-down
+ * consume of one fixedWindow or slidingLog rule (`encodeConsume`): the deadline, the rule's params, then the
+ * cost and the caller's ms only when they say something.
  * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
  * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`. A
  * decision of one rule that admits, waits for nothing and holds no mark may come as `ADMITTED_REPLY`.
@@ -30,6 +32,9 @@ type Kind = Rule['kind']
 
 /** ARGV before the rules' params: now, mode, cost, deadline, block (see prelude.lua). */
 export const HEAD_ARGS = 5
+
+/** Where the head's deadline sits in ARGV (ARGV[4]); `withDeadline` writes it there unless a call says otherwise. */
+const HEAD_DEADLINE = 3
 
 /** How many params each kind reads from ARGV (see `ruleArgs`). */
 export const PARAMS: { readonly [K in Kind]: number } = {
@@ -74,9 +79,9 @@ export function ruleArgs(rule: Rule): string[] {
 export const REPLY_FIELDS = 6
 
 /**
- * The length of the short reply a straight-down consume (sliding-log-consume.lua) sends for an admitted
- * call: `{ 1, remaining, resetMs, serverNow }`, meaning no retry, no wait, no mark and no block. Half the
- * values of the full form, which Redis writes and the client reads on every such call.
+ * The length of the short reply a straight-down consume (sliding-log-consume.lua, fixed-window-consume.lua)
+ * sends for an admitted call: `{ 1, remaining, resetMs, serverNow }`, meaning no retry, no wait, no mark
+ * and no block. Half the values of the full form, which Redis writes and the client reads on every such call.
  */
 export const ADMITTED_REPLY = 4
 
@@ -136,6 +141,8 @@ function blockArg(block: BlockPolicy | undefined): string {
 export interface Call {
   readonly keys: readonly string[]
   readonly args: string[]
+  /** Where in `args` the deadline goes: the head's place (ARGV[4]) when not given. */
+  readonly deadlineAt?: number
 }
 
 /** The rules a call applies, as the wire carries them. */
@@ -174,10 +181,35 @@ export function encode(
   args[4] = blockArg(block)
   for (let i = 0; i < params.length; i++) args[i + HEAD_ARGS] = params[i]!
   for (let i = 0; i < extras.length; i++) args[i + HEAD_ARGS + params.length] = extras[i]!
-  return { keys, args }
+  return { keys, args, deadlineAt: HEAD_DEADLINE }
 }
 
 const NONE: readonly string[] = []
+
+/**
+ * The kinds whose straight-down consume script (fixed-window-consume.lua, sliding-log-consume.lua) reads
+ * the short call of `encodeConsume` rather than the head. concurrency-consume.lua reads the head.
+ */
+export const SHORT_CONSUME: ReadonlySet<Kind> = new Set<Kind>(['fixedWindow', 'slidingLog'])
+
+/**
+ * A straight-down consume of one rule of a `SHORT_CONSUME` kind, a cost above 0 and no block, on the key
+ * whose base is `base`. KEYS: the rule's key. ARGV: the deadline (set by `withDeadline`), the rule's
+ * params (limit, windowMs), then the cost when it is not 1, then the caller's ms when its clock is used
+ * (the cost is then sent whatever it is). The head's mode and block say nothing here (a consume, no
+ * block), and every argument costs the client work of its own, whatever its length (ioredis copies,
+ * measures and writes each one apart: about 1,400 instructions). So the common call sends three, as a
+ * script written for the one job would (bench/redis-client-instructions.mjs).
+ */
+export function encodeConsume(base: string, rules: RulesOnWire, now: number | undefined, cost: number): Call {
+  const params = rules.params
+  const keys = [base + rules.ids[0]!]
+  let args: string[]
+  if (now !== undefined) args = ['', params[0]!, params[1]!, String(cost), String(now)]
+  else if (cost !== 1) args = ['', params[0]!, params[1]!, String(cost)]
+  else args = ['', params[0]!, params[1]!]
+  return { keys, args, deadlineAt: 0 }
+}
 
 /**
  * A batch of releases (compose.ts's `releasesScript`), built up one lease at a time by `addRelease`: KEYS
@@ -201,9 +233,9 @@ export function addRelease(
   else call.args.push(lease, String(now))
 }
 
-/** Sets the call's deadline in Redis's ms (ARGV[4]); 0 when Redis's clock is not known yet. */
+/** Sets the call's deadline in Redis's ms (ARGV[4], or where the call says); 0 when Redis's clock is not known yet. */
 export function withDeadline(call: Call, deadline: number | undefined): Call {
-  call.args[3] = deadline === undefined ? '0' : String(Math.floor(deadline))
+  call.args[call.deadlineAt ?? HEAD_DEADLINE] = deadline === undefined ? '0' : String(Math.floor(deadline))
   return call
 }
 

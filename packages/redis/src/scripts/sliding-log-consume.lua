@@ -1,10 +1,11 @@
 -- sluice: one slidingLog rule's consume of a cost above 0, without a block, written straight down: the
 -- prelude's head (TIME, the deadline, the caller's clock) and slidingLogLive, slidingLogDecide and
 -- slidingLogAdmit (sliding-log.lua, which explains the log's shape) inlined, so an admitted call makes no
--- closure and calls no Lua function. Same ARGV as the composed `apply` script, and the same reply but for
--- an admitted call, which gets the short one (src/wire.ts, ADMITTED_REPLY); src/plans.ts sends it only for
--- such a call. Keep it in step with sliding-log.lua: the conformance suites run every such consume
--- through it.
+-- closure and calls no Lua function. It reads the short call (src/wire.ts, encodeConsume): ARGV the
+-- deadline, limit, windowMs, then the cost (absent: 1), then the caller's ms (absent: Redis's clock). Its
+-- reply is the composed `apply` script's but for an admitted call, which gets the short one (src/wire.ts,
+-- ADMITTED_REPLY); src/plans.ts sends it only for such a call. Keep it in step with sliding-log.lua: the
+-- conformance suites run every such consume through it.
 --
 -- Where Redis's time goes in a script this short is turning numbers into text and back, so an admitted
 -- call does neither where it can help it: every number it gives redis.call is text (a literal, an ARGV,
@@ -15,15 +16,16 @@
 
 local t = redis.call('TIME')
 local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
-if serverNow >= ARGV[4] + 0 then return { 'late', serverNow } end
-local key, cost, limit, windowMs = KEYS[1], ARGV[3] + 0, ARGV[6] + 0, ARGV[7] + 0
+if serverNow >= ARGV[1] + 0 then return { 'late', serverNow } end
+local key, limit, windowMs, cost = KEYS[1], ARGV[2] + 0, ARGV[3] + 0, 1
+if ARGV[4] then cost = ARGV[4] + 0 end
 -- `at`: the call's ms as the text its member is scored by; `ttl`: the key's TTL as PEXPIRE takes it (a
 -- caller's clock, whole ms, gets the prelude's second of slack).
-local now, at, ttl = serverNow, nil, ARGV[7]
-if ARGV[1] == '' then
+local now, at, ttl = serverNow, nil, ARGV[3]
+if ARGV[5] == nil then
   at = string.format('%d', serverNow)
 else
-  now, at, ttl = ARGV[1] + 0, ARGV[1], string.format('%d', windowMs + 1000)
+  now, at, ttl = ARGV[5] + 0, ARGV[5], string.format('%d', windowMs + 1000)
 end
 local logModulus = 4503599627370496 -- 2^52
 
