@@ -378,10 +378,11 @@ export class RedisStore implements Store {
     const penalize = adjustment === 'penalize'
     // A refund or a lifted slot can make a cached denial wrong; a penalty cannot, but it may block.
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
+    const base = keyBase(this.#prefix, prefix, key)
+    // A release reads no clock (releases.ts).
+    if (adjustment === 'release') return this.#release(key, base, plan, marks)
     const withBlock = penalize && block !== undefined
     const now = this.#scriptNow()
-    const base = keyBase(this.#prefix, prefix, key)
-    if (adjustment === 'release') return this.#release(key, base, plan, now, marks)
     this.#releases.before(key)
     // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
     const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
@@ -404,7 +405,6 @@ export class RedisStore implements Store {
     key: string,
     base: string,
     plan: Plan,
-    now: number | undefined,
     marks: readonly (string | undefined)[] | undefined,
   ): Promise<undefined> {
     const keys: string[] = []
@@ -418,7 +418,7 @@ export class RedisStore implements Store {
     }
     // No lease to end: nothing to ask Redis.
     if (keys.length === 0) return NOTHING
-    return this.#releases.add(key, keys, leases, now)
+    return this.#releases.add(key, keys, leases)
   }
 
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {

@@ -181,24 +181,17 @@ const NONE: readonly string[] = []
 
 /**
  * A batch of releases (compose.ts's `releasesScript`), built up one lease at a time by `addRelease`: KEYS
- * each lease's rule key; ARGV the head (mode 'release', and in the cost's place the args each lease takes:
- * '1', its id, released at Redis's time; '2', its id then the ms of the store's clock it was released at),
- * then each lease's args. The reply is `{ 'ok', serverNow }`.
+ * each lease's rule key; ARGV the head (mode 'release', no cost), then each lease's id, in the order of its
+ * key. A release reads no clock. The reply is `{ 'ok', serverNow }`.
  */
-export function releasesCall(timed: boolean): { keys: string[]; args: string[] } {
-  return { keys: [], args: ['', 'release', timed ? '2' : '1', '', ''] }
+export function releasesCall(): { keys: string[]; args: string[] } {
+  return { keys: [], args: ['', 'release', '0', '', ''] }
 }
 
-/** Adds the release of `lease` on `key` to a batch, at `now` (a timed batch's) or at Redis's time. */
-export function addRelease(
-  call: { keys: string[]; args: string[] },
-  key: string,
-  lease: string,
-  now: number | undefined,
-): void {
+/** Adds the release of `lease` on `key` to a batch. */
+export function addRelease(call: { keys: string[]; args: string[] }, key: string, lease: string): void {
   call.keys.push(key)
-  if (now === undefined) call.args.push(lease)
-  else call.args.push(lease, String(now))
+  call.args.push(lease)
 }
 
 /** Sets the call's deadline in Redis's ms (ARGV[4]); 0 when Redis's clock is not known yet. */
