@@ -229,7 +229,7 @@ export class RedisStore implements Store {
           ? plan.consume
           : plan.script
     this.#calls.attempt(call, s, sent, true, (reply) => {
-      const [answer, blocked] = decode(plan.limits, rules, reply, false)
+      const [answer, blocked] = decode(plan.limits, rules, reply, false, lease?.[0])
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (local !== undefined && this.#cache !== undefined) {
         this.#remember(local.id, plan.id, cost, local.now, resets, answer, blocked)
