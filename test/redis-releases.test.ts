@@ -101,6 +101,32 @@ describe.each(CLIENT_KINDS)('batched releases (%s)', (kind) => {
     expect(figures(r!)).toEqual([true, 0, 1000, 0])
   })
 
+  it('ends the other leases of a batch whatever ids it also carries (quotes, backslashes, NUL, emoji, a lone surrogate)', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), deniedCache: false })
+    const rule = concurrency({ limit: 1 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `odd${run++}` })
+    const keys = ['a', 'b', 'c']
+    const held = await Promise.all(keys.map((k) => limiter.consume(k)))
+    // Ids no consume made (the leases go as one JSON array, which Redis's cjson reads): each changes nothing.
+    const odd = ['"', '\\', 'x\u0000y', '\u00e9\ud83d\ude00', 'a\ud800b', '\udc00', '[1]', '1']
+    const forged = odd.map((lease) => ({
+      ...held[1]!,
+      lease,
+      rules: held[1]!.rules.map((d) => ({ ...d, lease })),
+    }))
+    const released = [
+      limiter.release('a', held[0]!),
+      ...forged.map((d) => limiter.release('b', d)),
+      limiter.release('c', held[2]!),
+    ]
+    expect(await Promise.all(released)).toEqual(released.map(() => undefined))
+    const zset = (k: string) => `sluice:${limiter.prefix}:{${k}}:${rule.id}`
+    expect(await server.cli('EXISTS', zset('a'), zset('c'))).toBe('0\n')
+    expect(await server.cli('ZRANGE', zset('b'), '0', '-1')).toBe(`${held[1]!.lease}\n`)
+    expect((await limiter.consume('b')).allowed).toBe(false)
+    expect((await Promise.all(['a', 'c'].map((k) => limiter.consume(k)))).every((d) => d.allowed)).toBe(true)
+  })
+
   it('starts a new call for a release made after the waiting one timed out (a turn longer than the timeout)', async () => {
     const store = new RedisStore({ client: await clientOf(kind, server), timeoutMs: 200, deniedCache: false })
     const rule = concurrency({ limit: 1 }) as Rule

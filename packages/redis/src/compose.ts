@@ -338,15 +338,17 @@ export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock 
 let releases: Script | undefined
 
 /**
- * The script of a batch of releases (wire.ts `releasesCall`): concurrency.lua's `concurrencyRelease`, the
- * code a single release runs, for each lease in turn (`KEYS[i]`, `ARGV[HEAD_ARGS + i]`), then
- * `{ 'ok', serverNow }`. A script that starts after the batch's deadline ends no lease (the prelude's head).
+ * The script of a batch of releases (wire.ts `releasesWire`): concurrency.lua's `concurrencyRelease`, the
+ * code a single release runs, for each lease in turn (`KEYS[i]`, the i-th id of the JSON array after the
+ * head), then `{ 'ok', serverNow }`. A script that starts after the batch's deadline ends no lease (the
+ * prelude's head).
  */
 export function releasesScript(): Script {
   if (releases === undefined) {
     const foot = [
+      `local leases = cjson.decode(ARGV[${HEAD_ARGS + 1}])`,
       'for i = 1, #KEYS do',
-      `  concurrencyRelease(KEYS[i], ARGV[${HEAD_ARGS} + i])`,
+      '  concurrencyRelease(KEYS[i], leases[i])',
       'end',
       OK,
     ].join('\n')

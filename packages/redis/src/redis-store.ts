@@ -49,6 +49,7 @@ import {
   expectOk,
   fetchExtras,
   fetchedOf,
+  holdable,
   resetKeys,
   returnExtras,
   serverNowOf,
@@ -411,7 +412,8 @@ export class RedisStore implements Store {
     const leases: string[] = []
     for (let i = 0; i < plan.kinds.length; i++) {
       const lease = marks?.[i]
-      if (plan.kinds[i] === 'concurrency' && lease !== undefined && lease !== '') {
+      // A lease no consume sent (see wire.ts `holdable`) is held by nobody: its release changes nothing.
+      if (plan.kinds[i] === 'concurrency' && lease !== undefined && lease !== '' && holdable(lease)) {
         keys.push(base + plan.ids[i]!)
         leases.push(lease)
       }

@@ -22,7 +22,7 @@ import type { ScriptCalls } from './calls.ts'
 import { releasesScript } from './compose.ts'
 import type { PendingCall } from './deadlines.ts'
 import { slotOf } from './keys.ts'
-import { addRelease, expectOk, releasesCall } from './wire.ts'
+import { addRelease, expectOk, type ReleasesCall, releasesCall, releasesWire } from './wire.ts'
 
 /** Most leases one call ends: the work one script does in Redis, which runs nothing else meanwhile. */
 export const MAX_LEASES = 64
@@ -30,7 +30,7 @@ export const MAX_LEASES = 64
 /** The releases that will share one script call. */
 interface Batch {
   readonly call: PendingCall<undefined>
-  readonly wire: { keys: string[]; args: string[] }
+  readonly wire: ReleasesCall
 }
 
 export class Releases {
@@ -101,6 +101,6 @@ export class Releases {
     // Releases made before the store closed still go (`refuse(true)`); the bound in flight holds.
     const refused = this.#calls.refuse(true)
     if (refused !== undefined) batch.call.reject(refused)
-    else this.#calls.attempt(batch.call, releasesScript(), batch.wire, true, expectOk)
+    else this.#calls.attempt(batch.call, releasesScript(), releasesWire(batch.wire), true, expectOk)
   }
 }

@@ -183,17 +183,39 @@ const NONE: readonly string[] = []
 
 /**
  * A batch of releases (compose.ts's `releasesScript`), built up one lease at a time by `addRelease`: KEYS
- * each lease's rule key; ARGV the head (mode 'release', no cost), then each lease's id, in the order of its
- * key. A release reads no clock. The reply is `{ 'ok', serverNow }`.
+ * each lease's rule key; ARGV the head (mode 'release', no cost), then the leases' ids, in the order of their
+ * keys, as one JSON array: one argument rather than one per lease, which the client encodes and Redis reads
+ * each on its own (a batch carries up to 64). A release reads no clock. The reply is `{ 'ok', serverNow }`.
  */
-export function releasesCall(): { keys: string[]; args: string[] } {
-  return { keys: [], args: ['', 'release', '0', '', ''] }
+export interface ReleasesCall {
+  readonly keys: string[]
+  readonly leases: string[]
 }
 
-/** Adds the release of `lease` on `key` to a batch. */
-export function addRelease(call: { keys: string[]; args: string[] }, key: string, lease: string): void {
+export function releasesCall(): ReleasesCall {
+  return { keys: [], leases: [] }
+}
+
+/**
+ * Adds the release of `lease` on `key` to a batch. The script reads the ids with `cjson`, which refuses an
+ * escaped lone surrogate: such an id was never sent by a consume (ids are ASCII), so `holdable` says to
+ * leave it out, its release changing nothing.
+ */
+export function addRelease(call: ReleasesCall, key: string, lease: string): void {
   call.keys.push(key)
-  call.args.push(lease)
+  call.leases.push(lease)
+}
+
+/** Whether `lease` can be held: not an id with a lone surrogate, which no consume sent (see `addRelease`). */
+export function holdable(lease: string): boolean {
+  return !LONE_SURROGATE.test(lease)
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/** A batch of releases as it goes out. */
+export function releasesWire(call: ReleasesCall): Call {
+  return { keys: call.keys, args: ['', 'release', '0', '', '', JSON.stringify(call.leases)] }
 }
 
 /** Sets the call's deadline in Redis's ms (ARGV[4]); 0 when Redis's clock is not known yet. */
