@@ -1,8 +1,9 @@
 /**
  * Releases on Redis go in batches (packages/redis/src/releases.ts): the releases made in one turn share one
  * script call (at most 64 leases each), each caller's promise settles with that call's reply, a failing call
- * rejects every release it carries, a release sent after its lease ended changes nothing, and a consume made
- * after a release on the same key still finds the lease ended. Cluster slots: test/redis-cluster.test.ts.
+ * rejects every release it carries, a release sent after its lease ended changes no decision (it ends that
+ * lease only, reading no clock, as the memory store does), and a consume made after a release on the same key
+ * still finds the lease ended. Cluster slots: test/redis-cluster.test.ts.
  */
 import { concurrency, createLimiter, type Decision, ErrorCode, MemoryStore, type Rule } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
@@ -64,7 +65,7 @@ describe.each(CLIENT_KINDS)('batched releases (%s)', (kind) => {
     expect((await limiter.consume('k')).allowed).toBe(true)
   })
 
-  it('changes nothing with a release sent after its lease ended (or of a lease it never held)', async () => {
+  it('changes no decision with a release sent after its lease ended (or of a lease it never held)', async () => {
     const clock = { now: T0 }
     const redis = new RedisStore({
       client: await clientOf(kind, server),
@@ -80,19 +81,50 @@ describe.each(CLIENT_KINDS)('batched releases (%s)', (kind) => {
       clock.now = T0 + t
       return Promise.all(limiters.map((l) => l.consume('k')))
     }
-    const [a] = await at(0)
-    await at(500)
+    const [a, m1] = await at(0)
+    const [b] = await at(500)
     clock.now = T0 + 1000
-    const before = await server.cli('ZRANGE', zset, '0', '-1', 'WITHSCORES')
-    // a ended at T0 + 1000: still in the set, and its release, with one of a lease never held, leaves it so.
+    expect(await server.cli('ZRANGE', zset, '0', '-1')).toBe(`${a!.lease}\n${b!.lease}\n`)
+    // a ended at T0 + 1000 and is still in the set: its release takes it out (and only it, as the memory
+    // store drops it); the release of a lease never held changes nothing.
     const never = { ...a!, lease: 'none:1', rules: a!.rules.map((d) => ({ ...d, lease: 'none:1' })) }
-    await Promise.all([limiters[0]!.release('k', a!), limiters[0]!.release('k', never)])
-    expect(await server.cli('ZRANGE', zset, '0', '-1', 'WITHSCORES')).toBe(before)
-    expect(before.split('\n').filter((l) => l !== '')).toHaveLength(4)
+    await Promise.all([
+      limiters[0]!.release('k', a!),
+      limiters[0]!.release('k', never),
+      limiters[1]!.release('k', m1!),
+      limiters[1]!.release('k', never),
+    ])
+    expect(await server.cli('ZRANGE', zset, '0', '-1')).toBe(`${b!.lease}\n`)
     const figures = (d: Decision) => [d.allowed, d.remaining, d.resetMs, d.retryAfterMs]
     const [r, m] = await at(1000)
     expect(figures(r!)).toEqual(figures(m!))
     expect(figures(r!)).toEqual([true, 0, 1000, 0])
+  })
+
+  it('ends the other leases of a batch whatever ids it also carries (quotes, backslashes, NUL, emoji, a lone surrogate)', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), deniedCache: false })
+    const rule = concurrency({ limit: 1 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `odd${run++}` })
+    const keys = ['a', 'b', 'c']
+    const held = await Promise.all(keys.map((k) => limiter.consume(k)))
+    // Ids no consume made (the leases go as one JSON array, which Redis's cjson reads): each changes nothing.
+    const odd = ['"', '\\', 'x\u0000y', '\u00e9\ud83d\ude00', 'a\ud800b', '\udc00', '[1]', '1']
+    const forged = odd.map((lease) => ({
+      ...held[1]!,
+      lease,
+      rules: held[1]!.rules.map((d) => ({ ...d, lease })),
+    }))
+    const released = [
+      limiter.release('a', held[0]!),
+      ...forged.map((d) => limiter.release('b', d)),
+      limiter.release('c', held[2]!),
+    ]
+    expect(await Promise.all(released)).toEqual(released.map(() => undefined))
+    const zset = (k: string) => `sluice:${limiter.prefix}:{${k}}:${rule.id}`
+    expect(await server.cli('EXISTS', zset('a'), zset('c'))).toBe('0\n')
+    expect(await server.cli('ZRANGE', zset('b'), '0', '-1')).toBe(`${held[1]!.lease}\n`)
+    expect((await limiter.consume('b')).allowed).toBe(false)
+    expect((await Promise.all(['a', 'c'].map((k) => limiter.consume(k)))).every((d) => d.allowed)).toBe(true)
   })
 
   it('starts a new call for a release made after the waiting one timed out (a turn longer than the timeout)', async () => {

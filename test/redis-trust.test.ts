@@ -382,11 +382,20 @@ describe('replies no script sends are refused (wire.ts)', () => {
     expect(() => decode([5], [FORGED_RULE], forged(ADMITTED_SHORT, at, value), false)).toThrow(UNEXPECTED)
   })
 
-  it('a short admitted reply is refused for two rules, a fetch and a concurrency rule', () => {
+  it('a short admitted reply is refused for two rules, a fetch and a concurrency rule whose call sent no lease', () => {
     expect(() => decode([5, 5], [FORGED_RULE, FORGED_RULE], ADMITTED_SHORT, false)).toThrow(UNEXPECTED)
     expect(() => decode([5], [FORGED_RULE], ADMITTED_SHORT, true)).toThrow(UNEXPECTED)
     const lease = concurrency({ limit: 5, leaseMs: 1000 }) as Rule
     expect(() => decode([5], [lease], ADMITTED_SHORT, false)).toThrow(UNEXPECTED)
+    expect(() => decode([5], [lease], ADMITTED_SHORT, false, '')).toThrow(UNEXPECTED)
+  })
+
+  it('a concurrency consume’s short admitted reply decodes to the full form holding the lease the call sent', () => {
+    const rule = concurrency({ limit: 5, leaseMs: 1000 }) as Rule
+    const full = [1, 4, 1000, 0, 0, 'p1:1', 0, NOW]
+    expect(decode([5], [rule], ADMITTED_SHORT, false, 'p1:1')).toEqual(decode([5], [rule], full, false))
+    expect(decode([5], [rule], ADMITTED_SHORT, false, 'p1:1')[0][0]).toMatchObject({ lease: 'p1:1' })
+    expect(() => decode([5], [rule], forged(ADMITTED_SHORT, 0, 0), false, 'p1:1')).toThrow(UNEXPECTED)
   })
 
   it.each<unknown>([0, 'x', -3])('a blocked reply whose ms left is %s throws', (left) => {

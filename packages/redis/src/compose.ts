@@ -151,7 +151,7 @@ function markFoot({ kinds, params, extras }: Rules, act: 'unqueue' | 'release'):
         `if ${mark} ~= '' then leakyBucketUnqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`,
       )
     } else if (act === 'release' && kind === 'concurrency') {
-      lines.push(`if ${mark} ~= '' then concurrencyRelease(KEYS[${i + 1}], now, ${mark}) end`)
+      lines.push(`if ${mark} ~= '' then concurrencyRelease(KEYS[${i + 1}], ${mark}) end`)
     }
   })
   lines.push(OK)
@@ -338,18 +338,17 @@ export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock 
 let releases: Script | undefined
 
 /**
- * The script of a batch of releases (wire.ts `releasesCall`): concurrency.lua's `concurrencyRelease`, the
- * code a single release runs, for each lease in turn, at Redis's time or at the ms it carries, then
- * `{ 'ok', serverNow }`. A script that starts after the batch's deadline ends no lease (the prelude's head).
+ * The script of a batch of releases (wire.ts `releasesWire`): concurrency.lua's `concurrencyRelease`, the
+ * code a single release runs, for each lease in turn (`KEYS[i]`, the i-th id of the JSON array after the
+ * head), then `{ 'ok', serverNow }`. A script that starts after the batch's deadline ends no lease (the
+ * prelude's head).
  */
 export function releasesScript(): Script {
   if (releases === undefined) {
-    // The prelude reads the cost (ARGV[3]): here, the args each lease takes.
     const foot = [
+      `local leases = cjson.decode(ARGV[${HEAD_ARGS + 1}])`,
       'for i = 1, #KEYS do',
-      `  local a = ${HEAD_ARGS + 1} + cost * (i - 1)`,
-      '  if cost == 2 then now = tonumber(ARGV[a + 1]) end',
-      '  concurrencyRelease(KEYS[i], now, ARGV[a])',
+      '  concurrencyRelease(KEYS[i], leases[i])',
       'end',
       OK,
     ].join('\n')

@@ -50,6 +50,7 @@ import {
   expectOk,
   fetchExtras,
   fetchedOf,
+  holdable,
   resetKeys,
   returnExtras,
   serverNowOf,
@@ -231,7 +232,7 @@ export class RedisStore implements Store {
     const call = this.#calls.start<StoreAnswer>()
     const s = straight ? plan.consume! : block !== undefined ? scriptOf(plan, 'apply', true) : plan.script
     this.#calls.attempt(call, s, sent, true, (reply) => {
-      const [answer, blocked] = decode(plan.limits, rules, reply, false)
+      const [answer, blocked] = decode(plan.limits, rules, reply, false, lease?.[0])
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (local !== undefined && this.#cache !== undefined) {
         this.#remember(local.id, plan.id, cost, local.now, resets, answer, blocked)
@@ -380,10 +381,11 @@ export class RedisStore implements Store {
     const penalize = adjustment === 'penalize'
     // A refund or a lifted slot can make a cached denial wrong; a penalty cannot, but it may block.
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
+    const base = keyBase(this.#prefix, prefix, key)
+    // A release reads no clock (releases.ts).
+    if (adjustment === 'release') return this.#release(key, base, plan, marks)
     const withBlock = penalize && block !== undefined
     const now = this.#scriptNow()
-    const base = keyBase(this.#prefix, prefix, key)
-    if (adjustment === 'release') return this.#release(key, base, plan, now, marks)
     this.#releases.before(key)
     // A refund with marks gives back one call's units (`refundCall`); without, the newest units.
     const act = adjustment === 'refund' && marks !== undefined ? 'refundCall' : adjustment
@@ -406,21 +408,21 @@ export class RedisStore implements Store {
     key: string,
     base: string,
     plan: Plan,
-    now: number | undefined,
     marks: readonly (string | undefined)[] | undefined,
   ): Promise<undefined> {
     const keys: string[] = []
     const leases: string[] = []
     for (let i = 0; i < plan.kinds.length; i++) {
       const lease = marks?.[i]
-      if (plan.kinds[i] === 'concurrency' && lease !== undefined && lease !== '') {
+      // A lease no consume sent (see wire.ts `holdable`) is held by nobody: its release changes nothing.
+      if (plan.kinds[i] === 'concurrency' && lease !== undefined && lease !== '' && holdable(lease)) {
         keys.push(base + plan.ids[i]!)
         leases.push(lease)
       }
     }
     // No lease to end: nothing to ask Redis.
     if (keys.length === 0) return NOTHING
-    return this.#releases.add(key, keys, leases, now)
+    return this.#releases.add(key, keys, leases)
   }
 
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {

@@ -10,8 +10,8 @@
  *   alike, so a failure rejects each of them.
  * - Within the store's timeout, counted from the first release of its call, so never later than from its
  *   own. The call carries that deadline in Redis's clock: a script that starts after it ends no lease.
- * - Each lease ends by the code a single release ran (concurrency.lua's `concurrencyRelease`), at Redis's
- *   time when the script runs, or at the store's clock read when the release was made.
+ * - Each lease ends by the code a single release runs (concurrency.lua's `concurrencyRelease`), which reads
+ *   no clock: the lease goes from its key's set whether or not it has ended, as in the memory store.
  * - Order on a key: the store sends the waiting releases before any later call of its own on one of their
  *   keys (`before`), so a consume made after a release finds the lease ended, as it did before batching.
  * - Bounded: a call carries at most `MAX_LEASES` leases, and a full one goes at once.
@@ -22,7 +22,7 @@ import type { ScriptCalls } from './calls.ts'
 import { releasesScript } from './compose.ts'
 import type { PendingCall } from './deadlines.ts'
 import { slotOf } from './keys.ts'
-import { addRelease, expectOk, releasesCall } from './wire.ts'
+import { addRelease, expectOk, type ReleasesCall, releasesCall, releasesWire } from './wire.ts'
 
 /** Most leases one call ends: the work one script does in Redis, which runs nothing else meanwhile. */
 export const MAX_LEASES = 64
@@ -30,7 +30,7 @@ export const MAX_LEASES = 64
 /** The releases that will share one script call. */
 interface Batch {
   readonly call: PendingCall<undefined>
-  readonly wire: { keys: string[]; args: string[] }
+  readonly wire: ReleasesCall
 }
 
 export class Releases {
@@ -53,14 +53,9 @@ export class Releases {
 
   /**
    * Ends one call's leases on `key` (`leases[i]` on `keys[i]`, the rule keys of its concurrency rules) with
-   * the next batch; `now`: the store's clock, else undefined for Redis's.
+   * the next batch.
    */
-  add(
-    key: string,
-    keys: readonly string[],
-    leases: readonly string[],
-    now: number | undefined,
-  ): Promise<undefined> {
+  add(key: string, keys: readonly string[], leases: readonly string[]): Promise<undefined> {
     const slot = this.#cluster ? slotOf(keys[0]!) : 0
     let batch = this.#batches.get(slot)
     // A full batch goes now; one whose timeout passed while it filled (a turn longer than the timeout) has
@@ -71,11 +66,10 @@ export class Releases {
       batch = undefined
     }
     if (batch === undefined) {
-      // A store with a clock gives every release its now; one without, none.
-      batch = { call: this.#calls.start<undefined>(), wire: releasesCall(now !== undefined) }
+      batch = { call: this.#calls.start<undefined>(), wire: releasesCall() }
       this.#batches.set(slot, batch)
     }
-    for (let i = 0; i < keys.length; i++) addRelease(batch.wire, keys[i]!, leases[i]!, now)
+    for (let i = 0; i < keys.length; i++) addRelease(batch.wire, keys[i]!, leases[i]!)
     this.#keys.add(key)
     if (batch.wire.keys.length >= MAX_LEASES) {
       this.#batches.delete(slot)
@@ -107,6 +101,6 @@ export class Releases {
     // Releases made before the store closed still go (`refuse(true)`); the bound in flight holds.
     const refused = this.#calls.refuse(true)
     if (refused !== undefined) batch.call.reject(refused)
-    else this.#calls.attempt(batch.call, releasesScript(), batch.wire, true, expectOk)
+    else this.#calls.attempt(batch.call, releasesScript(), releasesWire(batch.wire), true, expectOk)
   }
 }

@@ -889,10 +889,12 @@ local function concurrencyRefundCall() end
 -- A penalty takes no lease: there is no work to release.
 local function concurrencyPenalize() end
 
--- Ends \`lease\` before its time. Idempotent: an unknown or ended lease changes nothing.
-local function concurrencyRelease(key, now, lease)
-  local score = redis.call('ZSCORE', key, lease)
-  if score and tonumber(score) > now then redis.call('ZREM', key, lease) end
+-- Ends \`lease\` before its time: one ZREM, reading no clock, as the memory store's release does. Idempotent:
+-- an unknown or released lease changes nothing, and ids are never reused, so no release frees a slot another
+-- lease holds. A lease that has already ended is held by nobody: removing it gives back only what the next
+-- consume would drop anyway.
+local function concurrencyRelease(key, lease)
+  redis.call('ZREM', key, lease)
 end
 `,
   /** warm-up.lua */
@@ -1196,10 +1198,11 @@ return { 0, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0, 
   /** concurrency-consume.lua */
   concurrency: `-- sluice: one concurrency rule's consume of a cost above 0, without a block, written straight down: the
 -- prelude's head (TIME, the deadline, the caller's clock), concurrencyDecide and concurrencyAdmit
--- (concurrency.lua) inlined, so a call makes no closure and calls no Lua function. Same ARGV and reply
--- as the composed \`apply\` script (src/wire.ts): the lease id follows the rule's params. src/plans.ts sends
--- it only for such a call. Keep it in step with concurrency.lua: the conformance suites run every such
--- consume through it.
+-- (concurrency.lua) inlined, so a call makes no closure and calls no Lua function. Same ARGV as the
+-- composed \`apply\` script (src/wire.ts): the lease id follows the rule's params. Same reply, but for an
+-- admitted call: the short form (wire.ts \`ADMITTED_REPLY\`), since the lease it holds is the one the caller
+-- sent, which need not come back. src/plans.ts sends it only for such a call. Keep it in step with
+-- concurrency.lua: the conformance suites run every such consume through it.
 --
 -- As sliding-log-consume.lua, every number an admitted call gives redis.call is text (a literal, an ARGV or
 -- \`%d\`: Redis 7.0 writes a Lua number with \`%.17g\`, a few thousand instructions each), and a string is read
@@ -1238,8 +1241,8 @@ if leased + cost <= limit then
   local ttl = ARGV[7]
   if ttlSlack > 0 then ttl = string.format('%d', leaseMs + ttlSlack) end
   redis.call('PEXPIRE', key, ttl)
-  -- The newest lease is this call's.
-  return { 1, limit - leased - cost, leaseMs, 0, 0, ARGV[8], 0, serverNow }
+  -- The newest lease is this call's: the caller knows its id (ARGV[8]), so the short reply.
+  return { 1, limit - leased - cost, leaseMs, serverNow }
 end
 -- Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).
 local freed, retryAt = 0, now

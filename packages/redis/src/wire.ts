@@ -12,7 +12,8 @@
  * cost and the caller's ms only when they say something.
  * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
  * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`. A
- * decision of one rule that admits, waits for nothing and holds no mark may come as `ADMITTED_REPLY`.
+ * decision of one rule that admits, waits for nothing and holds no mark (or only the lease the call sent)
+ * may come as `ADMITTED_REPLY`.
  *
  * Over 300 lines: every layout the scripts share with TypeScript lives here and nowhere else (the call's
  * head, each act's extras, a batch of releases, the replies and their checks), so one file is the wire.
@@ -79,9 +80,10 @@ export function ruleArgs(rule: Rule): string[] {
 export const REPLY_FIELDS = 6
 
 /**
- * The length of the short reply a straight-down consume (sliding-log-consume.lua, fixed-window-consume.lua)
- * sends for an admitted call: `{ 1, remaining, resetMs, serverNow }`, meaning no retry, no wait, no mark
- * and no block. Half the values of the full form, which Redis writes and the client reads on every such call.
+ * The length of the short reply a straight-down consume (fixed-window-consume.lua, sliding-log-consume.lua,
+ * concurrency-consume.lua) sends for an admitted call: `{ 1, remaining, resetMs, serverNow }`, meaning no
+ * retry, no wait, no block, and no mark but a concurrency rule's lease, which is the one the call sent. Half
+ * the values of the full form, which Redis writes and the client reads on every such call.
  */
 export const ADMITTED_REPLY = 4
 
@@ -213,24 +215,39 @@ export function encodeConsume(base: string, rules: RulesOnWire, now: number | un
 
 /**
  * A batch of releases (compose.ts's `releasesScript`), built up one lease at a time by `addRelease`: KEYS
- * each lease's rule key; ARGV the head (mode 'release', and in the cost's place the args each lease takes:
- * '1', its id, released at Redis's time; '2', its id then the ms of the store's clock it was released at),
- * then each lease's args. The reply is `{ 'ok', serverNow }`.
+ * each lease's rule key; ARGV the head (mode 'release', no cost), then the leases' ids, in the order of their
+ * keys, as one JSON array: one argument rather than one per lease, which the client encodes and Redis reads
+ * each on its own (a batch carries up to 64). A release reads no clock. The reply is `{ 'ok', serverNow }`.
  */
-export function releasesCall(timed: boolean): { keys: string[]; args: string[] } {
-  return { keys: [], args: ['', 'release', timed ? '2' : '1', '', ''] }
+export interface ReleasesCall {
+  readonly keys: string[]
+  readonly leases: string[]
 }
 
-/** Adds the release of `lease` on `key` to a batch, at `now` (a timed batch's) or at Redis's time. */
-export function addRelease(
-  call: { keys: string[]; args: string[] },
-  key: string,
-  lease: string,
-  now: number | undefined,
-): void {
+export function releasesCall(): ReleasesCall {
+  return { keys: [], leases: [] }
+}
+
+/**
+ * Adds the release of `lease` on `key` to a batch. The script reads the ids with `cjson`, which refuses an
+ * escaped lone surrogate: such an id was never sent by a consume (ids are ASCII), so `holdable` says to
+ * leave it out, its release changing nothing.
+ */
+export function addRelease(call: ReleasesCall, key: string, lease: string): void {
   call.keys.push(key)
-  if (now === undefined) call.args.push(lease)
-  else call.args.push(lease, String(now))
+  call.leases.push(lease)
+}
+
+/** Whether `lease` can be held: not an id with a lone surrogate, which no consume sent (see `addRelease`). */
+export function holdable(lease: string): boolean {
+  return !LONE_SURROGATE.test(lease)
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/** A batch of releases as it goes out. */
+export function releasesWire(call: ReleasesCall): Call {
+  return { keys: call.keys, args: ['', 'release', '0', '', '', JSON.stringify(call.leases)] }
 }
 
 /** Sets the call's deadline in Redis's ms (ARGV[4], or where the call says); 0 when Redis's clock is not known yet. */
@@ -280,13 +297,15 @@ function amountOf(value: unknown): number {
  * The script's reply as RuleDecisions, and the ms of the block the call began (0 for none). `limits`: each
  * rule's limit (or capacity), as the decisions report it. Data from Redis: a reply of another shape, an
  * `allowed` other than 0 or 1, or a count or ms that is not a finite number >= 0 (a block's ms: > 0)
- * throws `unexpectedReply()`, and the call fails as any store failure does (`onStoreError`).
+ * throws `unexpectedReply()`, and the call fails as any store failure does (`onStoreError`). `lease`: the
+ * lease id a consume sent (a plan with a concurrency rule), which a short reply stands for.
  */
 export function decode(
   limits: readonly number[],
   rules: readonly Rule[],
   reply: unknown[],
   fetch: boolean,
+  lease?: string,
 ): [StoreAnswer, number] {
   const n = rules.length
   if (reply.length === 3 && String(reply[0]) === 'blocked') {
@@ -295,7 +314,7 @@ export function decode(
     return [blockedAnswer(rules, left), 0]
   }
   if (reply.length === ADMITTED_REPLY && n === 1 && !fetch)
-    return [[admitted(limits[0]!, rules[0]!, reply)], 0]
+    return [[admitted(limits[0]!, rules[0]!, reply, lease)], 0]
   if (reply.length !== n * REPLY_FIELDS + (fetch ? 4 : 2)) throw unexpectedReply()
   const out = new Array<RuleDecision>(n)
   for (let i = 0; i < n; i++) {
@@ -363,11 +382,15 @@ function leaseDecision(
 }
 
 /**
- * The short reply's decision (`ADMITTED_REPLY`): `allowed` must be 1, and the rule not a concurrency rule
- * (its admitted call always holds a lease, which only the full form carries).
+ * The short reply's decision (`ADMITTED_REPLY`): `allowed` must be 1. A concurrency rule's admitted call
+ * holds the lease its consume sent (`lease`): without one, the reply is not one of the scripts'.
  */
-function admitted(limit: number, rule: Rule, reply: unknown[]): RuleDecision {
-  if (numberOf(reply[0]) !== 1 || rule.kind === 'concurrency') throw unexpectedReply()
+function admitted(limit: number, rule: Rule, reply: unknown[], lease: string | undefined): RuleDecision {
+  if (numberOf(reply[0]) !== 1) throw unexpectedReply()
+  if (rule.kind === 'concurrency') {
+    if (lease === undefined || lease === '') throw unexpectedReply()
+    return leaseDecision(rule, true, limit, amountOf(reply[1]), amountOf(reply[2]), 0, 0, lease)
+  }
   return {
     rule: rule.name,
     allowed: true,

@@ -103,8 +103,8 @@ export function release<C>(
   options?: { context?: C },
 ): Promise<void> {
   if (decision.lease === undefined || typeof parts.store.adjust !== 'function') return NOTHING
-  const done = adjust(parts, key, options, 'release', leasesOf(decision.rules))
-  return done === NOTHING ? NOTHING : done.then(nothing)
+  // A release's promise settles with nothing already (adjustUnder): no further hop to drop its value.
+  return adjust(parts, key, options, 'release', leasesOf(decision.rules)) as Promise<unknown> as Promise<void>
 }
 
 /** Each rule's lease, the marks of a release: a list literal for one rule (the usual case) costs no loop. */
@@ -115,7 +115,15 @@ function leasesOf(said: readonly RuleDecision[]): (string | undefined)[] {
   return marks
 }
 
-const nothing = (): void => {}
+const nothing = (): undefined => undefined
+
+/** A store's answer to an act that is not a penalty, passed on as it came. */
+const passOn = (said: StoreAnswer | undefined): StoreAnswer | undefined => said
+
+/** A store's failure, as a `StoreError`. */
+const storeFailure = (error: unknown): never => {
+  throw asStoreError(error)
+}
 
 /**
  * Runs an adjustment on the store; a failure rejects with a `StoreError`, whatever `onStoreError` says. Not an
@@ -164,15 +172,16 @@ function adjustUnder<C>(
     return Promise.reject(asStoreError(error))
   }
   if (isPromise(answer)) {
-    return Promise.resolve(answer).then(
-      (said) => checked(said, adjustment, rules.length),
-      (error: unknown) => {
-        throw asStoreError(error)
-      },
-    )
+    // Only a penalty's answer is checked; a release's settles with nothing (it says nothing), the others'
+    // as they came: no closure per call but a penalty's.
+    if (adjustment === 'penalize') {
+      return Promise.resolve(answer).then((said) => checked(said, adjustment, rules.length), storeFailure)
+    }
+    return Promise.resolve(answer).then(adjustment === 'release' ? nothing : passOn, storeFailure)
   }
-  // Answered in the tick with nothing to say (every act but a penalty): the one settled promise, made once.
-  if (answer === undefined && adjustment !== 'penalize') return NOTHING
+  // Answered in the tick with nothing to say (every act but a penalty; a release whatever its store said):
+  // the one settled promise, made once.
+  if ((answer === undefined || adjustment === 'release') && adjustment !== 'penalize') return NOTHING
   return Promise.resolve(checked(answer, adjustment, rules.length))
 }
 

@@ -1,9 +1,10 @@
 -- sluice: one concurrency rule's consume of a cost above 0, without a block, written straight down: the
 -- prelude's head (TIME, the deadline, the caller's clock), concurrencyDecide and concurrencyAdmit
--- (concurrency.lua) inlined, so a call makes no closure and calls no Lua function. Same ARGV and reply
--- as the composed `apply` script (src/wire.ts): the lease id follows the rule's params. src/plans.ts sends
--- it only for such a call. Keep it in step with concurrency.lua: the conformance suites run every such
--- consume through it.
+-- (concurrency.lua) inlined, so a call makes no closure and calls no Lua function. Same ARGV as the
+-- composed `apply` script (src/wire.ts): the lease id follows the rule's params. Same reply, but for an
+-- admitted call: the short form (wire.ts `ADMITTED_REPLY`), since the lease it holds is the one the caller
+-- sent, which need not come back. src/plans.ts sends it only for such a call. Keep it in step with
+-- concurrency.lua: the conformance suites run every such consume through it.
 --
 -- As sliding-log-consume.lua, every number an admitted call gives redis.call is text (a literal, an ARGV or
 -- `%d`: Redis 7.0 writes a Lua number with `%.17g`, a few thousand instructions each), and a string is read
@@ -42,8 +43,8 @@ if leased + cost <= limit then
   local ttl = ARGV[7]
   if ttlSlack > 0 then ttl = string.format('%d', leaseMs + ttlSlack) end
   redis.call('PEXPIRE', key, ttl)
-  -- The newest lease is this call's.
-  return { 1, limit - leased - cost, leaseMs, 0, 0, ARGV[8], 0, serverNow }
+  -- The newest lease is this call's: the caller knows its id (ARGV[8]), so the short reply.
+  return { 1, limit - leased - cost, leaseMs, serverNow }
 end
 -- Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).
 local freed, retryAt = 0, now
