@@ -322,7 +322,7 @@ describe('RedisStore writes (ioredis)', () => {
     return seen
   }
 
-  it('sends a call at once when none is in flight, and coalesces the calls started while others are', async () => {
+  it('sends a call at once when none is in flight, and coalesces the calls started while others are, 16 to a write', async () => {
     const client = await ioredis(server)
     const store = new RedisStore({ client })
     const rule = asRule(fixedWindow({ limit: 1000, windowMs: 60_000 }))
@@ -336,13 +336,15 @@ describe('RedisStore writes (ioredis)', () => {
     expect(seen.writes).toBe(1)
     await alone
 
-    // 20 calls in one turn: the first goes at once, the other 19 share one write.
-    const calls = Array.from({ length: 20 }, (_, i) => store.apply('writes', `k${i}`, [rule], 1, 'consume'))
+    // 40 calls in one turn: the first goes at once; the other 39 go 16 to a write, not all at the turn's
+    // end (Redis, with nothing queued, would wait meanwhile), the last 7 when the turn ends.
+    const calls = Array.from({ length: 40 }, (_, i) => store.apply('writes', `k${i}`, [rule], 1, 'consume'))
     expect(stream.writableCorked).toBe(1)
+    expect(seen.batched).toEqual([16, 16])
     const decisions = await Promise.all(calls)
-    expect(decisions.map((d) => d[0]!.remaining)).toEqual(Array(20).fill(999))
+    expect(decisions.map((d) => d[0]!.remaining)).toEqual(Array(40).fill(999))
     expect(seen.writes).toBe(2)
-    expect(seen.batched).toEqual([19])
+    expect(seen.batched).toEqual([16, 16, 7])
   })
 })
 
