@@ -35,6 +35,10 @@ export class PendingCall<T> {
   }
 }
 
+/** What the queue holds in the place of a settled call it has let go of. */
+const SETTLED = new PendingCall<unknown>(0)
+SETTLED.done = true
+
 export class Deadlines {
   readonly #timeoutMs: number
   readonly #now: () => number
@@ -49,12 +53,34 @@ export class Deadlines {
     this.#onTimeout = onTimeout
   }
 
+  /** How many calls the queue holds (settled ones not yet let go of included). */
+  get held(): number {
+    return this.#queue.length - this.#head
+  }
+
   /** A call that rejects with `onTimeout()` unless settled within the timeout. */
   start<T>(): PendingCall<T> {
     const call = new PendingCall<T>(this.#now() + this.#timeoutMs)
+    this.#dropSettled()
     this.#queue.push(call as PendingCall<unknown>)
     if (this.#timer === undefined) this.#arm(call.deadline)
     return call
+  }
+
+  /**
+   * Lets go of the settled calls at the head of the queue: a settled call's promise holds its reply, and
+   * left for the timer, a second of calls (the timeout) would be kept, long enough for the collector to
+   * move them to the old generation and pay to collect them there. Each call is let go of once.
+   */
+  #dropSettled(): void {
+    const queue = this.#queue
+    let head = this.#head
+    while (head < queue.length && queue[head]!.done) queue[head++] = SETTLED
+    if (head === queue.length) {
+      queue.length = 0
+      head = 0
+    }
+    this.#head = head
   }
 
   #arm(deadline: number): void {
