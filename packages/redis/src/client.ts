@@ -135,8 +135,11 @@ class IoRedisRunner implements RedisConnection {
   readonly #client: IoRedisLike
   /** Command name per script SHA, defined on the client once. */
   readonly #commands = new Map<string, string>()
-  /** True from the first call of an event-loop turn until its writes are flushed (see `#coalesceWrites`). */
-  #corked = false
+  /**
+   * The socket corked by the first call of an event-loop turn, until its writes are flushed (see
+   * `#coalesceWrites`): the one uncorked, even if ioredis has put a new socket in its place meanwhile.
+   */
+  #corked: { uncork(): void } | undefined
   /** Calls written to the corked socket since it was corked: at `WRITES_PER_FLUSH` they go at once. */
   #held = 0
   /** Whether the end of this turn's `setImmediate` is set. */
@@ -180,11 +183,11 @@ class IoRedisRunner implements RedisConnection {
    * idle, and the wait would be all latency. A Cluster has a socket per node and is left as it is.
    */
   #coalesceWrites(): void {
-    if (this.#corked) return
+    if (this.#corked !== undefined) return
     const stream = this.#client.stream
     if (typeof stream?.cork !== 'function' || typeof stream.uncork !== 'function') return
     stream.cork()
-    this.#corked = true
+    this.#corked = stream as { uncork(): void }
     if (!this.#flushing) {
       this.#flushing = true
       setImmediate(this.#endOfTurn)
@@ -194,9 +197,10 @@ class IoRedisRunner implements RedisConnection {
   /** Writes what the corked socket holds, if anything. */
   #flush(): void {
     this.#held = 0
-    if (!this.#corked) return
-    this.#corked = false
-    this.#client.stream!.uncork!()
+    const corked = this.#corked
+    if (corked === undefined) return
+    this.#corked = undefined
+    corked.uncork()
   }
 
   readonly #endOfTurn = (): void => {
