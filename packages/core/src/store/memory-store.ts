@@ -55,10 +55,11 @@ function forget(entry: Entry): void {
 }
 
 /**
- * The key of a memory store's one-rule path, for `createLimiter` only (the package does not export it):
- * `apply` for one rule and no block, with the rule's answer handed to a function of the limiter's instead of
- * returned in a list. A limiter on a memory store composes its Decision from the answer directly, without a
- * list and its `countedAt` field in between: two objects fewer on every call of the commonest limiter.
+ * The key of a memory store's one-rule path, for `createLimiter` and the store's own `apply` (the package
+ * does not export it): a call of one rule and no block, with the rule's answer handed to a function of the
+ * caller's instead of returned in a list. A limiter on a memory store composes its Decision from the answer
+ * directly, without a list and its `countedAt` field in between: two objects fewer on every call of the
+ * commonest limiter.
  */
 export const applyOneRule: unique symbol = Symbol('sluice.applyOneRule')
 
