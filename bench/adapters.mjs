@@ -11,16 +11,12 @@
  */
 import { loadavg } from 'node:os'
 import { load, startServer } from './lib/http-load.mjs'
+import { numberOption, option } from './lib/options.mjs'
 import { summary } from './lib/stats.mjs'
 
-const args = process.argv.slice(2)
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`)
-  return i === -1 ? fallback : Number(args[i + 1])
-}
-const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined
-const ROUNDS = option('rounds', 3)
-const SECONDS = option('seconds', 2)
+const only = option('only', undefined)
+const ROUNDS = numberOption('rounds', 3)
+const SECONDS = numberOption('seconds', 2)
 const CONNECTIONS = 10
 
 const SUBJECTS = [

@@ -12,20 +12,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { runCase } from './lib/child.mjs'
 import { load, startServer } from './lib/http-load.mjs'
+import { numberOption, option } from './lib/options.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
-const args = process.argv.slice(2)
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`)
-  return i === -1 ? fallback : args[i + 1]
-}
 const before = option('before', undefined)
 if (before === undefined) {
   console.error('usage: node bench/compare.mjs --before DIR [--rounds N]')
   process.exit(2)
 }
-const ROUNDS = Number(option('rounds', 5))
+const ROUNDS = numberOption('rounds', 5)
 const after = mkdtempSync(join(tmpdir(), 'sluice-compare-'))
 snapshot(after)
 const builds = { after, before }

@@ -15,16 +15,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { countedInstructions, needValgrind } from './lib/callgrind.mjs'
+import { numberOption, option } from './lib/options.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
-const args = process.argv.slice(2)
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`)
-  return i === -1 ? fallback : args[i + 1]
-}
-const CALLS = Number(option('calls', 150_000))
-const WARMUP = Number(option('warmup', 150_000))
+const CALLS = numberOption('calls', 150_000)
+const WARMUP = numberOption('warmup', 150_000)
 const BEFORE = option('before', undefined)
 const ONLY = option('only', undefined)?.split(',')
 const KEYS = 100_000

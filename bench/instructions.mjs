@@ -21,19 +21,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { startServer } from './lib/http-load.mjs'
+import { numberOption, option } from './lib/options.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
 const require = createRequire(import.meta.url)
 const autocannon = require('autocannon')
 
-const args = process.argv.slice(2)
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`)
-  return i === -1 ? fallback : args[i + 1]
-}
-const REQUESTS = Number(option('requests', 3000))
-const ROUNDS = Number(option('rounds', 2))
+const REQUESTS = numberOption('requests', 3000)
+const ROUNDS = numberOption('rounds', 2)
 const WARMUP = 4000
 const FRAMEWORKS = option('only', 'express,fastify').split(',')
 /** The floors and the limiters on the memory store (nothing here needs Redis). */

@@ -10,17 +10,13 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { runCase } from './lib/child.mjs'
+import { numberOption, option } from './lib/options.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
-const args = process.argv.slice(2)
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`)
-  return i === -1 ? fallback : args[i + 1]
-}
 const before = option('before', undefined)
-const rounds = Number(option('rounds', 5))
-const measureMs = Number(option('ms', 800))
+const rounds = numberOption('rounds', 5)
+const measureMs = numberOption('ms', 800)
 const now = mkdtempSync(join(tmpdir(), 'sluice-memory-cpu-'))
 snapshot(now)
 

@@ -24,26 +24,20 @@ import { createRequire } from 'node:module'
 import { cpus, loadavg } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
+import { flag, numberOption, option } from './lib/options.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 
 const require = createRequire(import.meta.url)
 const autocannon = require('autocannon')
 
-const args = process.argv.slice(2)
-const quick = args.includes('--quick')
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`)
-  return i === -1 ? fallback : Number(args[i + 1])
-}
+const quick = flag('quick')
 const BURN_MS = 1.5
 /** `--sync`: a handler that never yields (see cases/overload-server.mjs). */
-const SYNC = args.includes('--sync')
-const SECONDS = option('seconds', quick ? 3 : 10)
+const SYNC = flag('sync')
+const SECONDS = numberOption('seconds', quick ? 3 : 10)
 const WARM_SECONDS = quick ? 1 : 2
 const MULTIPLES = [1, 2, 4]
-const SUBJECTS = (
-  args.includes('--subjects') ? args[args.indexOf('--subjects') + 1] : 'none,under-pressure,sluice'
-).split(',')
+const SUBJECTS = option('subjects', 'none,under-pressure,sluice').split(',')
 const CRITICAL_EVERY = 20
 const TIMEOUT_MS = 2000
 const serverScript = fileURLToPath(new URL('./cases/overload-server.mjs', import.meta.url))

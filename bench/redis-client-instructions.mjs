@@ -16,16 +16,12 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { countedInstructions, needValgrind } from './lib/callgrind.mjs'
+import { numberOption, option } from './lib/options.mjs'
 import { startRedis } from './lib/redis-server.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 
-const args = process.argv.slice(2)
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`)
-  return i === -1 ? fallback : args[i + 1]
-}
-const CALLS = Number(option('calls', 20_000))
-const WARMUP = Number(option('warmup', 20_000))
+const CALLS = numberOption('calls', 20_000)
+const WARMUP = numberOption('warmup', 20_000)
 const BEFORE = option('before', undefined)
 const ONLY = option('only', 'concurrency,fixedWindow').split(',')
 const caseFile = fileURLToPath(new URL('./cases/redis-calls.mjs', import.meta.url))

@@ -18,18 +18,14 @@
 import { loadavg } from 'node:os'
 import { resolve } from 'node:path'
 import { runCase } from './lib/child.mjs'
+import { numberOption, option } from './lib/options.mjs'
 import { connectIoredis, redisVersion, scriptStats, startRedis } from './lib/redis-server.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
-const args = process.argv.slice(2)
-const arg = (name, fallback) => {
-  const i = args.indexOf(name)
-  return i === -1 ? fallback : args[i + 1]
-}
-const before = arg('--before', undefined)
-const rounds = Number(arg('--rounds', 5))
-const measureMs = Number(arg('--ms', 2000))
+const before = option('before', undefined)
+const rounds = numberOption('rounds', 5)
+const measureMs = numberOption('ms', 2000)
 
 const subjects = []
 for (const algorithm of ['concurrency', 'fixedWindow']) {

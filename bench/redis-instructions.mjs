@@ -31,22 +31,18 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { CEILING_LUA, ceilingArgs, MINIMAL_LUA } from './lib/ceiling-scripts.mjs'
+import { numberOption, option } from './lib/options.mjs'
 import { redisVersion } from './lib/redis-server.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { consumeAndRelease, ruleFor } from './lib/subjects.mjs'
 
 const { Redis } = createRequire(import.meta.url)('ioredis')
-const args = process.argv.slice(2)
-const arg = (name, fallback) => {
-  const i = args.indexOf(name)
-  return i === -1 ? fallback : args[i + 1]
-}
-const before = arg('--before', undefined)
-const ALGORITHMS = arg('--only', 'fixedWindow,slidingLog').split(',')
-const KEYS = Number(arg('--keys', 50))
-const WARMUP = Number(arg('--warmup', 6000))
-const CALLS = Number(arg('--calls', 6000))
-const IN_FLIGHT = Number(arg('--in-flight', 64))
+const before = option('before', undefined)
+const ALGORITHMS = option('only', 'fixedWindow,slidingLog').split(',')
+const KEYS = numberOption('keys', 50)
+const WARMUP = numberOption('warmup', 6000)
+const CALLS = numberOption('calls', 6000)
+const IN_FLIGHT = numberOption('in-flight', 64)
 
 if (spawnSync('valgrind', ['--version']).error !== undefined) {
   console.error('bench/redis-instructions.mjs needs valgrind: apt-get install valgrind')

@@ -20,20 +20,16 @@
 import { loadavg } from 'node:os'
 import { resolve } from 'node:path'
 import { runCase } from './lib/child.mjs'
+import { numberOption, option } from './lib/options.mjs'
 import { connectIoredis, redisCpu, redisVersion, scriptStats, startRedis } from './lib/redis-server.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
-const args = process.argv.slice(2)
-const arg = (name, fallback) => {
-  const i = args.indexOf(name)
-  return i === -1 ? fallback : args[i + 1]
-}
-const before = arg('--before', undefined)
-const rounds = Number(arg('--rounds', 3))
-const measureMs = Number(arg('--ms', 1500))
-const inFlight = Number(arg('--in-flight', 64))
-const ALGORITHMS = arg('--only', 'fixedWindow,slidingLog').split(',')
+const before = option('before', undefined)
+const rounds = numberOption('rounds', 3)
+const measureMs = numberOption('ms', 1500)
+const inFlight = numberOption('in-flight', 64)
+const ALGORITHMS = option('only', 'fixedWindow,slidingLog').split(',')
 
 const subjects = []
 for (const algorithm of ALGORITHMS) {

@@ -15,14 +15,10 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
 import { cpuUs } from './lib/http-load.mjs'
+import { numberOption } from './lib/options.mjs'
 
-const args = process.argv.slice(2)
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`)
-  return i === -1 ? fallback : Number(args[i + 1])
-}
-const DURATION = option('duration', 3)
-const ROUNDS = option('rounds', 2)
+const DURATION = numberOption('duration', 3)
+const ROUNDS = numberOption('rounds', 2)
 const server = fileURLToPath(new URL('./cases/runtime-server.mjs', import.meta.url))
 // Bun's own binary, not node_modules/.bin/bun: that is a shell script whose bun, a child of its own, would
 // outlive the kill and hide its CPU time from /proc/<pid>.
