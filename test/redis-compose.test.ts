@@ -127,7 +127,7 @@ describe.each(CLIENT_KINDS)('the straight-down consume scripts (%s)', (kind) => 
   })
 })
 
-describe('the short call of a fixedWindow or slidingLog consume', () => {
+describe('the short call of a straight-down consume', () => {
   /** A node-redis client that keeps the ARGV of every EVALSHA it sends (after its numkeys and key). */
   async function recordingClient(sent: string[][]): Promise<RedisClientLike> {
     const client = await nodeRedis(server)
@@ -189,15 +189,67 @@ describe('the short call of a fixedWindow or slidingLog consume', () => {
     },
   )
 
+  it('concurrency: sends the deadline, limit and leaseMs, then the lease id, the cost only when not 1 and the clock only when given, and decides as the memory store', async () => {
+    const rule = concurrency({ limit: 5, leaseMs: 60_000 }) as Rule
+    const sent: string[][] = []
+    const client = await recordingClient(sent)
+    const prefix = `short${run++}`
+    const onRedisClock = new RedisStore({ client, deniedCache: false })
+    await onRedisClock.apply(prefix, 'warm', [rule], 1, 'peek')
+    sent.length = 0
+    const one = (await onRedisClock.apply(prefix, 'k', [rule], 1, 'consume'))[0]!
+    expect(one).toMatchObject({ allowed: true, remaining: 4, resetMs: 60_000 })
+    const three = (await onRedisClock.apply(prefix, 'k', [rule], 3, 'consume'))[0]!
+    expect(three).toMatchObject({ allowed: true, remaining: 1 })
+    const denied = (await onRedisClock.apply(prefix, 'k', [rule], 2, 'consume'))[0]!
+    expect(denied).toMatchObject({ allowed: false, remaining: 1 })
+    expect('lease' in denied).toBe(false)
+    expect(sent.map((argv) => argv.slice(1))).toEqual([
+      ['5', '60000', one.lease],
+      ['5', '60000', three.lease, '3'],
+      ['5', '60000', expect.any(String), '2'],
+    ])
+    // The lease the call sent is the one Redis holds: releasing it frees its unit.
+    await onRedisClock.adjust(prefix, 'k', [rule], 1, 'release', undefined, [one.lease])
+    expect((await onRedisClock.apply(prefix, 'k', [rule], 2, 'consume'))[0]).toMatchObject({
+      allowed: true,
+      remaining: 0,
+    })
+    // The caller's clock goes last, after the cost, whatever the cost; the decisions are the memory store's
+    // but for the lease ids, each store's own.
+    const now = 1_700_000_000_000 + Math.floor(Math.random() * 1e9)
+    const memory = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
+    const onClock = new RedisStore({ client, clock: () => now, deniedCache: false })
+    await onClock.apply(prefix, 'warm', [rule], 1, 'peek')
+    sent.length = 0
+    const leases: (string | undefined)[] = []
+    for (const cost of [1, 2, 3]) {
+      const [expected] = memory.apply(prefix, 'c', [rule], cost, 'consume') as StoreAnswer
+      const [got] = await onClock.apply(prefix, 'c', [rule], cost, 'consume')
+      leases.push(got!.lease)
+      expect({ ...got, lease: got!.lease === undefined }).toEqual({
+        ...expected,
+        lease: expected!.lease === undefined,
+      })
+    }
+    expect(sent.map((argv) => argv.slice(1))).toEqual([
+      ['5', '60000', leases[0], '1', String(now)],
+      ['5', '60000', leases[1], '2', String(now)],
+      ['5', '60000', expect.any(String), '3', String(now)],
+    ])
+    memory.close()
+  })
+
   it.each([
-    ['fixedWindow', fixedWindow({ limit: 5, windowMs: 60_000 })],
-    ['slidingLog', slidingLog({ limit: 5, windowMs: 60_000 })],
-  ] as [string, Rule][])(
+    ['fixedWindow', fixedWindow({ limit: 5, windowMs: 60_000 }), undefined],
+    ['slidingLog', slidingLog({ limit: 5, windowMs: 60_000 }), undefined],
+    ['concurrency', concurrency({ limit: 5, leaseMs: 60_000 }), 'lease-1:1'],
+  ] as [string, Rule, string | undefined][])(
     '%s: a script that starts past the deadline in its first ARGV counts nothing',
-    async (_, rule) => {
+    async (_, rule, lease) => {
       const key = `short${run++}`
       const call = withDeadline(
-        encodeConsume(key, { ids: [rule.id], params: ['5', '60000'] }, undefined, 1),
+        encodeConsume(key, { ids: [rule.id], params: ['5', '60000'] }, undefined, 1, lease),
         1,
       )
       const reply = await server.cli('EVAL', CONSUME_LUA[rule.kind]!, '1', ...call.keys, ...call.args)

@@ -364,8 +364,8 @@ const consumes = new Map<Kind, Script>()
  * For rules that are one rule of a kind with a consume written straight down (src/scripts/*-consume.lua),
  * that script: a consume of a cost above 0 without a block, that makes no closure and calls no Lua function
  * (the composed script spends most of Redis's time per call on those). It answers as the `apply` script
- * does (an admitted call may get the short reply); it reads the `apply` script's ARGV, or for the kinds in
- * wire.ts's `SHORT_CONSUME` the short call. Undefined for any other rules.
+ * does (an admitted call may get the short reply), and reads the short call (wire.ts `encodeConsume`).
+ * Undefined for any other rules.
  */
 export function consumeScriptFor(kinds: readonly Kind[]): Script | undefined {
   if (kinds.length !== 1) return undefined

@@ -5,7 +5,7 @@
 import type { Rule } from '@sluice/core'
 import type { Script } from './client.ts'
 import { type Act, canReturn, consumeScriptFor, scriptFor } from './compose.ts'
-import { ruleArgs, SHORT_CONSUME } from './wire.ts'
+import { ruleArgs } from './wire.ts'
 
 /** What the store sends for one combination of rules, computed once and kept. */
 export interface Plan {
@@ -23,11 +23,10 @@ export interface Plan {
   readonly script: Script
   /**
    * For one rule of a kind with a consume written straight down, the script of a consume of a cost above
-   * 0 without a block (the common call: `script` answers it too, in more of Redis's time).
+   * 0 without a block (the common call: `script` answers it too, in more of Redis's time). It reads the
+   * short call (wire.ts `encodeConsume`).
    */
   readonly consume: Script | undefined
-  /** Whether `consume` reads the short call (wire.ts `encodeConsume`) rather than the head. */
-  readonly shortConsume: boolean
   readonly limits: readonly number[]
   /** The scripts of the other acts (and of calls with a block), by act and `+b`, made when first needed. */
   acts?: { [act: string]: Script }
@@ -97,7 +96,6 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
     params: rules.flatMap(ruleArgs),
     script: scriptFor(kinds, 'apply', false),
     consume: consumeScriptFor(kinds),
-    shortConsume: kinds.length === 1 && SHORT_CONSUME.has(kinds[0]!),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
     leases: kinds.includes('concurrency'),
     batchable: kinds.every(canReturn),

@@ -217,22 +217,29 @@ export class RedisStore implements Store {
     }
 
     // A lease id made here, random: unique across processes without a round trip to agree on one.
-    const lease = plan.leases ? [consume ? newLease(cost) : ''] : undefined
+    const lease = plan.leases ? (consume ? newLease(cost) : '') : undefined
     // A release of this key still waiting in this process goes first (releases.ts).
     this.#releases.before(key)
     const base = keyBase(this.#prefix, prefix, key)
-    // The common call (one rule's consume, no block) goes by its straight-down script, in the short call
-    // when that script reads it.
+    // The common call (one rule's consume, no block) goes by its straight-down script, in the short call.
     const straight = block === undefined && consume && cost > 0 && plan.consume !== undefined
-    const sent =
-      straight && plan.shortConsume
-        ? encodeConsume(base, plan, now, cost)
-        : encode(base, plan, now, consume ? '1' : '0', cost, block, false, lease)
+    const sent = straight
+      ? encodeConsume(base, plan, now, cost, lease)
+      : encode(
+          base,
+          plan,
+          now,
+          consume ? '1' : '0',
+          cost,
+          block,
+          false,
+          lease === undefined ? undefined : [lease],
+        )
 
     const call = this.#calls.start<StoreAnswer>()
     const s = straight ? plan.consume! : block !== undefined ? scriptOf(plan, 'apply', true) : plan.script
     this.#calls.attempt(call, s, sent, true, (reply) => {
-      const [answer, blocked] = decode(plan.limits, rules, reply, false, lease?.[0])
+      const [answer, blocked] = decode(plan.limits, rules, reply, false, lease)
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (local !== undefined && this.#cache !== undefined) {
         this.#remember(local.id, plan.id, cost, local.now, resets, answer, blocked)

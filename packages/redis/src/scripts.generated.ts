@@ -1198,11 +1198,12 @@ return { 0, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0, 
   /** concurrency-consume.lua */
   concurrency: `-- sluice: one concurrency rule's consume of a cost above 0, without a block, written straight down: the
 -- prelude's head (TIME, the deadline, the caller's clock), concurrencyDecide and concurrencyAdmit
--- (concurrency.lua) inlined, so a call makes no closure and calls no Lua function. Same ARGV as the
--- composed \`apply\` script (src/wire.ts): the lease id follows the rule's params. Same reply, but for an
--- admitted call: the short form (wire.ts \`ADMITTED_REPLY\`), since the lease it holds is the one the caller
--- sent, which need not come back. src/plans.ts sends it only for such a call. Keep it in step with
--- concurrency.lua: the conformance suites run every such consume through it.
+-- (concurrency.lua) inlined, so a call makes no closure and calls no Lua function. It reads the short call
+-- (src/wire.ts, encodeConsume): ARGV the deadline, limit, leaseMs, the lease id, then the cost (absent: 1),
+-- then the caller's ms (absent: Redis's clock). Its reply is the composed \`apply\` script's but for an
+-- admitted call, which gets the short one (wire.ts \`ADMITTED_REPLY\`), since the lease it holds is the one
+-- the caller sent, which need not come back. src/plans.ts sends it only for such a call. Keep it in step
+-- with concurrency.lua: the conformance suites run every such consume through it.
 --
 -- As sliding-log-consume.lua, every number an admitted call gives redis.call is text (a literal, an ARGV or
 -- \`%d\`: Redis 7.0 writes a Lua number with \`%.17g\`, a few thousand instructions each), and a string is read
@@ -1211,10 +1212,11 @@ return { 0, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0, 
 
 local t = redis.call('TIME')
 local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
-if serverNow >= ARGV[4] + 0 then return { 'late', serverNow } end
+if serverNow >= ARGV[1] + 0 then return { 'late', serverNow } end
 local now, ttlSlack = serverNow, 0
-if ARGV[1] ~= '' then now, ttlSlack = ARGV[1] + 0, 1000 end
-local key, cost, limit, leaseMs = KEYS[1], ARGV[3] + 0, ARGV[6] + 0, ARGV[7] + 0
+if ARGV[6] then now, ttlSlack = ARGV[6] + 0, 1000 end
+local key, cost, limit, leaseMs = KEYS[1], 1, ARGV[2] + 0, ARGV[3] + 0
+if ARGV[5] then cost = ARGV[5] + 0 end
 -- The leases in the order they end, as many as can be ended (64 at most go per call: concurrencyMaxDrop)
 -- and live (at most \`limit\`, the factory bounds it): one command where the composed script runs ZCOUNT
 -- then ZRANGEBYSCORE. Should more than that be kept (64 ended leases or more, or live ones of cost 0
@@ -1237,11 +1239,11 @@ if ended > 0 then redis.call('ZREMRANGEBYRANK', key, '0', string.format('%d', en
 local leased = 0
 for i = first, #live, 2 do leased = leased + string.match(live[i], ':(%d+)$') end
 if leased + cost <= limit then
-  redis.call('ZADD', key, string.format('%d', now + leaseMs), ARGV[8])
-  local ttl = ARGV[7]
+  redis.call('ZADD', key, string.format('%d', now + leaseMs), ARGV[4])
+  local ttl = ARGV[3]
   if ttlSlack > 0 then ttl = string.format('%d', leaseMs + ttlSlack) end
   redis.call('PEXPIRE', key, ttl)
-  -- The newest lease is this call's: the caller knows its id (ARGV[8]), so the short reply.
+  -- The newest lease is this call's: the caller knows its id (ARGV[4]), so the short reply.
   return { 1, limit - leased - cost, leaseMs, serverNow }
 end
 -- Denied: the call fits once enough of the oldest leases have ended (a release can come sooner).

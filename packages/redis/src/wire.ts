@@ -8,8 +8,8 @@
  * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a consume's
  * lease (a plan with a concurrency rule), the marks of a release, unqueue or refund of one call, a fetch's
  * (`fetchExtras`) or a return's (`returnExtras`). The one exception is the short call of a straight-down
- * consume of one fixedWindow or slidingLog rule (`encodeConsume`): the deadline, the rule's params, then the
- * cost and the caller's ms only when they say something.
+ * consume of one rule (`encodeConsume`): the deadline, the rule's params, a lease, then the cost and the
+ * caller's ms only when they say something.
  * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
  * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`. A
  * decision of one rule that admits, waits for nothing and holds no mark (or only the lease the call sent)
@@ -189,27 +189,27 @@ export function encode(
 const NONE: readonly string[] = []
 
 /**
- * The kinds whose straight-down consume script (fixed-window-consume.lua, sliding-log-consume.lua) reads
- * the short call of `encodeConsume` rather than the head. concurrency-consume.lua reads the head.
+ * A straight-down consume (src/scripts/*-consume.lua: one fixedWindow, slidingLog or concurrency rule, a
+ * cost above 0, no block) on the key whose base is `base`. KEYS: the rule's key. ARGV: the deadline (set by
+ * `withDeadline`), the rule's params (limit, then windowMs or leaseMs), a concurrency rule's lease id, then
+ * the cost when it is not 1, then the caller's ms when its clock is used (the cost is then sent whatever it
+ * is). The head's mode and block say nothing here (a consume, no block), and every argument costs the
+ * client work of its own, whatever its length (ioredis copies, measures and writes each one apart: about
+ * 1,400 instructions). So the common call sends three, or four with a lease, as a script written for the
+ * one job would (bench/redis-client-instructions.mjs).
  */
-export const SHORT_CONSUME: ReadonlySet<Kind> = new Set<Kind>(['fixedWindow', 'slidingLog'])
-
-/**
- * A straight-down consume of one rule of a `SHORT_CONSUME` kind, a cost above 0 and no block, on the key
- * whose base is `base`. KEYS: the rule's key. ARGV: the deadline (set by `withDeadline`), the rule's
- * params (limit, windowMs), then the cost when it is not 1, then the caller's ms when its clock is used
- * (the cost is then sent whatever it is). The head's mode and block say nothing here (a consume, no
- * block), and every argument costs the client work of its own, whatever its length (ioredis copies,
- * measures and writes each one apart: about 1,400 instructions). So the common call sends three, as a
- * script written for the one job would (bench/redis-client-instructions.mjs).
- */
-export function encodeConsume(base: string, rules: RulesOnWire, now: number | undefined, cost: number): Call {
+export function encodeConsume(
+  base: string,
+  rules: RulesOnWire,
+  now: number | undefined,
+  cost: number,
+  lease?: string,
+): Call {
   const params = rules.params
   const keys = [base + rules.ids[0]!]
-  let args: string[]
-  if (now !== undefined) args = ['', params[0]!, params[1]!, String(cost), String(now)]
-  else if (cost !== 1) args = ['', params[0]!, params[1]!, String(cost)]
-  else args = ['', params[0]!, params[1]!]
+  const args = lease === undefined ? ['', params[0]!, params[1]!] : ['', params[0]!, params[1]!, lease]
+  if (cost !== 1 || now !== undefined) args.push(String(cost))
+  if (now !== undefined) args.push(String(now))
   return { keys, args, deadlineAt: 0 }
 }
 
