@@ -8,7 +8,9 @@
  * of the two, measured in the same rounds. Beside it, what load does not move: the client's CPU per request,
  * and Redis's time per request (`INFO commandstats` usec of every script call, divided by the requests: a
  * concurrency request's release is counted in it, batched or not) and per script call, and redis-server's
- * CPU per request (/proc, user + system: what load moves least).
+ * CPU per request (/proc, user + system: what load moves least). Beside both, the raw ceilings of each
+ * (`ceiling:concurrency`: a raw consume and a share of one raw batched release per request; `ceiling:
+ * fixedWindow`): the ratio the two jobs make with no library around them.
  *
  *   node bench/redis-concurrency.mjs [--before <snapshot dir>] [--rounds 5] [--ms 2000]
  *
@@ -32,6 +34,7 @@ for (const algorithm of ['concurrency', 'fixedWindow']) {
   if (before !== undefined)
     subjects.push({ label: `before ${algorithm}`, subject: `sluice:${algorithm}`, snap: before })
   subjects.push({ label: `sluice ${algorithm}`, subject: `sluice:${algorithm}` })
+  subjects.push({ label: `ceiling ${algorithm}`, subject: `ceiling:${algorithm}` })
 }
 
 const current = snapshot()
@@ -112,3 +115,11 @@ for (const s of subjects) {
   ]
   console.log(`| ${cells.join(' | ')} |`)
 }
+
+// What the two rules' own work makes of the ratio: the raw ceilings' (bench/lib/ceiling-scripts.mjs, a
+// request of the concurrency ceiling being its raw consume and its share of one raw batched release).
+const rateOf = (label) => median(figures.get(label).rate)
+console.log(
+  `\nsluice concurrency / ceiling concurrency: ${(rateOf('sluice concurrency') / rateOf('ceiling concurrency')).toFixed(2)}×; ` +
+    `sluice fixedWindow / ceiling fixedWindow: ${(rateOf('sluice fixedWindow') / rateOf('ceiling fixedWindow')).toFixed(2)}×`,
+)

@@ -14,9 +14,10 @@
  *  - `minimal:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs's MINIMAL_LUA (the Redis work alone).
  *  - `ceiling-autopipelined:<algorithm>`: the same with ioredis `enableAutoPipelining` (batched writes).
  */
+import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { CEILING_LUA, ceilingArgs, MINIMAL_LUA } from '../lib/ceiling-scripts.mjs'
+import { CEILING_LUA, CEILING_RELEASES_LUA, ceilingArgs, MINIMAL_LUA } from '../lib/ceiling-scripts.mjs'
 import { params, report } from '../lib/child.mjs'
 import { sluice } from '../lib/sluice.mjs'
 import { quantile } from '../lib/stats.mjs'
@@ -77,6 +78,7 @@ async function subject(name) {
     await new Promise((resolve) => setTimeout(resolve, 100)) // its SCRIPT LOAD
     return { consume: (key) => store.increment(key), admitted: (info) => info.totalHits <= HIGH, close }
   }
+  if (kind === 'ceiling' && algorithm === 'concurrency') return ceilingConcurrency(client, close)
   if (kind === 'ceiling' || kind === 'ceiling-autopipelined' || kind === 'minimal') {
     const sha = await client.script('LOAD', (kind === 'minimal' ? MINIMAL_LUA : CEILING_LUA)[algorithm])
     const args = ceilingArgs(ruleFor(algorithm)).map(String)
@@ -87,6 +89,52 @@ async function subject(name) {
     }
   }
   throw new Error(`unknown redis subject ${name}`)
+}
+
+/**
+ * The concurrency ceiling: a request is a raw EVALSHA consume with a lease id of the client's making,
+ * awaited, then its release, un-awaited, with every release of the turn in one raw EVALSHA (at most 64),
+ * as sluice batches them: the least a decision and its release can cost on one round trip.
+ */
+async function ceilingConcurrency(client, close) {
+  const sha = await client.script('LOAD', CEILING_LUA.concurrency)
+  const releases = await client.script('LOAD', CEILING_RELEASES_LUA)
+  const args = ceilingArgs(ruleFor('concurrency')).map(String)
+  const mine = randomBytes(8).toString('hex')
+  let n = 0
+  let keys = []
+  let leases = []
+  let scheduled = false
+  let failed
+  const flush = () => {
+    scheduled = false
+    if (keys.length === 0) return
+    client.evalsha(releases, keys.length, ...keys, ...leases).catch((error) => {
+      failed ??= error
+    })
+    keys = []
+    leases = []
+  }
+  return {
+    consume: async (key) => {
+      if (failed !== undefined) throw failed
+      const ruleKey = `ceiling:{${key}}:concurrency`
+      const lease = `${mine}${n++}`
+      const reply = await client.evalsha(sha, 1, ruleKey, '1', ...args, lease)
+      if (reply[0] === 1) {
+        keys.push(ruleKey)
+        leases.push(lease)
+        if (keys.length >= 64) flush()
+        else if (!scheduled) {
+          scheduled = true
+          setImmediate(flush)
+        }
+      }
+      return reply
+    },
+    admitted: (reply) => reply[0] === 1,
+    close,
+  }
 }
 
 const s = await subject(p.subject)

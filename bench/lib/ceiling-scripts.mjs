@@ -85,7 +85,28 @@ if ahead > 0 then waitMs = ahead end
 redis.call('HSET', KEYS[1], 's', start, 'u', units)
 redis.call('PEXPIRE', KEYS[1], start + math.ceil(((units + limit) * 1000) / rate) - now)
 return { 1, limit, waitMs, 0, waitMs }`,
+
+  // A lease per admitted call, scored by when it ends; ARGV[4] is the lease id the client made. Every lease
+  // holds one unit (the bench's cost), so ZCARD counts the units held.
+  concurrency: `${NOW}
+local limit, leaseMs = tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local held = redis.call('ZCARD', KEYS[1])
+if held + cost > limit then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return { 0, limit - held, tonumber(oldest[2]) - now, tonumber(oldest[2]) - now, 0 }
+end
+redis.call('ZADD', KEYS[1], now + leaseMs, ARGV[4])
+redis.call('PEXPIRE', KEYS[1], leaseMs)
+return { 1, limit - held - cost, leaseMs, 0, 0 }`,
 }
+
+/**
+ * The concurrency ceiling's release: the leases ended in one turn of the client, in one call (each lease's
+ * key declared, as Redis Cluster needs; ARGV the ids, in the order of the keys).
+ */
+export const CEILING_RELEASES_LUA = `for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[i]) end
+return 1`
 
 /**
  * The smallest scripts that still do each algorithm's Redis work, with none of its arithmetic: the floor of
@@ -115,6 +136,8 @@ export function ceilingArgs(rule) {
     case 'fixedWindow':
     case 'slidingLog':
       return [rule.limit, rule.windowMs]
+    case 'concurrency':
+      return [rule.limit, rule.leaseMs]
     case 'slidingWindow':
       return [rule.limit, rule.windowMs, rule.bucketMs]
     case 'tokenBucket':
