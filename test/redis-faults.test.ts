@@ -134,6 +134,25 @@ describe.each(STORE_CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
     expect(await noScriptErrors()).toBeGreaterThan(noScriptBefore)
   })
 
+  it("loads a script before a fresh store's first calls: 64 started at once on an emptied script cache get no NOSCRIPT", async () => {
+    const client = await clientOf(kind, server)
+    await server.cli('SCRIPT', 'FLUSH')
+    const noScriptBefore = await noScriptErrors()
+    const store = new RedisStore({ client, deniedCache: false })
+    const limiter = createLimiter({
+      rules: [slidingLog({ limit: 100, windowMs: 60_000 })],
+      store,
+      prefix: `fresh${run++}`,
+      onStoreError: 'throw',
+    })
+    const decisions = await Promise.all(Array.from({ length: 64 }, () => limiter.consume('k')))
+    // Each counted once (a client may answer them in another order than they were made).
+    expect(decisions.map((d) => d.remaining).sort((a, b) => b - a)).toEqual(
+      Array.from({ length: 64 }, (_, i) => 99 - i),
+    )
+    expect(await noScriptErrors()).toBe(noScriptBefore)
+  })
+
   it('rejects within the timeout while Redis stalls, and caps calls in flight', async () => {
     const client = await clientOf(kind, server)
     const store = new RedisStore({ client, timeoutMs: TIMEOUT_MS, maxInFlight: 20 })

@@ -5,11 +5,10 @@
  *
  * Implementations, picked by looking at the client (no client library is imported: all are optional peers,
  * and only their public methods are used):
- * - ioredis or iovalkey (`Redis` or `Cluster`): scripts through `defineCommand`, which sends EVALSHA and
- *   reloads the script by itself on NOSCRIPT; commands through `call`.
- * - node-redis (client or cluster) and Valkey GLIDE (`GlideClient` or `GlideClusterClient`): EVALSHA, resent
- *   as EVAL (which also reloads the script) only when Redis answers NOSCRIPT. Any other error goes to the
- *   caller untouched. A cluster routes each call by its first key.
+ * - ioredis or iovalkey (`Redis` or `Cluster`): scripts by its `evalsha` command; commands through `call`.
+ * - node-redis (client or cluster) and Valkey GLIDE (`GlideClient` or `GlideClusterClient`): EVALSHA.
+ * Each resends a script as EVAL (which also reloads it) only when Redis answers NOSCRIPT; any other error
+ * goes to the caller untouched. A cluster routes each call by its first key.
  */
 import { createHash } from 'node:crypto'
 import { InvalidOptionError } from '@sluice/core'
@@ -57,14 +56,15 @@ export interface RedisConnection {
 
 /** The parts of an ioredis `Redis` or `Cluster` the store uses. */
 interface IoRedisLike {
-  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
+  evalsha(sha: string, keys: number, ...rest: (readonly string[])[]): Promise<unknown>
+  eval(lua: string, keys: number, ...rest: (readonly string[])[]): Promise<unknown>
+  script(subcommand: 'LOAD', lua: string): Promise<unknown>
   call(...args: string[]): Promise<unknown>
   status: string
   /** True on a Cluster (ioredis and iovalkey set it on both classes). */
   isCluster?: boolean
   /** A standalone client's socket (a Cluster has one per node, and none here). */
   stream?: { cork?(): void; uncork?(): void }
-  [command: string]: unknown
 }
 
 /** The parts of a node-redis client the store uses. */
@@ -101,7 +101,7 @@ export const ACCEPTED_CLIENTS =
 export function connectionFor(client: unknown, option: string): RedisConnection {
   if (client !== null && typeof client === 'object') {
     const c = client as Record<string, unknown>
-    if (typeof c.defineCommand === 'function' && typeof c.sendCommand === 'function') {
+    if (typeof c.defineCommand === 'function' && typeof c.evalsha === 'function') {
       return new IoRedisRunner(client as IoRedisLike)
     }
     if (typeof c.customCommand === 'function' && typeof c.invokeScript === 'function') {
@@ -131,10 +131,18 @@ const WRITES_PER_FLUSH = 16
 /** ioredis statuses in which a command would only wait in the offline queue for a reconnect. */
 const IOREDIS_DOWN = new Set(['reconnecting', 'close', 'end'])
 
+/**
+ * ioredis and iovalkey. A script goes by the client's own `evalsha` command, which takes arrays and
+ * flattens them one level, so the keys and arguments are not copied on the way. Not `defineCommand`: its
+ * command makes a class per script, a promise and a closure more per call, and a call site that sees two
+ * scripts (a concurrency consume and its releases) stops being one the engine can inline: a concurrency
+ * request cost the client 80 k instructions that way, 60 k this way (fixedWindow: 59 k, 57 k;
+ * bench/redis-client-instructions.mjs).
+ */
 class IoRedisRunner implements RedisConnection {
   readonly #client: IoRedisLike
-  /** Command name per script SHA, defined on the client once. */
-  readonly #commands = new Map<string, string>()
+  /** The scripts met so far (`loadFirst`). */
+  readonly #loaded = new Set<string>()
   /**
    * The socket corked by the first call of an event-loop turn, until its writes are flushed (see
    * `#coalesceWrites`): the one uncorked, even if ioredis has put a new socket in its place meanwhile.
@@ -152,23 +160,21 @@ class IoRedisRunner implements RedisConnection {
   }
 
   run(script: Script, keys: readonly string[], args: readonly string[], alone: boolean): Promise<unknown> {
-    let name = this.#commands.get(script.sha)
-    if (name === undefined) {
-      // The name carries the SHA: two versions of sluice on one client never overwrite each other.
-      name = `sluice_${script.sha}`
-      if (typeof this.#client[name] !== 'function') this.#client.defineCommand(name, { lua: script.lua })
-      this.#commands.set(script.sha, name)
+    if (!this.#loaded.has(script.sha)) {
+      loadFirst(this.#loaded, script, this.cluster, () => this.#client.script('LOAD', script.lua))
     }
-    if (alone) return this.#send(name, keys, args)
+    if (alone) return this.#send(script, keys, args)
     this.#coalesceWrites()
-    const reply = this.#send(name, keys, args)
+    const reply = this.#send(script, keys, args)
     if (++this.#held >= WRITES_PER_FLUSH) this.#flush()
     return reply
   }
 
-  #send(name: string, keys: readonly string[], args: readonly string[]): Promise<unknown> {
-    // ioredis flattens array arguments one level; without `numberOfKeys` the first one is the key count.
-    return (this.#client[name] as (...a: unknown[]) => Promise<unknown>)(keys.length, keys, args)
+  #send(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    return this.#client.evalsha(script.sha, keys.length, keys, args).catch((error: unknown) => {
+      if (!isNoScript(error)) throw error
+      return this.#client.eval(script.lua, keys.length, keys, args)
+    })
   }
 
   /**
@@ -232,14 +238,35 @@ export function isNoScript(error: unknown): boolean {
   )
 }
 
+/**
+ * Marks `script` met, and loads it on a standalone client just before its first call there, on the same
+ * connection, so the calls of a fresh process do not all come back NOSCRIPT and go again with the whole
+ * script. Not on a cluster, where a load reaches one node of many: there a node that lacks the script
+ * answers NOSCRIPT and the call goes again as EVAL. A failed load shows in the call that follows, not here.
+ */
+function loadFirst(
+  loaded: Set<string>,
+  script: Script,
+  cluster: boolean,
+  load: () => Promise<unknown>,
+): void {
+  loaded.add(script.sha)
+  if (!cluster) load().catch(() => {})
+}
+
 /** EVALSHA, then EVAL when the server has lost the script (a restart, a failover, SCRIPT FLUSH). */
 abstract class EvalshaRunner implements RedisConnection {
   protected abstract send(firstKey: string, command: string[]): Promise<unknown>
   abstract connected(): boolean
   abstract troubled(): void
   abstract readonly cluster: boolean
+  /** The scripts met so far (`loadFirst`). */
+  readonly #loaded = new Set<string>()
 
   run(script: Script, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    if (!this.#loaded.has(script.sha)) {
+      loadFirst(this.#loaded, script, this.cluster, () => this.send(keys[0]!, ['SCRIPT', 'LOAD', script.lua]))
+    }
     const command = new Array<string>(3 + keys.length + args.length)
     command[0] = 'EVALSHA'
     command[1] = script.sha
