@@ -78,7 +78,10 @@ async function subject(name) {
     await new Promise((resolve) => setTimeout(resolve, 100)) // its SCRIPT LOAD
     return { consume: (key) => store.increment(key), admitted: (info) => info.totalHits <= HIGH, close }
   }
-  if (kind === 'ceiling' && algorithm === 'concurrency') return ceilingConcurrency(client, close)
+  if (algorithm === 'concurrency') {
+    if (kind !== 'ceiling') throw new Error(`no ${kind} script for concurrency`)
+    return ceilingConcurrency(client, close)
+  }
   if (kind === 'ceiling' || kind === 'ceiling-autopipelined' || kind === 'minimal') {
     const sha = await client.script('LOAD', (kind === 'minimal' ? MINIMAL_LUA : CEILING_LUA)[algorithm])
     const args = ceilingArgs(ruleFor(algorithm)).map(String)
@@ -94,7 +97,8 @@ async function subject(name) {
 /**
  * The concurrency ceiling: a request is a raw EVALSHA consume with a lease id of the client's making,
  * awaited, then its release, un-awaited, with every release of the turn in one raw EVALSHA (at most 64),
- * as sluice batches them: the least a decision and its release can cost on one round trip.
+ * as sluice batches them. Raw scripts through plain ioredis, as every ceiling here: no corked writes, and
+ * each lease id an argument of its own.
  */
 async function ceilingConcurrency(client, close) {
   const sha = await client.script('LOAD', CEILING_LUA.concurrency)

@@ -3,7 +3,8 @@
  * layout as sluice's script (one hash or sorted set per key, same TTLs), same time source (`TIME`), same
  * five numbers back, one rule, written straight down with no helpers. Sent as a raw EVALSHA through
  * ioredis, they show what the network, the client and Redis cost without sluice's code around them.
- * ARGV: cost, then the rule's numbers.
+ * ARGV: cost, then the rule's numbers (concurrency: then the lease id; every lease holds one unit, so its id
+ * carries no cost, and its releases go by `CEILING_RELEASES_LUA`).
  */
 
 const NOW = `local t = redis.call('TIME')

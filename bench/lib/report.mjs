@@ -157,15 +157,20 @@ export function goals(r) {
       }
     }
     // A concurrency request (decision awaited, release batched) beside a fixedWindow one (issue 26: 0.8×),
-    // then the same two jobs as raw scripts with no library around them: what the jobs themselves allow.
+    // then the same two jobs as raw scripts through plain ioredis: what they make of the ratio unaided.
     const rate = (subject) => med(red[`${subject}|throughput`]?.perSecond)
-    for (const [label, build] of [
-      ['Redis concurrency (decision + release) vs fixedWindow, 256 in flight', 'sluice'],
-      ['  the raw ceilings of the two, the same ratio', 'ceiling'],
-    ]) {
-      const x = rate(`${build}:concurrency`) / rate(`${build}:fixedWindow`)
-      if (Number.isFinite(x)) out.push([label, '≥ 0.8×', x, x >= 0.8, 'ratio'])
+    const ratio = (build) => rate(`${build}:concurrency`) / rate(`${build}:fixedWindow`)
+    const sluiceRatio = ratio('sluice')
+    if (Number.isFinite(sluiceRatio)) {
+      out.push([
+        'Redis concurrency (decision + release) vs fixedWindow, 256 in flight',
+        '≥ 0.8×',
+        sluiceRatio,
+        sluiceRatio >= 0.8,
+        'ratio',
+      ])
     }
+    reach(out, '  the raw ceilings of the two, the same ratio', '≥ 0.8×', ratio('ceiling'), 0.8, 'ratio')
   }
   const http = r.sections.http
   if (http !== undefined) {

@@ -1045,7 +1045,7 @@ export const CONSUME_LUA: { readonly [kind: string]: string | undefined } = {
 -- (fixed-window.lua) inlined, so a call makes no closure and calls no Lua function. It reads the short call
 -- (src/wire.ts, encodeConsume): ARGV the deadline, limit, windowMs, then the cost (absent: 1), then the
 -- caller's ms (absent: Redis's clock). Its reply is the composed \`apply\` script's but for an admitted call,
--- which gets the short one (src/wire.ts, ADMITTED_REPLY); src/plans.ts sends it only for such a call. Keep
+-- which gets the short one (src/wire.ts, ADMITTED_REPLY); src/redis-store.ts sends it only for such a call. Keep
 -- it in step with fixed-window.lua: the conformance suites run every such consume through it.
 
 local t = redis.call('TIME')
@@ -1094,7 +1094,7 @@ return { 0, remaining, resetMs, resetMs, 0, '', 0, serverNow }
 -- closure and calls no Lua function. It reads the short call (src/wire.ts, encodeConsume): ARGV the
 -- deadline, limit, windowMs, then the cost (absent: 1), then the caller's ms (absent: Redis's clock). Its
 -- reply is the composed \`apply\` script's but for an admitted call, which gets the short one (src/wire.ts,
--- ADMITTED_REPLY); src/plans.ts sends it only for such a call. Keep it in step with sliding-log.lua: the
+-- ADMITTED_REPLY); src/redis-store.ts sends it only for such a call. Keep it in step with sliding-log.lua: the
 -- conformance suites run every such consume through it.
 --
 -- Where Redis's time goes in a script this short is turning numbers into text and back, so an admitted
@@ -1202,7 +1202,7 @@ return { 0, remaining, newestAt + windowMs - now, oldestAt + windowMs - now, 0, 
 -- (src/wire.ts, encodeConsume): ARGV the deadline, limit, leaseMs, the lease id, then the cost (absent: 1),
 -- then the caller's ms (absent: Redis's clock). Its reply is the composed \`apply\` script's but for an
 -- admitted call, which gets the short one (wire.ts \`ADMITTED_REPLY\`), since the lease it holds is the one
--- the caller sent, which need not come back. src/plans.ts sends it only for such a call. Keep it in step
+-- the caller sent, which need not come back. src/redis-store.ts sends it only for such a call. Keep it in step
 -- with concurrency.lua: the conformance suites run every such consume through it.
 --
 -- As sliding-log-consume.lua, every number an admitted call gives redis.call is text (a literal, an ARGV or

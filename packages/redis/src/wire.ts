@@ -8,8 +8,8 @@
  * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a consume's
  * lease (a plan with a concurrency rule), the marks of a release, unqueue or refund of one call, a fetch's
  * (`fetchExtras`) or a return's (`returnExtras`). The one exception is the short call of a straight-down
- * consume of one rule (`encodeConsume`): the deadline, the rule's params, a lease, then the cost and the
- * caller's ms only when they say something.
+ * consume of one rule (`encodeConsume`): the deadline, the rule's params, a concurrency rule's lease id,
+ * then the cost and the caller's ms only when they say something.
  * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
  * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`. A
  * decision of one rule that admits, waits for nothing and holds no mark (or only the lease the call sent)
@@ -193,10 +193,10 @@ const NONE: readonly string[] = []
  * cost above 0, no block) on the key whose base is `base`. KEYS: the rule's key. ARGV: the deadline (set by
  * `withDeadline`), the rule's params (limit, then windowMs or leaseMs), a concurrency rule's lease id, then
  * the cost when it is not 1, then the caller's ms when its clock is used (the cost is then sent whatever it
- * is). The head's mode and block say nothing here (a consume, no block), and every argument costs the
- * client work of its own, whatever its length (ioredis copies, measures and writes each one apart: about
- * 1,400 instructions). So the common call sends three, or four with a lease, as a script written for the
- * one job would (bench/redis-client-instructions.mjs).
+ * is); `lease` is given for a concurrency rule, and only then. The head's mode and block say nothing here
+ * (a consume, no block), and every argument costs the client work of its own, whatever its length (ioredis
+ * copies, measures and writes each one apart: about 1,400 instructions). So the common call sends three,
+ * or four with a lease, as a script written for the one job would (bench/redis-client-instructions.mjs).
  */
 export function encodeConsume(
   base: string,

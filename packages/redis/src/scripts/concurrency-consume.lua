@@ -4,7 +4,7 @@
 -- (src/wire.ts, encodeConsume): ARGV the deadline, limit, leaseMs, the lease id, then the cost (absent: 1),
 -- then the caller's ms (absent: Redis's clock). Its reply is the composed `apply` script's but for an
 -- admitted call, which gets the short one (wire.ts `ADMITTED_REPLY`), since the lease it holds is the one
--- the caller sent, which need not come back. src/plans.ts sends it only for such a call. Keep it in step
+-- the caller sent, which need not come back. src/redis-store.ts sends it only for such a call. Keep it in step
 -- with concurrency.lua: the conformance suites run every such consume through it.
 --
 -- As sliding-log-consume.lua, every number an admitted call gives redis.call is text (a literal, an ARGV or

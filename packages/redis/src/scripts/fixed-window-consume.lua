@@ -3,7 +3,7 @@
 -- (fixed-window.lua) inlined, so a call makes no closure and calls no Lua function. It reads the short call
 -- (src/wire.ts, encodeConsume): ARGV the deadline, limit, windowMs, then the cost (absent: 1), then the
 -- caller's ms (absent: Redis's clock). Its reply is the composed `apply` script's but for an admitted call,
--- which gets the short one (src/wire.ts, ADMITTED_REPLY); src/plans.ts sends it only for such a call. Keep
+-- which gets the short one (src/wire.ts, ADMITTED_REPLY); src/redis-store.ts sends it only for such a call. Keep
 -- it in step with fixed-window.lua: the conformance suites run every such consume through it.
 
 local t = redis.call('TIME')
