@@ -140,6 +140,21 @@ describe('the short call of a straight-down consume', () => {
     } as unknown as RedisClientLike
   }
 
+  /**
+   * A store on a recording client, on Redis's clock or on `clock`, with the ARGV it sends from now on in
+   * `sent`: warmed up first, since a fresh store's first call goes twice (its deadline waits for a reply
+   * to learn Redis's clock).
+   */
+  async function recordingStore(rule: Rule, sent: string[][], clock?: () => number): Promise<RedisStore> {
+    const client = await recordingClient(sent)
+    const store = new RedisStore(
+      clock === undefined ? { client, deniedCache: false } : { client, clock, deniedCache: false },
+    )
+    await store.apply('warm', 'warm', [rule], 1, 'peek')
+    sent.length = 0
+    return store
+  }
+
   it.each([
     ['fixedWindow', fixedWindow({ limit: 5, windowMs: 60_000 })],
     ['slidingLog', slidingLog({ limit: 5, windowMs: 60_000 })],
@@ -147,12 +162,8 @@ describe('the short call of a straight-down consume', () => {
     '%s: sends the deadline, limit and windowMs, the cost only when not 1, the clock only when given, and decides as the memory store',
     async (_, rule) => {
       const sent: string[][] = []
-      const client = await recordingClient(sent)
       const prefix = `short${run++}`
-      const onRedisClock = new RedisStore({ client, deniedCache: false })
-      // A fresh store's first call goes twice (its deadline waits for a reply to learn Redis's clock).
-      await onRedisClock.apply(prefix, 'warm', [rule], 1, 'peek')
-      sent.length = 0
+      const onRedisClock = await recordingStore(rule, sent)
       expect((await onRedisClock.apply(prefix, 'k', [rule], 1, 'consume'))[0]).toMatchObject({
         allowed: true,
         remaining: 4,
@@ -173,9 +184,7 @@ describe('the short call of a straight-down consume', () => {
       // The caller's clock goes last, after the cost, whatever the cost.
       const now = 1_700_000_000_000 + Math.floor(Math.random() * 1e9)
       const memory = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
-      const onClock = new RedisStore({ client, clock: () => now, deniedCache: false })
-      await onClock.apply(prefix, 'warm', [rule], 1, 'peek')
-      sent.length = 0
+      const onClock = await recordingStore(rule, sent, () => now)
       for (const cost of [1, 2, 3]) {
         const expected = memory.apply(prefix, 'c', [rule], cost, 'consume')
         expect(await onClock.apply(prefix, 'c', [rule], cost, 'consume')).toEqual(expected)
@@ -192,11 +201,8 @@ describe('the short call of a straight-down consume', () => {
   it('concurrency: sends the deadline, limit and leaseMs, then the lease id, the cost only when not 1 and the clock only when given, and decides as the memory store', async () => {
     const rule = concurrency({ limit: 5, leaseMs: 60_000 }) as Rule
     const sent: string[][] = []
-    const client = await recordingClient(sent)
     const prefix = `short${run++}`
-    const onRedisClock = new RedisStore({ client, deniedCache: false })
-    await onRedisClock.apply(prefix, 'warm', [rule], 1, 'peek')
-    sent.length = 0
+    const onRedisClock = await recordingStore(rule, sent)
     const one = (await onRedisClock.apply(prefix, 'k', [rule], 1, 'consume'))[0]!
     expect(one).toMatchObject({ allowed: true, remaining: 4, resetMs: 60_000 })
     const three = (await onRedisClock.apply(prefix, 'k', [rule], 3, 'consume'))[0]!
@@ -219,9 +225,7 @@ describe('the short call of a straight-down consume', () => {
     // but for the lease ids, each store's own.
     const now = 1_700_000_000_000 + Math.floor(Math.random() * 1e9)
     const memory = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
-    const onClock = new RedisStore({ client, clock: () => now, deniedCache: false })
-    await onClock.apply(prefix, 'warm', [rule], 1, 'peek')
-    sent.length = 0
+    const onClock = await recordingStore(rule, sent, () => now)
     const leases: (string | undefined)[] = []
     for (const cost of [1, 2, 3]) {
       const [expected] = memory.apply(prefix, 'c', [rule], cost, 'consume') as StoreAnswer
