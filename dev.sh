@@ -65,9 +65,7 @@ pack_all() {
   local dest="${SLUICE_PACK_DIR:-$PWD/packs}"
   rm -rf "$dest"
   mkdir -p "$dest"
-  for dir in packages/*/; do
-    (cd "$dir" && pnpm pack --pack-destination "$dest" >/dev/null)
-  done
+  pnpm -r --filter './packages/*' pack --pack-destination "$dest" >/dev/null
   echo "Tarballs in $dest:"
   ls -1 "$dest"
   echo "In your app (any of them; @sluice/core always):"
