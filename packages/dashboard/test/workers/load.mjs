@@ -46,7 +46,7 @@ async function setup({ redisPort, instance, table: name }) {
       prefix: 'api',
       store,
       key: { header: 'x-user' },
-      rules: [fixedWindow({ limit: 15, windowMs: 1000 })],
+      rules: [fixedWindow({ limit: 5, windowMs: 1000 })],
     }),
   )
   app.use(
@@ -107,6 +107,11 @@ async function setup({ redisPort, instance, table: name }) {
   return { port: server.address().port, version: table.version }
 }
 
+/**
+ * Requests per 200 ms tick, per process. Both processes share Redis, so each user sends twice this times 5
+ * a second against `api`'s 5: every user is over it, some well over, and `api` denies about 60 a second to
+ * `busy`'s 10, which keeps it the busiest denier whenever the page is read.
+ */
 const USERS = [
   ['alice', 2],
   ['bob', 1],
