@@ -195,6 +195,25 @@ describe('MemoryStore expiry', () => {
     expect(vi.getTimerCount()).toBe(0)
   })
 
+  it('a clock that throws makes its timed sweep skip a turn: nothing is thrown from the timer, where it would end the process', () => {
+    vi.useFakeTimers()
+    const clock = { broken: false }
+    const store = new MemoryStore({
+      clock: () => {
+        if (clock.broken) throw new Error('clock broke')
+        return 0
+      },
+      sweepIntervalMs: 1000,
+    })
+    store.apply('p', 'k', [onePerSecond], 1, 'consume')
+    clock.broken = true
+    expect(() => vi.advanceTimersByTime(3000)).not.toThrow()
+    expect(store.size).toBe(1)
+    // Called by its user, a sweep still says what failed.
+    expect(() => store.sweep()).toThrow('clock broke')
+    store.close()
+  })
+
   it('unrefs its sweep timer so it never keeps the process alive; sweepIntervalMs 0 makes none', () => {
     const spy = vi.spyOn(globalThis, 'setInterval')
     const store = new MemoryStore()

@@ -100,7 +100,7 @@ export class MemoryStore implements Store {
       MAX_TIMER_MS,
     )
     if (sweepIntervalMs > 0) {
-      this.#sweep = setInterval(() => this.sweep(), sweepIntervalMs)
+      this.#sweep = setInterval(this.#timedSweep, sweepIntervalMs)
       this.#sweep.unref()
     }
   }
@@ -278,6 +278,16 @@ export class MemoryStore implements Store {
     this.#namespaces.clear()
     this.#lastNamespace = undefined
     this.#currentCount = 0
+  }
+
+  /**
+   * The sweep the interval runs. A clock that throws fails the calls that read it (`onStoreError` decides
+   * them); here nobody could catch it, and the process would end, so the sweep skips its turn.
+   */
+  readonly #timedSweep = (): void => {
+    try {
+      this.sweep()
+    } catch {}
   }
 
   /** The clock in whole ms, as the algorithms and the Redis store's `TIME` take it (a clock may have fractions). */
