@@ -3,6 +3,9 @@
  * `inFlight` workers awaits one call, then sends the next), or latency of one call at a time.
  * params: { subject, port, redisPid, measure: 'throughput' | 'latency', inFlight, warmupMs, measureMs,
  *           keys, autoPipelining }
+ * or, to read latencies in pairs, { subjects: [...], measure: 'interleaved', ... }: every subject in this one
+ * process, each on a client of its own, taking turns call by call (the order turning each step), so a
+ * moment of load, a GC or a scheduler hiccup falls on all of them alike; it reports each one's p50 and p99.
  * Subjects:
  *  - `sluice:<algorithm>`: createLimiter + RedisStore on an ioredis client (`onStoreError: 'throw'`, so a
  *    timeout fails the case instead of passing as an admission).
@@ -28,14 +31,14 @@ const p = params()
 const { createLimiter } = await sluice('core')
 const { RedisStore } = await sluice('redis')
 
-async function ioredisClient() {
+async function ioredisClient(name) {
   const { Redis } = require('ioredis')
   const client = new Redis({
     host: '127.0.0.1',
     port: p.port,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
-    enableAutoPipelining: p.autoPipelining === true || p.subject.startsWith('ceiling-autopipelined:'),
+    enableAutoPipelining: p.autoPipelining === true || name.startsWith('ceiling-autopipelined:'),
   })
   await new Promise((resolve, reject) => {
     client.once('ready', resolve)
@@ -49,7 +52,7 @@ async function subject(name) {
   if (kind === 'sluice' || kind === 'sluice-node-redis') {
     let client
     let close
-    if (kind === 'sluice') ({ client, close } = await ioredisClient())
+    if (kind === 'sluice') ({ client, close } = await ioredisClient(name))
     else {
       const { createClient } = require('redis')
       client = createClient({ socket: { host: '127.0.0.1', port: p.port }, disableOfflineQueue: true })
@@ -65,7 +68,7 @@ async function subject(name) {
         : (key) => limiter.consume(key)
     return { consume, admitted: (d) => d.allowed, close }
   }
-  const { client, close } = await ioredisClient()
+  const { client, close } = await ioredisClient(name)
   if (kind === 'rlf') {
     const { RateLimiterRedis } = require('rate-limiter-flexible')
     const rl = new RateLimiterRedis({ storeClient: client, points: HIGH, duration: WINDOW_MS / 1000 })
@@ -141,7 +144,6 @@ async function ceilingConcurrency(client, close) {
   }
 }
 
-const s = await subject(p.subject)
 const keys = Array.from({ length: p.keys }, (_, i) => `client:${i}`)
 
 /** redis-server's CPU time so far in µs (Linux /proc; NaN elsewhere or without its pid). */
@@ -154,7 +156,7 @@ function redisCpuUs() {
   }
 }
 
-async function throughput(ms) {
+async function throughput(s, ms) {
   let n = 0
   let k = 0
   const end = performance.now() + ms
@@ -181,27 +183,46 @@ async function throughput(ms) {
   }
 }
 
-async function latency(ms) {
-  const samples = []
+/** One call at a time for `ms`, each subject taking its turn in an order that turns every step. */
+async function latencies(subjects, ms) {
+  const samples = subjects.map(() => [])
   let k = 0
+  let step = 0
   const end = performance.now() + ms
   while (performance.now() < end) {
     const key = keys[k]
     if (++k === keys.length) k = 0
-    const t0 = performance.now()
-    await s.consume(key)
-    samples.push(performance.now() - t0)
+    for (let i = 0; i < subjects.length; i++) {
+      const which = (i + step) % subjects.length
+      const t0 = performance.now()
+      await subjects[which].consume(key)
+      samples[which].push(performance.now() - t0)
+    }
+    step++
   }
-  samples.sort((a, b) => a - b)
-  return { p50Ms: quantile(samples, 0.5), p99Ms: quantile(samples, 0.99), calls: samples.length }
+  return samples.map((values) => {
+    values.sort((a, b) => a - b)
+    return { p50Ms: quantile(values, 0.5), p99Ms: quantile(values, 0.99), calls: values.length }
+  })
 }
 
-const run = p.measure === 'latency' ? latency : throughput
-const warmup = await run(p.warmupMs)
-const result = await run(p.measureMs)
-const admitted = s.admitted(await s.consume(keys[0]))
-// Every request the case made, its warm-up's and the last one's too (Redis's INFO counts them all).
-if (p.measure !== 'latency') result.allRequests = warmup.requests + result.requests + 1
-s.close()
-if (!admitted) throw new Error(`${p.subject} denied a call: the bench limits are too low`)
+const names = p.measure === 'interleaved' ? p.subjects : [p.subject]
+const subjects = []
+for (const name of names) subjects.push(await subject(name))
+let result
+if (p.measure === 'throughput') {
+  const warmup = await throughput(subjects[0], p.warmupMs)
+  result = await throughput(subjects[0], p.measureMs)
+  // Every request the case made, its warm-up's and the last one's too (Redis's INFO counts them all).
+  result.allRequests = warmup.requests + result.requests + 1
+} else {
+  await latencies(subjects, p.warmupMs)
+  const each = await latencies(subjects, p.measureMs)
+  result = p.measure === 'interleaved' ? Object.fromEntries(names.map((n, i) => [n, each[i]])) : each[0]
+}
+for (const [i, s] of subjects.entries()) {
+  const admitted = s.admitted(await s.consume(keys[0]))
+  s.close()
+  if (!admitted) throw new Error(`${names[i]} denied a call: the bench limits are too low`)
+}
 report(result)
