@@ -10,7 +10,11 @@
  * concurrency request's release is counted in it, batched or not) and per script call, and redis-server's
  * CPU per request (/proc, user + system: what load moves least). Beside both, the raw ceilings of each
  * (`ceiling:concurrency`: a raw consume and a share of one raw batched release per request; `ceiling:
- * fixedWindow`): the ratio the two jobs make with no library around them.
+ * fixedWindow`): the ratio the two jobs make with no library around them. Last, the floor of a
+ * concurrency request (`minimal:concurrency`: TIME, ZCARD, ZADD and PEXPIRE, then its share of a batched
+ * ZREM: the least Redis work a lease kept by Redis's clock can take) against sluice's fixedWindow, by
+ * Redis's time per request: where Redis is the bound, no concurrency request can beat that ratio (the
+ * floor's own rate is bound by its plain client, as the ceilings' are).
  *
  *   node bench/redis-concurrency.mjs [--before <snapshot dir>] [--rounds 5] [--ms 2000]
  *
@@ -36,6 +40,7 @@ for (const algorithm of ['concurrency', 'fixedWindow']) {
   subjects.push({ label: `sluice ${algorithm}`, subject: `sluice:${algorithm}` })
   subjects.push({ label: `ceiling ${algorithm}`, subject: `ceiling:${algorithm}` })
 }
+subjects.push({ label: 'floor concurrency', subject: 'minimal:concurrency' })
 
 const current = snapshot()
 const redis = await startRedis()
@@ -96,7 +101,8 @@ console.log('|---|---|---|---|---|---|---|---|')
 for (const s of subjects) {
   const f = figures.get(s.label)
   const build = s.label.split(' ')[0]
-  const fixed = figures.get(`${build} fixedWindow`)
+  // The floor has no fixedWindow of its own: it is read against sluice's.
+  const fixed = figures.get(`${build} fixedWindow`) ?? figures.get('sluice fixedWindow')
   // The ratio per round (the two ran back to back), then its median.
   const ratios = f.rate.map((r, i) => r / fixed.rate[i])
   const range = (xs, d) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`
@@ -121,5 +127,12 @@ for (const s of subjects) {
 const rateOf = (label) => median(figures.get(label).rate)
 console.log(
   `\nsluice concurrency / ceiling concurrency: ${(rateOf('sluice concurrency') / rateOf('ceiling concurrency')).toFixed(2)}×; ` +
-    `sluice fixedWindow / ceiling fixedWindow: ${(rateOf('sluice fixedWindow') / rateOf('ceiling fixedWindow')).toFixed(2)}×`,
+    `sluice fixedWindow / ceiling fixedWindow: ${(rateOf('sluice fixedWindow') / rateOf('ceiling fixedWindow')).toFixed(2)}×; ` +
+    `sluice concurrency / floor concurrency: ${(rateOf('sluice concurrency') / rateOf('floor concurrency')).toFixed(2)}×`,
+)
+// By Redis's time per request (commandstats): what one Redis can decide per second, whatever the clients.
+const usecOf = (label) => median(figures.get(label).usecPerRequest)
+console.log(
+  `By Redis µs per request, sluice fixedWindow over: sluice concurrency ${(usecOf('sluice fixedWindow') / usecOf('sluice concurrency')).toFixed(2)}×, ` +
+    `the concurrency floor ${(usecOf('sluice fixedWindow') / usecOf('floor concurrency')).toFixed(2)}× (the most a concurrency request can make of a Redis that is the bound)`,
 )

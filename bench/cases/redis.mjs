@@ -14,7 +14,8 @@
  *  - `rlf`: rate-limiter-flexible RateLimiterRedis (its Lua script through ioredis).
  *  - `rlr`: rate-limit-redis (express-rate-limit's Redis store, EVALSHA through ioredis `call`).
  *  - `ceiling:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs through ioredis.
- *  - `minimal:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs's MINIMAL_LUA (the Redis work alone).
+ *  - `minimal:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs's MINIMAL_LUA (the Redis work alone;
+ *    concurrency's releases as the ceiling's).
  *  - `ceiling-autopipelined:<algorithm>`: the same with ioredis `enableAutoPipelining` (batched writes).
  */
 import { randomBytes } from 'node:crypto'
@@ -82,8 +83,8 @@ async function subject(name) {
     return { consume: (key) => store.increment(key), admitted: (info) => info.totalHits <= HIGH, close }
   }
   if (algorithm === 'concurrency') {
-    if (kind !== 'ceiling') throw new Error(`no ${kind} script for concurrency`)
-    return ceilingConcurrency(client, close)
+    if (kind !== 'ceiling' && kind !== 'minimal') throw new Error(`no ${kind} script for concurrency`)
+    return ceilingConcurrency(client, close, (kind === 'minimal' ? MINIMAL_LUA : CEILING_LUA).concurrency)
   }
   if (kind === 'ceiling' || kind === 'ceiling-autopipelined' || kind === 'minimal') {
     const sha = await client.script('LOAD', (kind === 'minimal' ? MINIMAL_LUA : CEILING_LUA)[algorithm])
@@ -103,8 +104,8 @@ async function subject(name) {
  * as sluice batches them. Raw scripts through plain ioredis, as every ceiling here: no corked writes, and
  * each lease id an argument of its own.
  */
-async function ceilingConcurrency(client, close) {
-  const sha = await client.script('LOAD', CEILING_LUA.concurrency)
+async function ceilingConcurrency(client, close, lua) {
+  const sha = await client.script('LOAD', lua)
   const releases = await client.script('LOAD', CEILING_RELEASES_LUA)
   const args = ceilingArgs(ruleFor('concurrency')).map(String)
   const mine = randomBytes(8).toString('hex')

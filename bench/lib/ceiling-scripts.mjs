@@ -113,7 +113,9 @@ return 1`
  * The smallest scripts that still do each algorithm's Redis work, with none of its arithmetic: the floor of
  * what a script costs inside Redis (`INFO commandstats` usec_per_call), beside which sluice's is measured
  * (bench/redis-time.mjs). fixedWindow: INCR + PEXPIRE. slidingLog: TIME, ZREMRANGEBYSCORE, ZCARD, INCR (a
- * sequence for the member, in the same slot), ZADD, PEXPIRE. Same ARGV as the ceilings.
+ * sequence for the member, in the same slot), ZADD, PEXPIRE. concurrency: TIME, ZCARD, ZADD, PEXPIRE, and
+ * its release's ZREM (CEILING_RELEASES_LUA): leases that end on their own, scored by Redis's clock, kept
+ * with nothing dropped or read (the bench releases every lease). Same ARGV as the ceilings.
  */
 export const MINIMAL_LUA = {
   fixedWindow: `local c = redis.call('INCR', KEYS[1])
@@ -129,6 +131,14 @@ local seq = redis.call('INCR', KEYS[1] .. ':seq')
 redis.call('ZADD', KEYS[1], now, seq)
 redis.call('PEXPIRE', KEYS[1], windowMs)
 return { 1, limit - total - cost, windowMs, 0, 0 }`,
+
+  concurrency: `${NOW}
+local limit, leaseMs = tonumber(ARGV[2]), tonumber(ARGV[3])
+local held = redis.call('ZCARD', KEYS[1])
+if held + cost > limit then return { 0, limit - held, leaseMs, leaseMs, 0 } end
+redis.call('ZADD', KEYS[1], now + leaseMs, ARGV[4])
+redis.call('PEXPIRE', KEYS[1], leaseMs)
+return { 1, limit - held - cost, leaseMs, 0, 0 }`,
 }
 
 /** The ARGV after cost for each algorithm, from the rule the bench uses. */
