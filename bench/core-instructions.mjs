@@ -51,6 +51,12 @@ const COMPARISONS = [
     goal: undefined,
   },
   {
+    name: 'fixedWindow vs the floor with its answer (Map + Date.now + a Decision)',
+    sluice: ['sluice:fixedWindow', KEYS],
+    against: ['map+decision', KEYS],
+    goal: undefined,
+  },
+  {
     name: 'concurrency (consume + release) vs fixedWindow',
     sluice: ['sluice:concurrency', KEYS],
     against: ['sluice:fixedWindow', KEYS],

@@ -16,7 +16,7 @@ import { cpus, loadavg, totalmem } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { runCase } from './lib/child.mjs'
 import { load, startServer } from './lib/http-load.mjs'
-import { redisVersion, startRedis } from './lib/redis-server.mjs'
+import { redisVersion, scriptStats, startRedis } from './lib/redis-server.mjs'
 import { renderResults } from './lib/report.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { summary } from './lib/stats.mjs'
@@ -69,6 +69,7 @@ const PLAN = quick
           'ceiling:fixedWindow',
           'ceiling:slidingLog',
           'ceiling:concurrency',
+          'minimal:concurrency',
           'rlf',
           'rlr',
         ],
@@ -110,6 +111,7 @@ const PLAN = quick
           'sluice-node-redis:fixedWindow',
           ...ALGORITHMS.map((a) => `ceiling:${a}`),
           'ceiling:concurrency',
+          'minimal:concurrency',
           'ceiling-autopipelined:fixedWindow',
           'rlf',
           'rlr',
@@ -303,6 +305,8 @@ try {
     }
     const measured = await alternate(configs, PLAN.runs, async (c) => {
       await flushRedis(redis.port)
+      const admin = await redisAdmin(redis.port)
+      await admin.config('RESETSTAT')
       const result = await runCase('redis', {
         ...c,
         port: redis.port,
@@ -311,6 +315,11 @@ try {
         warmupMs: PLAN.redis.warmupMs,
         measureMs: PLAN.redis.measureMs,
       })
+      // Redis's time inside scripts per request (INFO commandstats), the warm-up's requests counted too:
+      // what bounds one Redis, whatever the clients do, and what load does not move.
+      const { usec } = await scriptStats(admin)
+      admin.disconnect()
+      if (c.measure === 'throughput') result.redisScriptUsPerRequest = usec / result.allRequests
       if (c.measure !== 'interleaved') return result
       // `<subject>|<field>`, so each field is summarised over runs, then filed under `<subject>|latency`.
       return Object.fromEntries(

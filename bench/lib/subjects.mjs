@@ -70,6 +70,10 @@ const require = createRequire(import.meta.url)
  *  - `erl`: express-rate-limit's MemoryStore, `await store.increment(key)` (the middleware compares hits).
  *  - `map`: a bare Map counter, `Promise.resolve(count)`: the ceiling, with no clock and no window.
  *  - `map+clock`: a Map of fixed windows read with Date.now(): the least any fixed window must do.
+ *  - `map+decision`: the same, answering what sluice's `consume` promises (DESIGN.md, "Decision"): a
+ *    Decision of its fields with its `rules` list of one RuleDecision, made fresh each call (a caller may
+ *    keep it): the least a fixed window with sluice's answer must do, with no key check, no bound on keys,
+ *    no rule dispatch.
  */
 export function memorySubject(name, options = {}) {
   if (name === 'sluice:table') {
@@ -148,6 +152,50 @@ export function memorySubject(name, options = {}) {
         return Promise.resolve(w.count)
       },
       admitted: (count) => count <= HIGH,
+      close() {},
+    }
+  }
+  if (name === 'map+decision') {
+    const windows = new Map()
+    return {
+      consume(key) {
+        const now = Date.now()
+        const start = now - (now % WINDOW_MS)
+        let w = windows.get(key)
+        if (w === undefined) {
+          w = { start, count: 0 }
+          windows.set(key, w)
+        } else if (w.start !== start) {
+          w.start = start
+          w.count = 0
+        }
+        const allowed = w.count < HIGH
+        if (allowed) w.count++
+        const resetMs = start + WINDOW_MS - now
+        const d = {
+          rule: 'fixedWindow',
+          allowed,
+          limit: HIGH,
+          remaining: HIGH - w.count,
+          resetMs,
+          retryAfterMs: allowed ? 0 : resetMs,
+          waitMs: 0,
+          windowSeconds: WINDOW_MS / 1000,
+        }
+        return Promise.resolve({
+          allowed,
+          limit: HIGH,
+          remaining: d.remaining,
+          resetMs,
+          retryAfterMs: d.retryAfterMs,
+          waitMs: 0,
+          rule: d.rule,
+          rules: [d],
+          reason: 'rules',
+          countedAt: now,
+        })
+      },
+      admitted: (decision) => decision.allowed === true,
       close() {},
     }
   }
