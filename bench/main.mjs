@@ -236,14 +236,6 @@ async function flushRedis(port) {
   client.disconnect()
 }
 
-/** Script calls (EVALSHA and EVAL) Redis has run since its last CONFIG RESETSTAT. */
-async function scriptCalls(client) {
-  const info = await client.info('commandstats')
-  let n = 0
-  for (const m of info.matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g)) n += Number(m[2])
-  return n
-}
-
 const dir = fileURLToPath(new URL('./', import.meta.url))
 /** The last run's figures, kept where tools keep caches (out of git and of the linter's way). */
 const cacheDir = `${dir}node_modules/.cache/sluice-bench/`
@@ -293,8 +285,9 @@ try {
       measure: 'throughput',
       inFlight: IN_FLIGHT,
     }))
-    // Latency is read in pairs: the subjects of an algorithm (the peers with fixedWindow) share one process
-    // and take turns call by call, so each run's p50s saw the same machine (bench/redis-latency.mjs).
+    // Latency is read in pairs where a ceiling or a peer is measured: the subjects of an algorithm (the peers
+    // with fixedWindow) share one process and take turns call by call, so each run's p50s saw the same
+    // machine (bench/redis-latency.mjs); an algorithm with no ceiling is measured alone.
     const groups = new Map()
     for (const subject of PLAN.redis.latency) {
       const algorithm = subject.split(':')[1] ?? 'fixedWindow'
@@ -303,31 +296,35 @@ try {
     for (const subjects of groups.values()) {
       configs.push({ key: `${subjects.join(',')}|latency`, subjects, measure: 'interleaved', inFlight: 1 })
     }
-    const measured = await alternate(configs, PLAN.runs, async (c) => {
-      await flushRedis(redis.port)
-      const admin = await redisAdmin(redis.port)
-      await admin.config('RESETSTAT')
-      const result = await runCase('redis', {
-        ...c,
-        port: redis.port,
-        redisPid: redis.pid,
-        keys: 10_000,
-        warmupMs: PLAN.redis.warmupMs,
-        measureMs: PLAN.redis.measureMs,
+    const admin = await redisAdmin(redis.port)
+    let measured
+    try {
+      measured = await alternate(configs, PLAN.runs, async (c) => {
+        await admin.flushall()
+        await admin.config('RESETSTAT')
+        const result = await runCase('redis', {
+          ...c,
+          port: redis.port,
+          redisPid: redis.pid,
+          keys: 10_000,
+          warmupMs: PLAN.redis.warmupMs,
+          measureMs: PLAN.redis.measureMs,
+        })
+        // Redis's time inside scripts per request (INFO commandstats), the warm-up's requests counted
+        // too: what bounds one Redis, whatever the clients do, and what load does not move.
+        const { usec } = await scriptStats(admin)
+        if (c.measure === 'throughput') result.redisScriptUsPerRequest = usec / result.allRequests
+        if (c.measure !== 'interleaved') return result
+        // `<subject>|<field>`, so each field is summarised over runs, then filed under `<subject>|latency`.
+        return Object.fromEntries(
+          Object.entries(result).flatMap(([subject, r]) =>
+            Object.entries(r).map(([field, value]) => [`${subject}|${field}`, value]),
+          ),
+        )
       })
-      // Redis's time inside scripts per request (INFO commandstats), the warm-up's requests counted too:
-      // what bounds one Redis, whatever the clients do, and what load does not move.
-      const { usec } = await scriptStats(admin)
+    } finally {
       admin.disconnect()
-      if (c.measure === 'throughput') result.redisScriptUsPerRequest = usec / result.allRequests
-      if (c.measure !== 'interleaved') return result
-      // `<subject>|<field>`, so each field is summarised over runs, then filed under `<subject>|latency`.
-      return Object.fromEntries(
-        Object.entries(result).flatMap(([subject, r]) =>
-          Object.entries(r).map(([field, value]) => [`${subject}|${field}`, value]),
-        ),
-      )
-    })
+    }
     results.sections.redis = {}
     for (const [key, fields] of Object.entries(measured)) {
       if (!key.endsWith('|latency')) {
@@ -404,7 +401,7 @@ try {
           await admin.config('RESETSTAT')
           const run = await load(servers[c.variant], PLAN.prefetch.measureS, HTTP_CONNECTIONS)
           await new Promise((resolve) => setTimeout(resolve, GIVE_BACK_WAIT_MS))
-          const scripts = await scriptCalls(admin)
+          const scripts = (await scriptStats(admin)).calls
           const { inCall, promised } = await servers[c.variant].stats()
           return {
             ...run,

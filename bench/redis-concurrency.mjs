@@ -95,7 +95,7 @@ console.log(
   `load average (1 min) during the run: ${Math.min(...load).toFixed(2)}–${Math.max(...load).toFixed(2)}`,
 )
 console.log(
-  '| subject | requests/s (256 in flight) | of fixedWindow (same build) | client CPU µs per request | Redis CPU µs per request | Redis µs per request (commandstats) | script calls per request | Redis µs per script call |',
+  '| subject | requests/s (256 in flight) | of fixedWindow (same build; the floor: against sluice) | client CPU µs per request | Redis CPU µs per request | Redis µs per request (commandstats) | script calls per request | Redis µs per script call |',
 )
 console.log('|---|---|---|---|---|---|---|---|')
 for (const s of subjects) {
@@ -103,7 +103,7 @@ for (const s of subjects) {
   const build = s.label.split(' ')[0]
   // The floor has no fixedWindow of its own: it is read against sluice's.
   const fixed = figures.get(`${build} fixedWindow`) ?? figures.get('sluice fixedWindow')
-  // The ratio per round (the two ran back to back), then its median.
+  // The ratio per round (measured in the same round), then its median.
   const ratios = f.rate.map((r, i) => r / fixed.rate[i])
   const range = (xs, d) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`
   const cells = [

@@ -115,7 +115,8 @@ for (const algorithm of ALGORITHMS) {
   if (before !== undefined)
     subjects.push({ label: `before ${algorithm}`, kind: 'sluice', algorithm, snap: before })
   subjects.push({ label: `sluice ${algorithm}`, kind: 'sluice', algorithm })
-  if (MINIMAL_LUA[algorithm] === undefined) continue
+  // concurrency's floor and ceiling need a lease id and a release of their own (cases/redis.mjs): not here.
+  if (MINIMAL_LUA[algorithm] === undefined || algorithm === 'concurrency') continue
   subjects.push({ label: `minimal ${algorithm}`, kind: 'minimal', algorithm })
   subjects.push({ label: `ceiling ${algorithm}`, kind: 'ceiling', algorithm })
 }

@@ -184,7 +184,11 @@ async function throughput(s, ms) {
   }
 }
 
-/** One call at a time for `ms`, each subject taking its turn in an order that turns every step. */
+/**
+ * One call at a time for `ms`, each subject taking its turn in an order that turns every step and runs
+ * backwards every other step, so no subject keeps the same one before it (whatever a subject leaves behind
+ * after its call, a flush on `setImmediate`, falls on the others alike).
+ */
 async function latencies(subjects, ms) {
   const samples = subjects.map(() => [])
   let k = 0
@@ -194,7 +198,7 @@ async function latencies(subjects, ms) {
     const key = keys[k]
     if (++k === keys.length) k = 0
     for (let i = 0; i < subjects.length; i++) {
-      const which = (i + step) % subjects.length
+      const which = (step % 2 === 0 ? i + step : subjects.length - 1 - i + step) % subjects.length
       const t0 = performance.now()
       await subjects[which].consume(key)
       samples[which].push(performance.now() - t0)

@@ -114,8 +114,8 @@ return 1`
  * what a script costs inside Redis (`INFO commandstats` usec_per_call), beside which sluice's is measured
  * (bench/redis-time.mjs). fixedWindow: INCR + PEXPIRE. slidingLog: TIME, ZREMRANGEBYSCORE, ZCARD, INCR (a
  * sequence for the member, in the same slot), ZADD, PEXPIRE. concurrency: TIME, ZCARD, ZADD, PEXPIRE, and
- * its release's ZREM (CEILING_RELEASES_LUA): leases that end on their own, scored by Redis's clock, kept
- * with nothing dropped or read (the bench releases every lease). Same ARGV as the ceilings.
+ * its release's ZREM (CEILING_RELEASES_LUA): each lease scored by its end on Redis's clock, never read or
+ * dropped (the bench releases every lease). Same ARGV as the ceilings.
  */
 export const MINIMAL_LUA = {
   fixedWindow: `local c = redis.call('INCR', KEYS[1])

@@ -192,7 +192,7 @@ export function memorySubject(name, options = {}) {
           rule: d.rule,
           rules: [d],
           reason: 'rules',
-          countedAt: now,
+          countedAt: allowed ? now : undefined,
         })
       },
       admitted: (decision) => decision.allowed === true,
