@@ -138,16 +138,7 @@ export function memorySubject(name, options = {}) {
     const windows = new Map()
     return {
       consume(key) {
-        const now = Date.now()
-        const start = now - (now % WINDOW_MS)
-        let w = windows.get(key)
-        if (w === undefined) {
-          w = { start, count: 0 }
-          windows.set(key, w)
-        } else if (w.start !== start) {
-          w.start = start
-          w.count = 0
-        }
+        const w = windowOf(windows, key, Date.now())
         w.count++
         return Promise.resolve(w.count)
       },
@@ -160,18 +151,10 @@ export function memorySubject(name, options = {}) {
     return {
       consume(key) {
         const now = Date.now()
-        const start = now - (now % WINDOW_MS)
-        let w = windows.get(key)
-        if (w === undefined) {
-          w = { start, count: 0 }
-          windows.set(key, w)
-        } else if (w.start !== start) {
-          w.start = start
-          w.count = 0
-        }
+        const w = windowOf(windows, key, now)
         const allowed = w.count < HIGH
         if (allowed) w.count++
-        const resetMs = start + WINDOW_MS - now
+        const resetMs = w.start + WINDOW_MS - now
         const d = {
           rule: 'fixedWindow',
           allowed,
@@ -200,6 +183,20 @@ export function memorySubject(name, options = {}) {
     }
   }
   throw new Error(`unknown memory subject ${name}`)
+}
+
+/** The floors' fixed window of `key` at `now`, made or begun afresh when missing or past. */
+function windowOf(windows, key, now) {
+  const start = now - (now % WINDOW_MS)
+  let w = windows.get(key)
+  if (w === undefined) {
+    w = { start, count: 0 }
+    windows.set(key, w)
+  } else if (w.start !== start) {
+    w.start = start
+    w.count = 0
+  }
+  return w
 }
 
 /** A sluice MemoryStore's options from a subject's: `maxKeys`, and `sweepIntervalMs` (0: no sweep timer). */
