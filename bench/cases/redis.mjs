@@ -4,7 +4,7 @@
  * params: { subject, port, redisPid, measure: 'throughput' | 'latency', inFlight, warmupMs, measureMs,
  *           keys, autoPipelining }
  * or, to read latencies in pairs, { subjects: [...], measure: 'interleaved', ... }: every subject in this one
- * process, each on a client of its own, taking turns call by call (the order turning each step), so a
+ * process, each on a client of its own, taking turns call by call (the order turning and reversing), so a
  * moment of load, a GC or a scheduler hiccup falls on all of them alike; it reports each one's p50 and p99.
  * Subjects:
  *  - `sluice:<algorithm>`: createLimiter + RedisStore on an ioredis client (`onStoreError: 'throw'`, so a
