@@ -94,7 +94,10 @@ async function measure(subject, keys, snapshotDir, label) {
     // in others', which moves one run's figure by up to a quarter on 100 k keys.
     const runs = await Promise.all([1, 2, 3].map(() => total(dir, subject, keys, CALLS, snapshotDir)))
     perCall.set(id, median(runs) / CALLS)
-    console.log(`${label} ${subject} (${keys} keys): ${Math.round(perCall.get(id))} instructions per call`)
+    const each = runs.map((r) => Math.round(r / CALLS)).join(', ')
+    console.log(
+      `${label} ${subject} (${keys} keys): ${Math.round(perCall.get(id))} instructions per call (${each})`,
+    )
   }
   return perCall.get(id)
 }

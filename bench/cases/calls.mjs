@@ -2,9 +2,10 @@
  * @module A fixed number of in-memory calls of one subject, for core-instructions.mjs to count under
  * callgrind. params: { subject, keys, warmup, calls, batch }. Every key is touched once, `warmup` calls
  * run, then `calls` more, `batch` in flight at a time (`Promise.all`), as cases/memory.mjs runs them.
- * Run with `--expose-gc`: the heap is collected once before the counted calls.
+ * Run with `--expose-gc`: the heap is collected once before the counted calls (lib/collect.mjs).
  */
 import { createInterface } from 'node:readline'
+import { collected } from '../lib/collect.mjs'
 import { memorySubject } from '../lib/subjects.mjs'
 
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]()
@@ -37,7 +38,7 @@ for (const key of keys) await subject.consume(key)
 await run(p.warmup)
 // Both runs start their counted calls from the same collected heap (node --expose-gc), so a full
 // collection of the warm-up's garbage does not land in one run and not the other.
-globalThis.gc?.()
+await collected()
 // A full collection clears type feedback some optimized code relied on: that code is deoptimized and compiled
 // again on the next calls. Those calls run before counting starts, so the count is steady-state code's, not
 // the compiler's (which moved one build's figure by a quarter and another's not at all).

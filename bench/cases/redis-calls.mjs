@@ -7,6 +7,7 @@
  */
 import { createRequire } from 'node:module'
 import { createInterface } from 'node:readline'
+import { collected } from '../lib/collect.mjs'
 import { sluice } from '../lib/sluice.mjs'
 import { consumeAndRelease, ruleFor } from '../lib/subjects.mjs'
 
@@ -54,7 +55,7 @@ async function run(n) {
 
 for (let i = 0; i < keys.length; i += p.batch) await Promise.all(keys.slice(i, i + p.batch).map(consume))
 await run(p.warmup)
-globalThis.gc?.()
+await collected()
 await handshake('READY')
 await run(p.calls)
 // The releases of the last calls go at the end of this turn: counted with them.

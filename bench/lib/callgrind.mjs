@@ -3,6 +3,12 @@
  * (core-instructions.mjs, redis-client-instructions.mjs). The case prints READY once warm and DONE after its
  * counted calls, waiting for a line on stdin after each: counting is off until READY (`--instr-atstart=no`),
  * switched on then, and dumped at DONE, so only the counted calls are counted (all threads).
+ *
+ * Node runs with `--no-concurrent-recompilation`: the optimizing compiler then works on the main thread, when
+ * a function turns hot, and not on a helper thread that callgrind's one-thread-at-a-time scheduling slows
+ * apart from the calls. Without it, a function compiled late ran its counted calls in baseline code in some
+ * runs and not in others (sluice's fixed window read from 1,748 to 2,117 instructions a call); with it, at a
+ * call count the case fixes (1,712 and 1,713). The optimized code is the same either way.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -34,6 +40,7 @@ export function countedInstructions(dir, caseFile, params, snapshotDir, label) {
     `--callgrind-out-file=${out}.%p`,
     process.execPath,
     '--expose-gc',
+    '--no-concurrent-recompilation',
     caseFile,
     JSON.stringify(params),
   ]
