@@ -22,6 +22,9 @@ export function needValgrind(bench) {
   }
 }
 
+/** The window of a counted case's subjects (lib/subjects.mjs, `WINDOW_MS`): none ends among the counted calls. */
+const DAY_MS = 86_400_000
+
 function control(argv) {
   const r = spawnSync('callgrind_control', argv, { encoding: 'utf8' })
   if (r.status !== 0) throw new Error(`callgrind_control ${argv.join(' ')}: ${r.stderr || r.stdout}`)
@@ -46,7 +49,7 @@ export function countedInstructions(dir, caseFile, params, snapshotDir, label) {
   ]
   return new Promise((done, reject) => {
     const child = spawn('valgrind', argv, {
-      env: { ...process.env, SLUICE_BENCH_SNAPSHOT: snapshotDir },
+      env: { ...process.env, SLUICE_BENCH_SNAPSHOT: snapshotDir, SLUICE_BENCH_WINDOW_MS: String(DAY_MS) },
       stdio: ['pipe', 'pipe', 'pipe'],
     })
     let err = ''
