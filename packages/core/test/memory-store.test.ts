@@ -234,6 +234,27 @@ describe('MemoryStore expiry', () => {
   })
 })
 
+describe('MemoryStore state identity', () => {
+  it('finds a state by its rule identity, not the rule object: a rule made again, or with another limit, reads and keeps the count', () => {
+    const { store } = setup()
+    const three = fixedWindow({ limit: 3, windowMs: 1000 }) as Rule
+    const again = fixedWindow({ limit: 3, windowMs: 1000 }) as Rule
+    const raised = fixedWindow({ limit: 5, windowMs: 1000 }) as Rule
+    const other = fixedWindow({ limit: 3, windowMs: 2000 }) as Rule
+    const remaining = (rule: Rule) => store.apply('p', 'k', [rule], 1, 'consume')[0]!.remaining
+    expect(remaining(three)).toBe(2)
+    expect(remaining(again)).toBe(1)
+    expect(remaining(three)).toBe(0)
+    // The same state judged by a raised limit; then the first object again, after another took its place.
+    expect(remaining(raised)).toBe(1)
+    expect(store.apply('p', 'k', [three], 1, 'consume')[0]!.allowed).toBe(false)
+    // Another window is another state, kept beside the first.
+    expect(remaining(other)).toBe(2)
+    expect(store.apply('p', 'k', [again, other], 1, 'peek').map((d) => d.remaining)).toEqual([0, 2])
+    expect(store.size).toBe(1)
+  })
+})
+
 describe('MemoryStore options', () => {
   it('reads the clock it is given, and defaults to Date.now', async () => {
     vi.useFakeTimers({ now: 1_234_500 })

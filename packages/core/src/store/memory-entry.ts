@@ -12,11 +12,15 @@ import type { DecisionReason, Rule, RuleDecision } from '../types.ts'
 
 /**
  * One key's state, one slot per rule id it has seen. Most keys only ever see one rule, so the first
- * rule's state sits in the entry itself (`id`, `state`): a call then reaches it without an array walk,
+ * rule's state sits in the entry itself (`rule`, `state`): a call then reaches it without an array walk,
  * and a key costs two objects (entry and state) instead of four. Further rules go in `ids`/`states`.
  */
 export interface Entry {
-  id: string | undefined
+  /**
+   * The rule the first state was last used under: its `id` names the state. Kept as the rule itself, so
+   * that the commonest call, by the same rule object, finds its state by comparing two references.
+   */
+  rule: Rule | undefined
   state: unknown
   ids: string[] | undefined
   states: unknown[] | undefined
@@ -28,7 +32,7 @@ export interface Entry {
 
 export function emptyEntry(): Entry {
   return {
-    id: undefined,
+    rule: undefined,
     state: undefined,
     ids: undefined,
     states: undefined,
@@ -149,7 +153,7 @@ function admitMarked(
 /** The state `entry` keeps for `rule`, or undefined when it keeps none. */
 export function existingState(entry: Entry, rule: Rule): unknown {
   const id = rule.id
-  if (entry.id === id) return entry.state
+  if (entry.rule !== undefined && entry.rule.id === id) return entry.state
   const { ids } = entry
   if (ids !== undefined) for (let i = 0; i < ids.length; i++) if (ids[i] === id) return entry.states![i]
   return undefined
@@ -180,7 +184,7 @@ export function stateOf(
   keep: boolean,
   algorithm: Algorithm<Rule, unknown>,
 ): unknown {
-  if (entry.id === rule.id) return entry.state
+  if (entry.rule === rule) return entry.state
   return otherState(entry, rule, now, keep, algorithm)
 }
 
@@ -192,12 +196,18 @@ function otherState(
   algorithm: Algorithm<Rule, unknown>,
 ): unknown {
   const id = rule.id
+  const first = entry.rule
+  if (first !== undefined && first.id === id) {
+    // Another rule object of the same identity (a limit edited): its state, and the fast path from now on.
+    entry.rule = rule
+    return entry.state
+  }
   const { ids } = entry
   if (ids !== undefined) for (let i = 0; i < ids.length; i++) if (ids[i] === id) return entry.states![i]
   const state = algorithm.create(rule, now)
   if (keep) {
-    if (entry.id === undefined) {
-      entry.id = id
+    if (first === undefined) {
+      entry.rule = rule
       entry.state = state
     } else if (ids === undefined) {
       entry.ids = [id]

@@ -1,15 +1,7 @@
 /**
  * @module MemoryStore: rule state in this process. It keeps state and runs the rule algorithms; it
- * holds no algorithm logic of its own.
- *
- * Bounded without a timer per key: keys live in two generations. New and recently used keys go to
- * the current one; when it holds half of `maxKeys`, the previous generation is dropped whole and the
- * current one takes its place. A key used since the last turnover is moved forward, so the keys
- * dropped are always the least recently used. Idle keys also expire lazily on access and in one
- * unref'd sweep.
- *
- * Over 300 lines: every way into a key (apply, the one-rule path, adjust, release, reset, sweep) goes
- * through the generations this class keeps private; split, each file would need them opened to the others.
+ * holds no algorithm logic of its own, and keeps its keys (their bound and their generations) in
+ * memory-keys.ts.
  */
 import {
   type BlockPolicy,
@@ -30,10 +22,10 @@ import {
   counted,
   decideAll,
   type Entry,
-  emptyEntry,
   existingState,
   stateOf,
 } from './memory-entry.ts'
+import { Keys } from './memory-keys.ts'
 
 export interface MemoryStoreOptions {
   /** The store's clock in ms. Default `Date.now`. Tests pass a manual clock. */
@@ -42,16 +34,6 @@ export interface MemoryStoreOptions {
   maxKeys?: number
   /** How often idle keys are swept, in ms; 0 turns the sweep off (expiry stays lazy). Default 60,000. */
   sweepIntervalMs?: number
-}
-
-/** Forgets an expired entry's states and block: from now on it answers as a fresh one. */
-function forget(entry: Entry): void {
-  entry.id = undefined
-  entry.state = undefined
-  entry.ids = undefined
-  entry.states = undefined
-  entry.block = undefined
-  entry.expiresAt = Number.NEGATIVE_INFINITY
 }
 
 /**
@@ -70,29 +52,15 @@ function answerOf(d: RuleDecision, countedAt: number | undefined): Answer {
   return out
 }
 
-/** The keys of one prefix, in two generations. */
-interface Namespace {
-  readonly prefix: string
-  current: Map<string, Entry>
-  previous: Map<string, Entry>
-}
-
 export class MemoryStore implements Store {
   readonly #clock: () => number
-  readonly #maxKeys: number
-  readonly #generationSize: number
-  readonly #namespaces = new Map<string, Namespace>()
-  /** The namespace a call last used: calls come in runs from one limiter, so most skip a Map lookup. */
-  #lastNamespace: Namespace | undefined
-  /** Keys in the current generations of all namespaces. */
-  #currentCount = 0
+  readonly #keys: Keys
   #sweep: NodeJS.Timeout | undefined
 
   constructor(options?: MemoryStoreOptions) {
     const o = readOptions('MemoryStore', options, ['clock', 'maxKeys', 'sweepIntervalMs'])
     this.#clock = o.clock === undefined ? Date.now : functionOption('MemoryStore.clock', o.clock)
-    this.#maxKeys = integerOption('MemoryStore.maxKeys', given(o.maxKeys, 1_000_000), 2)
-    this.#generationSize = Math.floor(this.#maxKeys / 2)
+    this.#keys = new Keys(integerOption('MemoryStore.maxKeys', given(o.maxKeys, 1_000_000), 2))
     const sweepIntervalMs = integerOption(
       'MemoryStore.sweepIntervalMs',
       given(o.sweepIntervalMs, 60_000),
@@ -107,9 +75,7 @@ export class MemoryStore implements Store {
 
   /** Keys held now, across all prefixes. */
   get size(): number {
-    let size = 0
-    for (const ns of this.#namespaces.values()) size += ns.current.size + ns.previous.size
-    return size
+    return this.#keys.size
   }
 
   apply(
@@ -125,7 +91,7 @@ export class MemoryStore implements Store {
     }
     const now = this.#now()
     const consume = mode === 'consume'
-    const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
+    const entry = consume ? this.#keys.entry(prefix, key, now) : this.#keys.peek(prefix, key, now)
     return this.#applyAll(entry, rules, now, cost, consume, block)
   }
 
@@ -143,7 +109,7 @@ export class MemoryStore implements Store {
   ): T {
     const now = this.#now()
     const consume = mode === 'consume'
-    const entry = consume ? this.#entry(prefix, key, now) : this.#peekEntry(prefix, key, now)
+    const entry = consume ? this.#keys.entry(prefix, key, now) : this.#keys.peek(prefix, key, now)
     const d = applyOne(entry, rule, now, cost, consume)
     return answer(d, consume && d.allowed ? now : undefined)
   }
@@ -182,7 +148,7 @@ export class MemoryStore implements Store {
     }
     const now = this.#now()
     if (adjustment === 'penalize') {
-      const entry = this.#entry(prefix, key, now)
+      const entry = this.#keys.entry(prefix, key, now)
       let expiresAt = entry.expiresAt
       for (const rule of rules) {
         const algorithm = algorithmOf(rule)
@@ -195,7 +161,7 @@ export class MemoryStore implements Store {
       return this.apply(prefix, key, rules, 1, 'peek', block)
     }
     // A refund never creates state: a key or rule with none has nothing to give back.
-    const entry = this.#peekEntry(prefix, key, now)
+    const entry = this.#keys.peek(prefix, key, now)
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!
       const state = existingState(entry, rule)
@@ -218,7 +184,7 @@ export class MemoryStore implements Store {
   /**
    * Ends a call's leases (`marks`, one per rule) under the key's concurrency rules. Reads no clock and
    * creates nothing: a lease that has ended is held by nobody, so ending it changes no answer, and an entry
-   * that has expired answers as a fresh one whatever its states hold (`#entry` resets it before a consume,
+   * that has expired answers as a fresh one whatever its states hold (`Keys.entry` resets it before a consume,
    * a peek passes it by). A release never lengthens a state's life, so the entry's `expiresAt` stands.
    */
   #release(
@@ -228,10 +194,7 @@ export class MemoryStore implements Store {
     marks: readonly (string | undefined)[] | undefined,
   ): void {
     if (marks === undefined) return
-    const last = this.#lastNamespace
-    const ns = last !== undefined && last.prefix === prefix ? last : this.#namespaces.get(prefix)
-    if (ns === undefined) return
-    const entry = ns.current.get(key) ?? ns.previous.get(key)
+    const entry = this.#keys.find(prefix, key)
     if (entry === undefined) return
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!
@@ -252,32 +215,18 @@ export class MemoryStore implements Store {
   }
 
   reset(prefix: string, key: string): void {
-    const ns = this.#namespaces.get(prefix)
-    if (ns === undefined) return
-    if (ns.current.delete(key)) this.#currentCount--
-    ns.previous.delete(key)
+    this.#keys.delete(prefix, key)
   }
 
   /** Drops every expired key now. Runs by itself every `sweepIntervalMs`. */
   sweep(): void {
-    const now = this.#now()
-    for (const ns of this.#namespaces.values()) {
-      for (const [key, entry] of ns.current) {
-        if (entry.expiresAt <= now) {
-          ns.current.delete(key)
-          this.#currentCount--
-        }
-      }
-      for (const [key, entry] of ns.previous) if (entry.expiresAt <= now) ns.previous.delete(key)
-    }
+    this.#keys.sweep(this.#now())
   }
 
   /** Stops the sweep and forgets every key. */
   close(): void {
     clearInterval(this.#sweep)
-    this.#namespaces.clear()
-    this.#lastNamespace = undefined
-    this.#currentCount = 0
+    this.#keys.clear()
   }
 
   /**
@@ -293,63 +242,5 @@ export class MemoryStore implements Store {
   /** The clock in whole ms, as the algorithms and the Redis store's `TIME` take it (a clock may have fractions). */
   #now(): number {
     return Math.floor(this.#clock())
-  }
-
-  /** The entry for `key`, created or brought forward into the current generation; reset if expired. */
-  #entry(prefix: string, key: string, now: number): Entry {
-    const ns = this.#namespace(prefix)
-    const entry = ns.current.get(key) ?? this.#forward(ns, key)
-    if (entry.expiresAt <= now && (entry.id !== undefined || entry.block !== undefined)) forget(entry)
-    return entry
-  }
-
-  /** A key missing from the current generation: brought forward from the previous one, or new. */
-  #forward(ns: Namespace, key: string): Entry {
-    let entry = ns.previous.get(key)
-    if (entry === undefined) entry = emptyEntry()
-    else ns.previous.delete(key)
-    this.#admitKey(ns, key, entry)
-    return entry
-  }
-
-  /** The namespace of `prefix`, created when missing. */
-  #namespace(prefix: string): Namespace {
-    const last = this.#lastNamespace
-    if (last !== undefined && last.prefix === prefix) return last
-    return this.#otherNamespace(prefix)
-  }
-
-  #otherNamespace(prefix: string): Namespace {
-    let ns = this.#namespaces.get(prefix)
-    if (ns === undefined) {
-      ns = { prefix, current: new Map(), previous: new Map() }
-      this.#namespaces.set(prefix, ns)
-    }
-    this.#lastNamespace = ns
-    return ns
-  }
-
-  /**
-   * The entry for `key` as it stands, for a peek: never created, moved or reset, so a peek cannot
-   * push other keys out. A missing or expired key reads as a fresh, unstored entry.
-   */
-  #peekEntry(prefix: string, key: string, now: number): Entry {
-    const ns = this.#namespaces.get(prefix)
-    const entry = ns?.current.get(key) ?? ns?.previous.get(key)
-    if (entry === undefined || entry.expiresAt <= now) return emptyEntry()
-    return entry
-  }
-
-  /** Puts `entry` in the current generation, turning generations over when it is full. */
-  #admitKey(ns: Namespace, key: string, entry: Entry): void {
-    if (this.#currentCount >= this.#generationSize) {
-      for (const other of this.#namespaces.values()) {
-        other.previous = other.current
-        other.current = new Map()
-      }
-      this.#currentCount = 0
-    }
-    ns.current.set(key, entry)
-    this.#currentCount++
   }
 }
