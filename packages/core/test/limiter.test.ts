@@ -248,6 +248,29 @@ describe('rules as a function of the key', () => {
     await expect(limiter.consume('k')).rejects.toBeInstanceOf(DuplicateRuleError)
   })
 
+  it('checks each frozen list once, however the calls alternate between the lists of several entries', async () => {
+    const { store } = manualStore()
+    // Two entries' frozen lists, each read through a proxy that counts the reads of its elements.
+    const reads = { a: 0, b: 0 }
+    const counted = (name: 'a' | 'b', windowMs: number) =>
+      new Proxy(Object.freeze([fixedWindow({ limit: 100, windowMs })]), {
+        get(target, property, receiver) {
+          if (property === '0') reads[name]++
+          return Reflect.get(target, property, receiver)
+        },
+      })
+    const lists = { a: counted('a', 1000), b: counted('b', 2000) }
+    const limiter = createLimiter({ rules: (key: string) => lists[key as 'a' | 'b'], store })
+    for (const key of ['a', 'b', 'a', 'b']) expect((await limiter.consume(key)).allowed).toBe(true)
+    const afterFirst = { ...reads }
+    expect(afterFirst.a).toBeGreaterThan(0)
+    expect(afterFirst.b).toBeGreaterThan(0)
+    for (let i = 0; i < 10; i++) for (const key of ['a', 'b']) await limiter.consume(key)
+    expect(reads).toEqual(afterFirst)
+    expect((await limiter.consume('a')).remaining).toBe(100 - 13)
+    expect((await limiter.consume('b')).remaining).toBe(100 - 13)
+  })
+
   it('an admitted decision says when it was counted; its rules are a plain list of its own, without it in their JSON, equality or copies', async () => {
     const { clock, store } = manualStore()
     clock.now = 1234
@@ -423,6 +446,21 @@ describe('keys', () => {
     expect(recording.keys[0]).toBe(exact)
     for (const key of recording.keys) expect(key.length).toBeLessThanOrEqual(MAX_KEY_LENGTH)
     expect(new Set(recording.keys).size).toBe(3)
+    expect(store.size).toBe(3)
+  })
+
+  it("stores a key that starts with NUL as it is, unless it has a digest's length", async () => {
+    const { store } = manualStore()
+    const recording = new AsyncStore(store)
+    const l = createLimiter({ rules: [fixedWindow({ limit: 1, windowMs: 1000 }) as Rule], store: recording })
+    const marked = '\u0000k'
+    const digestLong = `\u0000${'k'.repeat(43)}`
+    for (const key of [marked, 'k', digestLong]) expect((await l.consume(key)).allowed).toBe(true)
+    for (const key of [marked, 'k', digestLong]) expect((await l.consume(key)).allowed).toBe(false)
+    expect(recording.keys.slice(0, 2)).toEqual([marked, 'k'])
+    expect(recording.keys[2]).not.toBe(digestLong)
+    expect(recording.keys[2]).toHaveLength(44)
+    expect(recording.keys[2]!.charCodeAt(0)).toBe(0)
     expect(store.size).toBe(3)
   })
 

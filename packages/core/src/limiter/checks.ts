@@ -37,24 +37,28 @@ export function rulesOption<C>(
 ): (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]> {
   if (typeof value === 'function') {
     const fn = value as (key: string, context: C) => readonly RuleInput[] | null | PromiseLike<unknown>
-    // The last frozen list the function answered, and its check: a list that cannot change passes its
-    // check once, however many calls in a row it answers (a limit table answers one frozen list per entry).
+    // Every frozen list the function answered, and its check: a list that cannot change passes its check
+    // once, however many calls answer it (a limit table answers one frozen list per entry, and calls of
+    // keys with entries of their own and of keys under "*" come mixed). The last one is kept apart, so
+    // that a run of calls under one list skips even the lookup.
+    const checks = new WeakMap<object, readonly Rule[]>()
     let lastList: unknown
     let lastRules: readonly Rule[] = NO_RULES
     const checked = (rules: unknown): readonly Rule[] => {
       if (rules === lastList) return lastRules
       if (rules === null || rules === undefined) return NO_RULES
-      const checkedRules = checkRules(
-        rules as readonly RuleInput[],
-        'the rules function',
-        ErrorCode.INVALID_RULES,
-      )
-      if (!Object.isFrozen(rules)) return checkedRules
-      // The store reads a plain copy: an element of a frozen list costs a read many instructions, and a
-      // read site that has seen both kinds of list costs every call as much.
+      let checkedRules = checks.get(rules as object)
+      if (checkedRules === undefined) {
+        const fresh = checkRules(rules as readonly RuleInput[], 'the rules function', ErrorCode.INVALID_RULES)
+        if (!Object.isFrozen(rules)) return fresh
+        // The store reads a plain copy: an element of a frozen list costs a read many instructions, and a
+        // read site that has seen both kinds of list costs every call as much.
+        checkedRules = fresh === rules ? fresh.slice() : fresh
+        checks.set(rules as object, checkedRules)
+      }
       lastList = rules
-      lastRules = checkedRules === rules ? checkedRules.slice() : checkedRules
-      return lastRules
+      lastRules = checkedRules
+      return checkedRules
     }
     return (key, context) => {
       const rules = fn(key, context)
@@ -153,7 +157,9 @@ export function limiterOption<C>(
  */
 export function keyOf(key: unknown): string {
   if (typeof key !== 'string' || key.length === 0) throw invalidKey(key)
-  if (key.length > MAX_KEY_LENGTH || key.charCodeAt(0) === 0) return digestKey(key)
+  const length = key.length
+  // Only a key of a digest's length that starts with its mark could be taken for one: it is digested too.
+  if (length > MAX_KEY_LENGTH || (length === DIGEST_LENGTH && key.charCodeAt(0) === 0)) return digestKey(key)
   return key
 }
 
@@ -161,7 +167,13 @@ function invalidKey(key: unknown): SluiceError {
   return new SluiceError(ErrorCode.INVALID_KEY, `Invalid key ${describe(key)}: expected a non-empty string.`)
 }
 
-/** A digest keeps stored keys short; the NUL mark keeps digests apart from every key stored as is. */
+/** A stored digest's length: the NUL mark and a SHA-256 digest in base64url (43 characters). */
+const DIGEST_LENGTH = 44
+
+/**
+ * A digest keeps stored keys short; the NUL mark keeps digests apart from every key stored as is (`keyOf`
+ * digests the keys that could read as one).
+ */
 function digestKey(key: string): string {
   return `\u0000${createHash('sha256').update(key).digest('base64url')}`
 }
