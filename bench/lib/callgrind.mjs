@@ -32,9 +32,10 @@ function control(argv) {
 
 /**
  * The instructions of one run of `caseFile` with `params` (JSON on its command line), its sluice packages
- * from `snapshotDir`; dumps are written in `dir` and removed. `label` names the run in errors.
+ * from `snapshotDir`, node given `nodeArgs` besides; dumps are written in `dir` and removed. `label` names
+ * the run in errors.
  */
-export function countedInstructions(dir, caseFile, params, snapshotDir, label) {
+export function countedInstructions(dir, caseFile, params, snapshotDir, label, nodeArgs = []) {
   const out = join(dir, `cg-${process.hrtime.bigint()}`)
   const argv = [
     '--tool=callgrind',
@@ -44,6 +45,7 @@ export function countedInstructions(dir, caseFile, params, snapshotDir, label) {
     process.execPath,
     '--expose-gc',
     '--no-concurrent-recompilation',
+    ...nodeArgs,
     caseFile,
     JSON.stringify(params),
   ]
