@@ -9,6 +9,8 @@
 import type { ConcurrencyRule, Rule, RuleDecision } from '../types.ts'
 
 export interface Algorithm<R extends Rule, S> {
+  /** Whether an admitted call's decision says where it left the state (a queue's slot, a lease). */
+  readonly marks?: true
   /** State for a key this rule has never seen (or has forgotten). */
   create(rule: R, now: number): S
   /**

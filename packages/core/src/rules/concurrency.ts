@@ -185,6 +185,7 @@ function slotOf(state: ConcurrencyState, lease: string): number {
 }
 
 export const concurrencyAlgorithm: Algorithm<ConcurrencyRule, ConcurrencyState> = {
+  marks: true,
   create: () => ({
     ids: [],
     figures: [],

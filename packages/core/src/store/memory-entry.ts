@@ -119,9 +119,7 @@ export function applyOne(
   const state = stateOf(entry, rule, now, consume, algorithm)
   const d = algorithm.decide(state, rule, now, cost)
   if (consume && d.allowed) {
-    if (rule.kind === 'concurrency' || rule.kind === 'leakyBucket') {
-      return admitMarked(entry, algorithm, state, rule, now, cost, d)
-    }
+    if (algorithm.marks === true) return admitMarked(entry, algorithm, state, rule, now, cost, d)
     const until = admit(algorithm, state, rule, now, cost)
     if (until > entry.expiresAt) entry.expiresAt = until
   }
