@@ -454,14 +454,18 @@ describe('keys', () => {
     const recording = new AsyncStore(store)
     const l = createLimiter({ rules: [fixedWindow({ limit: 1, windowMs: 1000 }) as Rule], store: recording })
     const marked = '\u0000k'
+    const longer = `\u0000${'k'.repeat(44)}`
+    const unmarked = 'k'.repeat(44)
     const digestLong = `\u0000${'k'.repeat(43)}`
-    for (const key of [marked, 'k', digestLong]) expect((await l.consume(key)).allowed).toBe(true)
-    for (const key of [marked, 'k', digestLong]) expect((await l.consume(key)).allowed).toBe(false)
-    expect(recording.keys.slice(0, 2)).toEqual([marked, 'k'])
-    expect(recording.keys[2]).not.toBe(digestLong)
-    expect(recording.keys[2]).toHaveLength(44)
-    expect(recording.keys[2]!.charCodeAt(0)).toBe(0)
-    expect(store.size).toBe(3)
+    const keys = [marked, 'k', longer, unmarked, digestLong]
+    for (const key of keys) expect((await l.consume(key)).allowed).toBe(true)
+    for (const key of keys) expect((await l.consume(key)).allowed).toBe(false)
+    // As they are: shorter or longer than a digest, or of its length without its mark.
+    expect(recording.keys.slice(0, 4)).toEqual([marked, 'k', longer, unmarked])
+    expect(recording.keys[4]).not.toBe(digestLong)
+    expect(recording.keys[4]).toHaveLength(44)
+    expect(recording.keys[4]!.charCodeAt(0)).toBe(0)
+    expect(store.size).toBe(5)
   })
 
   it('never lets a short key collide with the digest of a long one', async () => {

@@ -251,6 +251,9 @@ describe('MemoryStore state identity', () => {
     // Another window is another state, kept beside the first.
     expect(remaining(other)).toBe(2)
     expect(store.apply('p', 'k', [again, other], 1, 'peek').map((d) => d.remaining)).toEqual([0, 2])
+    // A refund by yet another object of the same identity gives back to the same state: 4 counted, 2 left.
+    store.adjust('p', 'k', [fixedWindow({ limit: 3, windowMs: 1000 }) as Rule], 2, 'refund')
+    expect(store.apply('p', 'k', [three], 1, 'peek')[0]).toMatchObject({ allowed: true, remaining: 0 })
     expect(store.size).toBe(1)
   })
 })

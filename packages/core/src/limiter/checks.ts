@@ -167,8 +167,8 @@ function invalidKey(key: unknown): SluiceError {
   return new SluiceError(ErrorCode.INVALID_KEY, `Invalid key ${describe(key)}: expected a non-empty string.`)
 }
 
-/** A stored digest's length: the NUL mark and a SHA-256 digest in base64url (43 characters). */
-const DIGEST_LENGTH = 44
+/** The length of every stored digest (the NUL mark and a SHA-256 digest in base64url), taken from one. */
+const DIGEST_LENGTH = digestKey('').length
 
 /**
  * A digest keeps stored keys short; the NUL mark keeps digests apart from every key stored as is (`keyOf`

@@ -9,7 +9,10 @@
 import type { ConcurrencyRule, Rule, RuleDecision } from '../types.ts'
 
 export interface Algorithm<R extends Rule, S> {
-  /** Whether an admitted call's decision says where it left the state (a queue's slot, a lease). */
+  /**
+   * Set on the algorithms whose admitted decision carries where the call left the state: a leaky bucket's
+   * queue slot, a concurrency lease. The store marks those decisions after admitting the call.
+   */
   readonly marks?: true
   /** State for a key this rule has never seen (or has forgotten). */
   create(rule: R, now: number): S

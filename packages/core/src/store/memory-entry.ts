@@ -1,6 +1,6 @@
 /**
  * @module One key's state in the memory store, and the rules applied to it: the pure rule algorithms run
- * against the entry's states, all or nothing, with no clock and no map of keys (memory-store.ts keeps those).
+ * against the entry's states, all or nothing, with no clock and no map of keys (memory-store.ts keeps the clock, memory-keys.ts the keys).
  */
 
 import type { BlockState } from '../block.ts'
@@ -18,7 +18,8 @@ import type { DecisionReason, Rule, RuleDecision } from '../types.ts'
 export interface Entry {
   /**
    * The rule the first state was last used under: its `id` names the state. Kept as the rule itself, so
-   * that the commonest call, by the same rule object, finds its state by comparing two references.
+   * that the commonest call, by the same rule object, finds its state by comparing two references; a call
+   * by another object of the same identity compares ids, and the entry keeps that object from then on.
    */
   rule: Rule | undefined
   state: unknown

@@ -26,6 +26,7 @@ function forget(entry: Entry): void {
   entry.expiresAt = Number.NEGATIVE_INFINITY
 }
 
+/** The keys of one memory store, across its prefixes, within its `maxKeys`. */
 export class Keys {
   readonly #generationSize: number
   readonly #namespaces = new Map<string, Namespace>()
@@ -47,7 +48,7 @@ export class Keys {
 
   /**
    * The entry for `key`, created or brought forward into the current generation; reset if it expired at
-   * `now`. The one way a call that may count makes or moves a key.
+   * `now`. For the acts that may count (a consume, a penalty): the one way a key is made or moved.
    */
   entry(prefix: string, key: string, now: number): Entry {
     const last = this.#last
@@ -75,6 +76,7 @@ export class Keys {
     return ns.current.get(key) ?? ns.previous.get(key)
   }
 
+  /** Forgets `key` (a reset). */
   delete(prefix: string, key: string): void {
     const ns = this.#namespaces.get(prefix)
     if (ns === undefined) return
@@ -95,6 +97,7 @@ export class Keys {
     }
   }
 
+  /** Forgets every key of every prefix (the store closed). */
   clear(): void {
     this.#namespaces.clear()
     this.#last = undefined
