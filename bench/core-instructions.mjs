@@ -5,8 +5,10 @@
  * `node bench/core-instructions.mjs [--calls N] [--warmup N] [--before DIR] [--only name,...]`; needs valgrind.
  *
  * Each workload runs under callgrind (cases/calls.mjs) with counting off through start-up and a warm-up
- * (every key touched, `--warmup` calls, one full collection, a third of them again), then on for `--calls` calls: their count over
- * `calls` is one call's cost in steady state. All threads are counted (garbage collection included). `--before DIR`
+ * (every key touched, `--warmup` calls, one full collection and an idle wait for its sweep, a third of them
+ * again), then on for `--calls` calls: their count over `calls` is one call's cost in steady state. All
+ * threads are counted (garbage collection included). Node compiles on its main thread and the subjects' windows
+ * last a day (lib/callgrind.mjs), so the three runs of a count agree within a few instructions. `--before DIR`
  * also counts sluice's workloads from another snapshot (lib/snapshot.mjs): a change's before and after.
  * Writes bench/CORE-INSTRUCTIONS.md.
  */
@@ -28,16 +30,21 @@ const caseFile = fileURLToPath(new URL('./cases/calls.mjs', import.meta.url))
 const outFile = fileURLToPath(new URL('./CORE-INSTRUCTIONS.md', import.meta.url))
 
 /**
- * Each comparison: sluice's workload, what it is read against, and the goal for `sluice / against` in
- * calls per instruction (the inverse of the instruction ratio): the issue's ratios, same run.
- */
-/**
  * Node's flag that lifts V8's budget for taking called functions whole into their caller (920 bytes of
- * bytecode per optimized function by default): sluice's fixed window compiled as one function, its limiter,
- * store, rule and answer together. Beside the default it prices the calls V8 leaves between those layers.
+ * bytecode in all per optimized function by default). Under it the counted calls of sluice's fixed window
+ * run one optimized function: the bench's loop with the limiter, store, rule and answer taken in (checked
+ * with `--perf-basic-prof`). express-rate-limit's path is one function at the default budget already (1,253
+ * instructions a call with this flag or without). Beside the default it prices the calls V8 leaves between
+ * sluice's parts.
  */
 const INLINE_ALL = ['--max-inlined-bytecode-size-cumulative=100000']
 
+/**
+ * Each comparison: sluice's workload, what it is read against, and the goal for `sluice / against` in
+ * calls per instruction (the inverse of the instruction ratio): the issue's ratios, same run. A workload is
+ * [subject, keys] or [subject, keys, node's flags besides]; a comparison without a goal is a `bound`, a
+ * floor or a ceiling.
+ */
 const COMPARISONS = [
   {
     name: 'fixedWindow vs @fastify/rate-limit LocalStore',
@@ -68,6 +75,7 @@ const COMPARISONS = [
     sluice: ['sluice:fixedWindow', KEYS, INLINE_ALL],
     against: ['erl', KEYS],
     goal: undefined,
+    bound: 'ceiling',
   },
   {
     name: 'concurrency (consume + release) vs fixedWindow',
@@ -150,9 +158,11 @@ const lines = [
   '',
   `Written by \`node bench/core-instructions.mjs\` on ${new Date().toISOString().slice(0, 10)}; node ${process.version}.`,
   `Each workload runs under callgrind, counting off through start-up and a warm-up (every key touched,`,
-  `${WARMUP} calls, one full collection, a third of the calls again so that what the collection deoptimized`,
-  `is compiled again), then on for ${CALLS} calls, 256 in flight, all threads counted;`,
-  'the median of three runs.',
+  `${WARMUP} calls, one full collection and an idle wait for its sweep, a third of the calls again so that`,
+  `what the collection deoptimized is compiled again), then on for ${CALLS} calls, 256 in flight, all threads`,
+  'counted; the median of three runs. Node compiles on its main thread (`--no-concurrent-recompilation`) and',
+  'every window lasts a day, so that the counted calls run steady-state code and no window ends among them.',
+  'The ceiling runs sluice with V8 taking every call into its caller (`--max-inlined-bytecode-size-cumulative`).',
   '"Ratio" is calls per instruction of sluice over the other (its',
   "instructions over sluice's): the issue's per-CPU-second ratios, which a busy machine cannot move.",
   '',
@@ -162,7 +172,7 @@ const lines = [
   BEFORE === undefined ? '|---|---|---|---|---|' : '|---|---|---|---|---|---|---|',
 ]
 for (const r of rows) {
-  const goal = r.goal !== undefined ? `≥ ${r.goal.toFixed(1)}×` : r.sluice[2] ? 'ceiling' : 'floor'
+  const goal = r.goal !== undefined ? `≥ ${r.goal.toFixed(1)}×` : (r.bound ?? 'floor')
   const ratio = (a, s) => `${(a / s).toFixed(2)}×`
   lines.push(
     BEFORE === undefined

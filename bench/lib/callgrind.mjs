@@ -7,8 +7,8 @@
  * Node runs with `--no-concurrent-recompilation`: the optimizing compiler then works on the main thread, when
  * a function turns hot, and not on a helper thread that callgrind's one-thread-at-a-time scheduling slows
  * apart from the calls. Without it, a function compiled late ran its counted calls in baseline code in some
- * runs and not in others (sluice's fixed window read from 1,748 to 2,117 instructions a call); with it, at a
- * call count the case fixes (1,712 and 1,713). The optimized code is the same either way.
+ * runs and not in others (sluice's fixed window read from 1,748 to 2,117 instructions a call). With it, each
+ * function is compiled at the same call in every run (1,712 and 1,713). It is the same compiler, run sooner.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -22,7 +22,10 @@ export function needValgrind(bench) {
   }
 }
 
-/** The window of a counted case's subjects (lib/subjects.mjs, `WINDOW_MS`): none ends among the counted calls. */
+/**
+ * The window of a counted case's subjects (lib/subjects.mjs, `WINDOW_MS`): a day, so that no window ends among
+ * the counted calls unless they run across midnight UTC.
+ */
 const DAY_MS = 86_400_000
 
 function control(argv) {

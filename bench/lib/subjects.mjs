@@ -35,9 +35,10 @@ export const MORE_RULES = ['concurrency', 'warmUp']
 export const HIGH = 1e9
 /**
  * The windows of every subject: a minute, or what `SLUICE_BENCH_WINDOW_MS` says. The cases callgrind counts
- * run with a day (lib/callgrind.mjs): a minute ends somewhere among their counted calls in about one run in
- * six, and every key's window then starts afresh inside the count (one build of sluice's fixed window read 1,950
- * instructions a call in such a run and 1,687 in the others), where a real process pays that once a minute.
+ * run with a day (lib/callgrind.mjs), whose windows end at midnight UTC only. A minute ended somewhere among
+ * their counted calls in about one run in six, and every key's window then started afresh inside the count
+ * (one build of sluice's fixed window read 1,950 instructions a call in such a run and 1,687 in the others),
+ * where a real process pays that once a minute.
  */
 export const WINDOW_MS = Number(process.env.SLUICE_BENCH_WINDOW_MS ?? 60_000)
 
