@@ -93,6 +93,12 @@ function recorder(key: (prefix: string) => string, read: (raw: string[]) => [str
 
 describe.each(CLIENT_KINDS)('prefetch across 4 processes x 256 in flight (%s)', (client) => {
   const LIMIT = 3000
+  /**
+   * Prefetch answers at least this many of the admitted calls from units on hand (none without it). A quiet
+   * machine answers over a quarter so; a loaded two-core one answered 633 of node-redis's 3,000 (a fifth):
+   * a tenth is a margin load does not reach, and still fails a store that never uses its batches.
+   */
+  const FROM_BATCHES = LIMIT / 10
 
   // Never past the count, and nothing lost: once the stores have closed (giving back units still held),
   // Redis holds exactly what was admitted. Units a process gives back after the others have cached their
@@ -103,7 +109,7 @@ describe.each(CLIENT_KINDS)('prefetch across 4 processes x 256 in flight (%s)', 
     const windowMs = 1_000_000_000_000
     const r = await together(client, [['fixedWindow', { limit: LIMIT, windowMs }]], { calls: 2000 })
     expect(r.admitted.length).toBeLessThanOrEqual(LIMIT)
-    expect(r.reasons.prefetch).toBeGreaterThan(LIMIT / 4)
+    expect(r.reasons.prefetch).toBeGreaterThan(FROM_BATCHES)
     // The window's count is the hash's one field, named by the window's start.
     const counts = await admin.hvals(`sluice:${r.prefix}:{shared}:fixedWindow:${windowMs}`)
     expect(counts.map(Number)).toEqual([r.admitted.length])
@@ -115,7 +121,7 @@ describe.each(CLIENT_KINDS)('prefetch across 4 processes x 256 in flight (%s)', 
       calls: 2000,
     })
     expect(r.admitted.length).toBeLessThanOrEqual(LIMIT)
-    expect(r.reasons.prefetch).toBeGreaterThan(LIMIT / 4)
+    expect(r.reasons.prefetch).toBeGreaterThan(FROM_BATCHES)
     // The level in thousandths of a token; the refill adds well under one token during the run.
     const milli = await admin.hget(`sluice:${r.prefix}:{shared}:tokenBucket`, 'm')
     expect(Math.floor(Number(milli) / 1000)).toBe(LIMIT - r.admitted.length)

@@ -1,6 +1,7 @@
 /**
  * @module One key's state in the memory store, and the rules applied to it: the pure rule algorithms run
- * against the entry's states, all or nothing, with no clock and no map of keys (memory-store.ts keeps the clock, memory-keys.ts the keys).
+ * against the entry's states, all or nothing, with no clock and no map of keys (memory-store.ts keeps the
+ * clock, memory-keys.ts the keys).
  */
 
 import type { BlockState } from '../block.ts'
