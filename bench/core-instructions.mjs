@@ -111,7 +111,7 @@ function total(dir, subject, keys, calls, snapshotDir, nodeArgs) {
 const dir = mkdtempSync(join(tmpdir(), 'sluice-core-instructions-'))
 const perCall = new Map()
 /** Instructions per call of one workload from one snapshot (counted once per run). */
-async function measure(subject, keys, nodeArgs = [], snapshotDir, label) {
+async function measure(subject, keys, nodeArgs, snapshotDir, label) {
   const id = `${label}|${subject}|${keys}|${nodeArgs.join(' ')}`
   if (!perCall.has(id)) {
     // Three runs side by side, their median, each run's count printed: the counted calls read steady-state
