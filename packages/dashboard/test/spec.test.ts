@@ -1,5 +1,5 @@
 /** The shape an edit's body must have; its strings are read by core's rule grammar (rule-text.test.ts in core). */
-import { ErrorCode, InvalidOptionError, InvalidSpecError } from '@sluice/core'
+import { ErrorCode, InvalidOptionError, InvalidSpecError, parseRuleSpec } from '@sluice/core'
 import { MAX_RULES_PER_ENTRY } from '@sluice/dashboard'
 import { describe, expect, it } from 'vitest'
 import { readRuleSpecs } from '../src/spec.ts'
@@ -72,5 +72,32 @@ describe('parseSpec and parseSpecs (deprecated)', () => {
       process.off('warning', listen)
     }
     expect(warnings.map((w) => (w as { code?: string }).code)).toEqual(['SLUICE_DEP_PARSE_SPEC'])
+  })
+
+  it('parseDuration and SPEC_FORMS, which the dashboard exported before, still answer as they did', async () => {
+    const { parseDuration, SPEC_FORMS } = await import('@sluice/dashboard')
+    expect(parseDuration('250ms')).toBe(250)
+    expect(parseDuration('s')).toBe(1000)
+    expect(parseDuration('1.5m')).toBe(90_000)
+    expect(parseDuration('0.5ms')).toBe(0.5)
+    expect(parseDuration('1d')).toBe(86_400_000)
+    expect(() => parseDuration('5 minutes')).toThrow(
+      'Invalid rule spec "5 minutes": expected a duration such as 250ms, 1s, 5m, 1h or 1d.',
+    )
+    // The forms are the grammar's own, for every kind (the five it described before, and the two added since).
+    expect(SPEC_FORMS.fixedWindow).toBe('fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h')
+    expect(SPEC_FORMS.leakyBucket).toBe('leakyBucket:RATE/PER[~MAXQUEUE], e.g. leakyBucket:5/s~2s')
+    expect(Object.keys(SPEC_FORMS)).toEqual([
+      'fixedWindow',
+      'slidingLog',
+      'slidingWindow',
+      'tokenBucket',
+      'leakyBucket',
+      'concurrency',
+      'warmUp',
+    ])
+    for (const [kind, form] of Object.entries(SPEC_FORMS)) {
+      expect(() => parseRuleSpec(`${kind}:?`)).toThrow(`expected ${form}.`)
+    }
   })
 })
