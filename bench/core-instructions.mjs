@@ -2,14 +2,16 @@
 /**
  * @module What one in-memory call costs in CPU instructions, counted by callgrind: sluice's hot paths
  * beside a peer or a sibling, in one run, where throughput on a shared machine is noise.
- * `node bench/core-instructions.mjs [--calls N] [--warmup N] [--before DIR] [--only name,...]`; needs valgrind.
+ * `node bench/core-instructions.mjs [--calls N] [--warmup N] [--before DIR [--before-name TEXT]] [--only name,...]`;
+ * needs valgrind.
  *
  * Each workload runs under callgrind (cases/calls.mjs) with counting off through start-up and a warm-up
  * (every key touched, `--warmup` calls, one full collection and an idle wait for its sweep, a third of them
  * again), then on for `--calls` calls: their count over `calls` is one call's cost in steady state. All
  * threads are counted (garbage collection included). Node compiles on its main thread and the subjects' windows
  * last a day (lib/callgrind.mjs), so the three runs of a count agree within a few instructions. `--before DIR`
- * also counts sluice's workloads from another snapshot (lib/snapshot.mjs): a change's before and after.
+ * also counts sluice's workloads from another snapshot (lib/snapshot.mjs): a change's before and after;
+ * `--before-name` says in the file which build that was.
  * Writes bench/CORE-INSTRUCTIONS.md.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -24,6 +26,7 @@ import { median } from './lib/stats.mjs'
 const CALLS = numberOption('calls', 150_000)
 const WARMUP = numberOption('warmup', 150_000)
 const BEFORE = option('before', undefined)
+const BEFORE_NAME = option('before-name', undefined)
 const ONLY = option('only', undefined)?.split(',')
 const KEYS = 100_000
 const caseFile = fileURLToPath(new URL('./cases/calls.mjs', import.meta.url))
@@ -165,6 +168,7 @@ const lines = [
   'The ceiling runs sluice with V8 taking every call into its caller (`--max-inlined-bytecode-size-cumulative`).',
   '"Ratio" is calls per instruction of sluice over the other (its',
   "instructions over sluice's): the issue's per-CPU-second ratios, which a busy machine cannot move.",
+  ...(BEFORE_NAME === undefined ? [] : [`"Before" is ${BEFORE_NAME}, counted in the same run.`]),
   '',
   BEFORE === undefined
     ? '| workload | sluice | against | ratio | goal |'
