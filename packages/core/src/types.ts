@@ -271,7 +271,7 @@ export interface Store {
    * deletes exactly the keys of `rules` and the block).
    */
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> | void
-  /** Releases timers and connections the store owns. */
+  /** Stops the timers and closes the connections the store owns. */
   close?(): Promise<void> | void
   /**
    * Where the store keeps its state, when other store objects can write the same place: a RedisStore

@@ -51,7 +51,7 @@ export class RouteLimits {
   readonly #store: Store | undefined
   readonly #basePrefix: string
   readonly #owner: object
-  /** Limiters this registration built: closing the app releases their prefixes for a new registration. */
+  /** Limiters this registration built: closing the app gives up their prefixes for a new registration. */
   readonly #built: Limiter<Request>[] = []
   readonly #prefixes = new Set<string>()
   readonly #pluginLimit: Limit | undefined
@@ -110,7 +110,7 @@ export class RouteLimits {
     }
   }
 
-  /** Releases the prefixes of the limiters built here, and the registration's own store. */
+  /** Gives up the prefixes of the limiters built here, and closes the registration's own store. */
   close(): void {
     for (const limiter of this.#built) limiter.close()
     this.#ownStore?.close()

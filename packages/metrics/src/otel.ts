@@ -60,7 +60,7 @@ const perMeter = sinks<Meter>()
  *
  * Counters are observable: counts are kept here and read when the meter's reader collects, so recording a
  * decision costs an increment. Calling it twice with one meter shares one subscription; each result's
- * `close()` releases its share.
+ * `close()` gives up its share.
  */
 export function openTelemetryMetrics(options: OpenTelemetryMetricsOptions = {}): MetricsSubscription {
   const meter =

@@ -56,7 +56,7 @@ const perRegistry = sinks<Registry>()
  * - `sluice_store_errors_total{code}`: store failures and timeouts, by error code.
  *
  * Calling it twice with one registry does not throw and does not count twice: the calls share one
- * subscription, and each result's `close()` releases its share. Metrics of these names already on the
+ * subscription, and each result's `close()` gives up its share. Metrics of these names already on the
  * registry (say, from another copy of this package) are reused when they have the same type and labels;
  * otherwise this throws `InvalidOptionError` for `prometheusMetrics.registry`.
  */

@@ -38,7 +38,7 @@ export function script(lua: string): Script {
 export interface RedisConnection {
   /**
    * Resolves with the script's raw reply, or rejects with the client's error. `alone`: no other call
-   * awaits a reply, so this one is sent at once rather than held to share a write with the next ones.
+   * awaits a reply, so this one is sent at once rather than kept back to share a write with the next ones.
    */
   run(script: Script, keys: readonly string[], args: readonly string[], alone: boolean): Promise<unknown>
   /** Sends one command whose key is `key` (the cluster routes by it); `args` starts with the command's name. */
@@ -120,10 +120,10 @@ export function connectionFor(client: unknown, option: string): RedisConnection 
 }
 
 /**
- * Most calls a corked socket holds: then they go in one write, and the turn's later calls cork it again.
- * Held to the end of a turn, every call read from one chunk of replies leaves only once the whole chunk
+ * Most calls a corked socket keeps back: then they go in one write, and the turn's later calls cork it again.
+ * Kept back to the end of a turn, every call read from one chunk of replies leaves only once the whole chunk
  * has been read, while Redis, its queue drained, waits. With 64 calls in flight (bench/redis-time.mjs,
- * one run) slidingLog did 0.58x its raw script's rate held to the turn's end and 0.93x at 16, fixedWindow
+ * one run) slidingLog did 0.58x its raw script's rate kept back to the turn's end and 0.93x at 16, fixedWindow
  * 0.70x and 1.19x; at 256 in flight the rates stay, for about 1 us more client CPU per call.
  */
 const WRITES_PER_FLUSH = 16
@@ -149,7 +149,7 @@ class IoRedisRunner implements RedisConnection {
    */
   #corked: { uncork(): void } | undefined
   /** Calls written to the corked socket since it was corked: at `WRITES_PER_FLUSH` they go at once. */
-  #held = 0
+  #written = 0
   /** Whether the end of this turn's `setImmediate` is set. */
   #flushing = false
   readonly cluster: boolean
@@ -166,7 +166,7 @@ class IoRedisRunner implements RedisConnection {
     if (alone) return this.#send(script, keys, args)
     this.#coalesceWrites()
     const reply = this.#send(script, keys, args)
-    if (++this.#held >= WRITES_PER_FLUSH) this.#flush()
+    if (++this.#written >= WRITES_PER_FLUSH) this.#flush()
     return reply
   }
 
@@ -185,7 +185,7 @@ class IoRedisRunner implements RedisConnection {
    * promise continuations have run, or sooner, at `WRITES_PER_FLUSH` calls: Node then flushes every
    * command written meanwhile in one writev. What is sent, its order and the replies are unchanged; the
    * wait is at most the rest of one loop turn, and no more than `WRITES_PER_FLUSH` - 1 calls long.
-   * A call with none other in flight (an idle client) is not held: nothing is coalesced while the client is
+   * A call with none other in flight (an idle client) is not kept back: nothing is coalesced while the client is
    * idle, and the wait would be all latency. A Cluster has a socket per node and is left as it is.
    */
   #coalesceWrites(): void {
@@ -200,9 +200,9 @@ class IoRedisRunner implements RedisConnection {
     }
   }
 
-  /** Writes what the corked socket holds, if anything. */
+  /** Writes what the corked socket keeps back, if anything. */
   #flush(): void {
-    this.#held = 0
+    this.#written = 0
     const corked = this.#corked
     if (corked === undefined) return
     this.#corked = undefined

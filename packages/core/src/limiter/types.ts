@@ -139,7 +139,7 @@ export interface Limiter<C = unknown> {
    */
   release(key: string, decision: Decision, options?: { context?: C }): Promise<void>
   /**
-   * Releases this limiter's prefix on its store, so a new limiter may take it (an app closed and built
+   * Gives up this limiter's prefix on its store, so a new limiter may take it (an app closed and built
    * again on a long-lived store). Call it when the limiter is no longer used.
    */
   close(): void
