@@ -8,7 +8,10 @@ import * as http from '@sluice/core/http'
 import * as store from '@sluice/core/store'
 import { describe, expect, it, vi } from 'vitest'
 
-/** What adapters import from @sluice/core/http. */
+/**
+ * What adapters import from @sluice/core/http, and what a server answering a limiter's decisions itself writes
+ * its headers and 429 body with (rateLimitHeaders, resolveHeaderOptions, limitedBody, JSON_TYPE, PROBLEM_JSON).
+ */
 const HTTP_KIT = [
   'JSON_TYPE',
   'LIMITER_OPTION_NAMES',
@@ -44,7 +47,10 @@ const HTTP_DEPRECATED = [
   'whenResponseEnds',
 ]
 
-/** What stores and limit tables kept elsewhere import from @sluice/core/store. */
+/**
+ * What stores and limit tables kept elsewhere import from @sluice/core/store (ruleDecision and booleanOption for
+ * stores other than @sluice/redis, which decodes its decisions itself and has no on/off option).
+ */
 const STORE_KIT = [
   'MAX_TIMER_MS',
   'TABLE_BOUNDS',

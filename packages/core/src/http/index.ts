@@ -2,8 +2,10 @@
  * The framework-agnostic HTTP kit, for authors of sluice adapters (Express, Fastify, Koa, node:http, Fetch,
  * Hono and NestJS are built on it): parse the shared options, build a request limit, decide a request into
  * an outcome, keep the per-request record, write headers and the outcome to a Node response, hold queued
- * requests, and run the response-end phase. What no adapter imports is not exported here. Users of the
- * library import from `@sluice/core` instead.
+ * requests, and run the response-end phase. What no adapter imports is not exported here, but for what a
+ * server that answers a limiter's decisions itself writes with (sluice's headers and 429 body:
+ * `rateLimitHeaders`, `resolveHeaderOptions`, `limitedBody`, `JSON_TYPE`, `PROBLEM_JSON`; such a server is an
+ * adapter of its own, as examples/payment-gateway is). Users of the library import from `@sluice/core` instead.
  *
  * @module @sluice/core/http
  */

@@ -4,8 +4,11 @@
  * validators a store checks its own options with (in the same words and with the same codes as every sluice
  * factory), and the pieces every limit table shares (entry checks, the local table state), so a table kept
  * elsewhere checks and serves entries exactly as `createLimitTable` does. What no store imports is not
- * exported here. The memory store itself lives in this folder (`@sluice/core` exports it). Users of the
- * library import from `@sluice/core` instead.
+ * exported here, but for two pieces a store kept elsewhere needs where `@sluice/redis` does otherwise:
+ * `ruleDecision`, a rule's answer in sluice's shape for a store that computes answers itself (Redis's
+ * replies are decoded into literals, on its hot path), and `booleanOption`, the validator of an on/off
+ * option. The memory store itself lives in this folder (`@sluice/core` exports it). Users of the library
+ * import from `@sluice/core` instead.
  *
  * @module @sluice/core/store
  */
