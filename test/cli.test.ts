@@ -4,6 +4,7 @@
  * success, 1 on invalid input (nothing written), 2 when Redis cannot be reached (within its timeout).
  */
 import { createServer, type Server } from 'node:net'
+import { parseRuleSpec } from '@sluice/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sluice, sluiceWith } from './harness/cli.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
@@ -306,5 +307,26 @@ describe('sluice limits', () => {
     expect((await sluice('limits')).stderr).toContain('Usage: sluice limits')
     expect((await sluice()).code).toBe(1)
     expect((await sluice('nope')).stderr).toContain('Unknown command "nope"')
+  })
+
+  it("lists a form of every rule kind in limits --help, each one core's grammar reads", async () => {
+    const help = (await sluice('limits', '--help')).stdout
+    const specs = help.slice(help.indexOf('Specs:')).split('\n').slice(1)
+    const forms = specs.map((line) => /^ {2}(\w+:\S+)/.exec(line)?.[1]).filter((f) => f !== undefined)
+    const kinds = forms.map((f) => f.slice(0, f.indexOf(':')))
+    expect(kinds.filter((k) => k !== 'KIND').sort()).toEqual([
+      'concurrency',
+      'fixedWindow',
+      'leakyBucket',
+      'slidingLog',
+      'slidingWindow',
+      'tokenBucket',
+      'warmUp',
+    ])
+    for (const form of forms.filter((f) => !f.startsWith('KIND'))) {
+      // The optional parts in brackets, written out: both the short and the full form are rules.
+      expect(() => parseRuleSpec(form.replace(/[[\]]/g, ''))).not.toThrow()
+      expect(() => parseRuleSpec(form.replace(/\[[^\]]*\]/g, ''))).not.toThrow()
+    }
   })
 })

@@ -6,4 +6,4 @@
  *
  * @module @sluice/cli
  */
-export { parseSpec, parseSpecs } from '@sluice/dashboard'
+export { parseDuration, parseSpec, parseSpecs, SPEC_FORMS } from '@sluice/dashboard'

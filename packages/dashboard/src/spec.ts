@@ -93,7 +93,7 @@ function warnOnce(): void {
   if (warned) return
   warned = true
   process.emitWarning(
-    "parseSpec, parseSpecs, parseDuration and SPEC_FORMS from @sluice/dashboard are deprecated: use parseRuleSpec or parseRuleSpecs from '@sluice/core'.",
+    "parseSpec, parseSpecs, parseDuration and SPEC_FORMS (from @sluice/dashboard or @sluice/cli) are deprecated: use parseRuleSpec or parseRuleSpecs from '@sluice/core'.",
     { type: 'DeprecationWarning', code: 'SLUICE_DEP_PARSE_SPEC' },
   )
 }

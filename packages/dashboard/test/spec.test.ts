@@ -100,4 +100,14 @@ describe('parseSpec and parseSpecs (deprecated)', () => {
       expect(() => parseRuleSpec(`${kind}:?`)).toThrow(`expected ${form}.`)
     }
   })
+
+  it('@sluice/cli offers the four names it re-exported before, the same functions and forms', async () => {
+    const cli = await import('@sluice/cli')
+    const dashboard = await import('@sluice/dashboard')
+    expect(Object.keys(cli).sort()).toEqual(['SPEC_FORMS', 'parseDuration', 'parseSpec', 'parseSpecs'])
+    expect(cli.parseDuration).toBe(dashboard.parseDuration)
+    expect(cli.parseSpecs).toBe(dashboard.parseSpecs)
+    expect(cli.parseSpec('fixedWindow:10/1m')).toEqual([{ kind: 'fixedWindow', limit: 10, windowMs: 60_000 }])
+    expect(cli.SPEC_FORMS.slidingLog).toBe(dashboard.SPEC_FORMS.slidingLog)
+  })
 })
