@@ -97,6 +97,28 @@ export function isOverload(value: unknown): value is Overload<never> {
  * app.use(rateLimit({ rules, overload: guard }))
  */
 export function overload<R = unknown>(options: OverloadOptions<R>): Overload<R> {
+  const guard = new OverloadGuard(guardSettings(options))
+  guards.add(guard)
+  return guard
+}
+
+/** `overload()`'s options, checked and resolved. */
+interface GuardSettings<R> {
+  readonly maxDelay: number
+  readonly maxUtilization: number
+  readonly headroom: number
+  readonly critical: ((request: R) => boolean) | undefined
+  readonly status: number
+  readonly windowMs: number
+  readonly buckets: number
+  readonly clock: () => number
+  /** The default signals' monitor, when `signals` was not given: the guard stops it on `close()`. */
+  readonly monitor: { read: () => OverloadSignals; stop: () => void } | undefined
+  readonly signals: () => OverloadSignals
+}
+
+/** Checks `overload()`'s options; a bad one throws `InvalidOptionError` naming it (`overload.<name>`). */
+function guardSettings<R>(options: OverloadOptions<R>): GuardSettings<R> {
   const o = readOptions<OverloadOptions<R>>(
     'overload',
     options,
@@ -142,110 +164,136 @@ export function overload<R = unknown>(options: OverloadOptions<R>): Overload<R> 
   }
   const clock =
     o.clock === undefined ? () => performance.now() : functionOption<() => number>('overload.clock', o.clock)
-  const monitor = o.signals === undefined ? eventLoopSignals(windowMs) : undefined
-  const signals =
-    o.signals === undefined
-      ? monitor!.read
-      : functionOption<() => OverloadSignals>('overload.signals', o.signals)
+  const ownSignals =
+    o.signals === undefined ? undefined : functionOption<() => OverloadSignals>('overload.signals', o.signals)
+  const monitor = ownSignals === undefined ? eventLoopSignals(windowMs) : undefined
+  const signals = ownSignals ?? monitor!.read
+  return { maxDelay, maxUtilization, headroom, critical, status, windowMs, buckets, clock, monitor, signals }
+}
 
-  const bucketMs = windowMs / buckets
-  /** Per slot of the ring: the bucket index it holds (-1: never used), its completions, their total latency. */
-  const indexes = new Float64Array(buckets).fill(-1)
-  const passes = new Float64Array(buckets)
-  const latencies = new Float64Array(buckets)
-  let inFlight = 0
-  let triggered = false
-  /** The bucket whose first `enter` or `state` read the signals; they are not read again in it. */
-  let readIn = -1
-  const shed: OverloadTicket = Object.freeze({ admitted: false, retryAfterMs: bucketMs })
+/**
+ * Completions over the last `buckets` buckets of `bucketMs`, in a ring: per slot, the bucket index it
+ * holds (-1: never used), its completions and their total latency.
+ */
+class Completions {
+  readonly #buckets: number
+  readonly #bucketMs: number
+  readonly #indexes: Float64Array
+  readonly #passes: Float64Array
+  readonly #latencies: Float64Array
 
-  /** Reads the signals, once per bucket. */
-  function trigger(index: number): boolean {
-    if (index !== readIn) {
-      readIn = index
-      const read = signals()
-      triggered = read.eventLoopDelayMs > maxDelay || read.utilization > maxUtilization
-    }
-    return triggered
+  constructor(buckets: number, bucketMs: number) {
+    this.#buckets = buckets
+    this.#bucketMs = bucketMs
+    this.#indexes = new Float64Array(buckets).fill(-1)
+    this.#passes = new Float64Array(buckets)
+    this.#latencies = new Float64Array(buckets)
   }
 
-  /** `[maxPass, minRt]` over the live buckets (the current one and the `buckets − 1` before it). */
-  function evidence(index: number): [number, number] {
+  /** Counts a request done at `now` that took `latencyMs`, in the bucket of `now`. */
+  add(now: number, latencyMs: number): void {
+    const buckets = this.#buckets
+    const index = Math.floor(now / this.#bucketMs)
+    const slot = ((index % buckets) + buckets) % buckets
+    if (this.#indexes[slot] !== index) {
+      this.#indexes[slot] = index
+      this.#passes[slot] = 0
+      this.#latencies[slot] = 0
+    }
+    this.#passes[slot]!++
+    this.#latencies[slot]! += latencyMs
+  }
+
+  /** `[maxPass, minRt]` over the live buckets (the bucket `index` and the `buckets − 1` before it). */
+  evidence(index: number): [number, number] {
+    const buckets = this.#buckets
     let most = 0
     let least = Number.POSITIVE_INFINITY
     for (let slot = 0; slot < buckets; slot++) {
-      const count = passes[slot]!
-      if (count === 0 || indexes[slot]! <= index - buckets) continue
+      const count = this.#passes[slot]!
+      if (count === 0 || this.#indexes[slot]! <= index - buckets) continue
       if (count > most) most = count
-      const mean = latencies[slot]! / count
+      const mean = this.#latencies[slot]! / count
       if (mean < least) least = mean
     }
-    return [(most * 1000) / bucketMs, least]
+    return [(most * 1000) / this.#bucketMs, least]
+  }
+}
+
+/** The guard `overload()` builds: admits while in flight stays under the estimate, or while not triggered. */
+class OverloadGuard<R> implements Overload<R> {
+  readonly critical: ((request: R) => boolean) | undefined
+  readonly status: number
+  readonly bucketMs: number
+  readonly #settings: GuardSettings<R>
+  readonly #completions: Completions
+  readonly #shed: OverloadTicket
+  #inFlight = 0
+  #triggered = false
+  /** The bucket whose first `enter` or `state` read the signals; they are not read again in it. */
+  #readIn = -1
+
+  constructor(settings: GuardSettings<R>) {
+    this.#settings = settings
+    this.critical = settings.critical
+    this.status = settings.status
+    this.bucketMs = settings.windowMs / settings.buckets
+    this.#completions = new Completions(settings.buckets, this.bucketMs)
+    this.#shed = Object.freeze({ admitted: false, retryAfterMs: this.bucketMs })
   }
 
-  function completed(enteredAt: number): void {
-    inFlight--
-    const now = clock()
-    const index = Math.floor(now / bucketMs)
-    const slot = ((index % buckets) + buckets) % buckets
-    if (indexes[slot] !== index) {
-      indexes[slot] = index
-      passes[slot] = 0
-      latencies[slot] = 0
+  enter(request?: { readonly critical?: boolean }): OverloadTicket {
+    const now = this.#settings.clock()
+    const index = Math.floor(now / this.bucketMs)
+    if (!this.#trigger(index)) return this.#admit(now)
+    const [maxPass, minRt] = this.#completions.evidence(index)
+    // No completion in the window: no evidence of what the server sustains, so nothing is shed.
+    if (maxPass === 0) return this.#admit(now)
+    const estimate = Math.max(1, (maxPass * minRt) / 1000)
+    const room = request?.critical === true ? estimate * this.#settings.headroom : estimate
+    return this.#inFlight < room ? this.#admit(now) : this.#shed
+  }
+
+  state(): OverloadState {
+    const index = Math.floor(this.#settings.clock() / this.bucketMs)
+    const triggered = this.#trigger(index)
+    const [maxPass, minRt] = this.#completions.evidence(index)
+    const inFlight = this.#inFlight
+    if (maxPass === 0)
+      return { inFlight, maxPass: 0, minRt: 0, estimate: Number.POSITIVE_INFINITY, triggered }
+    return { inFlight, maxPass, minRt, estimate: Math.max(1, (maxPass * minRt) / 1000), triggered }
+  }
+
+  close(): void {
+    this.#settings.monitor?.stop()
+  }
+
+  /** Reads the signals, once per bucket. */
+  #trigger(index: number): boolean {
+    if (index !== this.#readIn) {
+      this.#readIn = index
+      const read = this.#settings.signals()
+      this.#triggered =
+        read.eventLoopDelayMs > this.#settings.maxDelay || read.utilization > this.#settings.maxUtilization
     }
-    passes[slot]!++
-    latencies[slot]! += Math.max(0, now - enteredAt)
+    return this.#triggered
   }
 
-  function admit(now: number): OverloadTicket {
-    inFlight++
+  /** A ticket for a request entered at `enteredAt`; its first `done()` counts it as completed. */
+  #admit(enteredAt: number): OverloadTicket {
+    this.#inFlight++
     let over = false
     return {
       admitted: true,
-      done() {
+      done: () => {
         if (over) return
         over = true
-        completed(now)
+        this.#inFlight--
+        const now = this.#settings.clock()
+        this.#completions.add(now, Math.max(0, now - enteredAt))
       },
     }
   }
-
-  const guard: Overload<R> = {
-    critical,
-    status,
-    bucketMs,
-    enter(request) {
-      const now = clock()
-      const index = Math.floor(now / bucketMs)
-      if (!trigger(index)) return admit(now)
-      const [maxPass, minRt] = evidence(index)
-      // No completion in the window: no evidence of what the server sustains, so nothing is shed.
-      if (maxPass === 0) return admit(now)
-      const estimate = Math.max(1, (maxPass * minRt) / 1000)
-      const room = request?.critical === true ? estimate * headroom : estimate
-      return inFlight < room ? admit(now) : shed
-    },
-    state() {
-      const index = Math.floor(clock() / bucketMs)
-      const isTriggered = trigger(index)
-      const [maxPass, minRt] = evidence(index)
-      if (maxPass === 0) {
-        return { inFlight, maxPass: 0, minRt: 0, estimate: Number.POSITIVE_INFINITY, triggered: isTriggered }
-      }
-      return {
-        inFlight,
-        maxPass,
-        minRt,
-        estimate: Math.max(1, (maxPass * minRt) / 1000),
-        triggered: isTriggered,
-      }
-    },
-    close() {
-      monitor?.stop()
-    },
-  }
-  guards.add(guard)
-  return guard
 }
 
 function shareOption(value: unknown): number {
