@@ -220,7 +220,11 @@ class Completions {
   }
 }
 
-/** The guard `overload()` builds: admits while in flight stays under the estimate, or while not triggered. */
+/**
+ * The guard `overload()` builds: admits while in flight stays under the estimate, or while not triggered.
+ * Its acts are functions of their own, as a closure's would be: `const { enter } = guard` works, and the
+ * user's `clock` and `signals` are called as plain functions.
+ */
 class OverloadGuard<R> implements Overload<R> {
   readonly critical: ((request: R) => boolean) | undefined
   readonly status: number
@@ -242,8 +246,8 @@ class OverloadGuard<R> implements Overload<R> {
     this.#shed = Object.freeze({ admitted: false, retryAfterMs: this.bucketMs })
   }
 
-  enter(request?: { readonly critical?: boolean }): OverloadTicket {
-    const now = this.#settings.clock()
+  readonly enter = (request?: { readonly critical?: boolean }): OverloadTicket => {
+    const now = this.#now()
     const index = Math.floor(now / this.bucketMs)
     if (!this.#trigger(index)) return this.#admit(now)
     const [maxPass, minRt] = this.#completions.evidence(index)
@@ -254,8 +258,8 @@ class OverloadGuard<R> implements Overload<R> {
     return this.#inFlight < room ? this.#admit(now) : this.#shed
   }
 
-  state(): OverloadState {
-    const index = Math.floor(this.#settings.clock() / this.bucketMs)
+  readonly state = (): OverloadState => {
+    const index = Math.floor(this.#now() / this.bucketMs)
     const triggered = this.#trigger(index)
     const [maxPass, minRt] = this.#completions.evidence(index)
     const inFlight = this.#inFlight
@@ -264,17 +268,22 @@ class OverloadGuard<R> implements Overload<R> {
     return { inFlight, maxPass, minRt, estimate: Math.max(1, (maxPass * minRt) / 1000), triggered }
   }
 
-  close(): void {
+  readonly close = (): void => {
     this.#settings.monitor?.stop()
+  }
+
+  #now(): number {
+    const { clock } = this.#settings
+    return clock()
   }
 
   /** Reads the signals, once per bucket. */
   #trigger(index: number): boolean {
     if (index !== this.#readIn) {
       this.#readIn = index
-      const read = this.#settings.signals()
-      this.#triggered =
-        read.eventLoopDelayMs > this.#settings.maxDelay || read.utilization > this.#settings.maxUtilization
+      const { signals, maxDelay, maxUtilization } = this.#settings
+      const read = signals()
+      this.#triggered = read.eventLoopDelayMs > maxDelay || read.utilization > maxUtilization
     }
     return this.#triggered
   }
@@ -289,7 +298,7 @@ class OverloadGuard<R> implements Overload<R> {
         if (over) return
         over = true
         this.#inFlight--
-        const now = this.#settings.clock()
+        const now = this.#now()
         this.#completions.add(now, Math.max(0, now - enteredAt))
       },
     }

@@ -240,6 +240,32 @@ describe('overload: cold start, trigger, critical headroom', () => {
     expect(r.guard.bucketMs).toBe(500)
   })
 
+  it('works with its acts taken off the guard, and calls clock and signals as plain functions', () => {
+    let now = 0
+    const thisSeen: unknown[] = []
+    const guard = overload({
+      maxEventLoopDelayMs: 100,
+      clock(this: unknown) {
+        thisSeen.push(this)
+        return now
+      },
+      signals(this: unknown) {
+        thisSeen.push(this)
+        return { eventLoopDelayMs: 150, utilization: 0 }
+      },
+    })
+    const { enter, state, close } = guard
+    const ticket = enter()
+    if (!ticket.admitted) throw new Error('expected admission')
+    now = 10
+    ticket.done()
+    enter()
+    expect(enter()).toEqual({ admitted: false, retryAfterMs: 100 })
+    expect(state()).toEqual({ inFlight: 1, maxPass: 10, minRt: 10, estimate: 1, triggered: true })
+    close()
+    expect(new Set(thisSeen)).toEqual(new Set([undefined]))
+  })
+
   it('reports the status to answer with (503 by default) and the critical function', () => {
     const critical = (req: { url: string }) => req.url === '/health'
     const guard = overload({ maxEventLoopDelayMs: 50, status: 429, critical, signals: idle })
