@@ -36,7 +36,7 @@ Specs:
   slidingWindow:600/1m[/10] 600 per minute, in 10 buckets
   tokenBucket:50+10/s       capacity 50, refilled 10 a second
   leakyBucket:5/s[~2s]      5 a second, each call waiting up to 2 s for its turn
-  concurrency:10[~30s]      10 held at once, each lease lasting at most 30 s (default 60 s)
+  concurrency:10[~30s]      at most 10 leases at once, each lasting at most 30 s (default 60 s)
   warmUp:100/s,30s[x3][~1s] 100 a second once warm, warming up over 30 s from 3 times slower
   KIND:...@NAME             a named rule (two rules of one kind and window need names)
   -1                        not limited (alone: with other specs it is refused)

@@ -14,7 +14,7 @@ export const MAX_HELD_ENTRIES = 10_000
 export class HeldRequests {
   readonly #perClient: number
   readonly #counts = new Map<string, number>()
-  /** The pair each held request counts under, so its release needs nothing else. */
+  /** The pair each held request counts under, so its leaving needs nothing else. */
   readonly #pairs = new WeakMap<object, string>()
 
   constructor(perClient: number) {

@@ -255,7 +255,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     cost: number | undefined,
     decision: Decision,
   ): HttpOutcome {
-    // A concurrency lease is held while the request runs: it ends with the response, or when the client leaves.
+    // A concurrency lease lasts while the request runs: it ends with the response, or when the client leaves.
     if (decision.lease !== undefined) this.#end.releaseOnEnd(req, res, key, decision)
     if (this.#shadow) {
       if (decision.allowed) this.#end.countWhen(req, res, key, cost, decision)
