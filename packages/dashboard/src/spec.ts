@@ -43,6 +43,8 @@ export function parseSpecs(texts: readonly string[]): RuleSpec[] {
  */
 export function parseDuration(text: string): number {
   warnOnce()
+  // The grammar's duration as this function read it before (a fraction of a ms included): core reads a
+  // duration only inside a rule's text, where a factory then checks it. This copy goes with the deprecation.
   const match = /^(\d+(?:\.\d+)?)?(ms|s|m|h|d)$/.exec(text)
   if (match === null) throw new InvalidSpecError(text, 'a duration such as 250ms, 1s, 5m, 1h or 1d')
   const count = match[1] === undefined ? 1 : Number(match[1])
