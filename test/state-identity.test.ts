@@ -153,7 +153,7 @@ describe.each(STORES)('state identity (%s)', (kind) => {
     r.limiter.close()
   })
 
-  it('a concurrency rule whose limit changes keeps the leases held', async () => {
+  it('a concurrency rule whose limit changes keeps its live leases', async () => {
     const held = (limit: number) => concurrency({ limit })
     const r = await rig(kind, [held(3)])
     expect(brief(await r.at(0))).toEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0 })

@@ -74,7 +74,7 @@ export interface LeakyBucketRule extends RuleBase {
   readonly limit: number
 }
 
-/** At most `limit` admitted units held at once; each admitted call holds its units until released or `leaseMs` after. */
+/** At most `limit` admitted units leased at once; each admitted call's lease lasts until released or `leaseMs` after. */
 export interface ConcurrencyRule extends RuleBase {
   readonly kind: 'concurrency'
   readonly limit: number

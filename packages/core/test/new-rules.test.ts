@@ -239,7 +239,7 @@ describe('concurrency against its reference model', () => {
     expect(concurrencyAlgorithm.decide(state, rule, 0, 0).remaining).toBe(8)
   })
 
-  it('keeps its slots bounded: about twice the leases held, however many come and go', () => {
+  it('keeps its slots bounded: about twice the live leases, however many come and go', () => {
     const rule = concurrency({ limit: 8, leaseMs: 1_000_000 }) as ConcurrencyRule
     const state = concurrencyAlgorithm.create(rule, 0)
     // The oldest lease stays held throughout while 10,000 others come and go behind it.

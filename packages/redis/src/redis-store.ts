@@ -421,7 +421,7 @@ export class RedisStore implements Store {
     const leases: string[] = []
     for (let i = 0; i < plan.kinds.length; i++) {
       const lease = marks?.[i]
-      // A lease no consume sent (see wire.ts `holdable`) is held by nobody: its release changes nothing.
+      // A lease no consume sent (see wire.ts `holdable`) belongs to nobody: its release changes nothing.
       if (plan.kinds[i] === 'concurrency' && lease !== undefined && lease !== '' && holdable(lease)) {
         keys.push(base + plan.ids[i]!)
         leases.push(lease)

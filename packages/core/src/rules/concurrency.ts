@@ -1,10 +1,10 @@
 /**
- * @module concurrency: at most `limit` admitted units held at once per key. An admitted call holds its
+ * @module concurrency: at most `limit` admitted units leased at once per key. An admitted call takes its
  * `cost` units under a lease until it is released (`limiter.release`) or until `leaseMs` after it was
- * admitted, whichever comes first, so a process that dies holding units cannot hold them for ever.
+ * admitted, whichever comes first, so a process that dies with a lease cannot keep its units for ever.
  * Leases end in the order they began (one `leaseMs` per rule), so expired ones are dropped from the front.
- * A denied call's work grows with the leases held, at most `limit` (bounded by `MAX_CONCURRENCY`); admitting,
- * releasing and expiring cost, over time, a bounded amount per lease whatever the number held (a release
+ * A denied call's work grows with the live leases, at most `limit` (bounded by `MAX_CONCURRENCY`); admitting,
+ * releasing and expiring cost, over time, a bounded amount per lease whatever the number live (a release
  * finds its lease by the number in its id, halving at most 2 × `limit` slots).
  *
  * A lease id is this process's random part, the lease's number in this process, and its units: no call
@@ -24,10 +24,10 @@ import { defineRule } from './define.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface ConcurrencyOptions {
-  /** Units held at once: an integer from 1 to 10,000, or -1 for not limited. */
+  /** Units leased at once: an integer from 1 to 10,000, or -1 for not limited. */
   limit: number
   /**
-   * Longest a lease holds its units, in ms: an integer from 1 to 2^50. A lease admitted at `t` is held
+   * Longest a lease lasts, in ms: an integer from 1 to 2^50. A lease admitted at `t` is live
    * while `now < t + leaseMs`, unless released sooner. Default 60,000.
    */
   leaseMs?: number
@@ -35,7 +35,7 @@ export interface ConcurrencyOptions {
   name?: string
 }
 
-/** Every call reads the leases held, at most `limit` of them, so `limit` is bounded. */
+/** Every call reads the live leases, at most `limit` of them, so `limit` is bounded. */
 export const MAX_CONCURRENCY = 10_000
 
 /** A rule holding at most `limit` units at once per key. */
@@ -49,7 +49,7 @@ export function concurrency(options: ConcurrencyOptions): ConcurrencyRule | Unli
     throw new InvalidOptionError(
       'concurrency.limit',
       limit,
-      `an integer from 1 to ${MAX_CONCURRENCY}, or -1 (each call reads the leases held)`,
+      `an integer from 1 to ${MAX_CONCURRENCY}, or -1 (each call reads the live leases)`,
     )
   }
   // The state identity holds `leaseMs` (the shape: how long each lease is scored to last), not `limit`.
@@ -63,7 +63,7 @@ export function concurrency(options: ConcurrencyOptions): ConcurrencyRule | Unli
 }
 
 /**
- * The leases held, in the order they began (so in the order they end), in slots `head` to `tail` of two
+ * The live leases, in the order they began (so in the order they end), in slots `head` to `tail` of two
  * arrays: `ids` and, three to a slot, `figures` (when the lease ends, its units, its number). A lease
  * released before its turn leaves its slot empty (id undefined) until the slots before it are gone or the
  * arrays are packed. The first and last slots between `head` and `tail` always hold a lease.
@@ -74,9 +74,9 @@ export interface ConcurrencyState {
   figures: number[]
   head: number
   tail: number
-  /** Leases held: the slots from `head` to `tail` with an id. */
+  /** Live leases: the slots from `head` to `tail` with an id. */
   leases: number
-  /** Units held in all. */
+  /** Units leased in all. */
   total: number
   /** The end of the newest lease ever admitted: when the state can be forgotten (kept by admit, so no call walks the leases for it). */
   newest: number
@@ -123,9 +123,9 @@ function drop(state: ConcurrencyState, slot: number): void {
 }
 
 /**
- * Puts a lease in the slot after the last, first packing the held leases to the front when the arrays
- * are full and at most half of them is held (so a pack moves each lease at most once per growth: amortized
- * constant work, and the arrays hold at most about twice the leases held).
+ * Puts a lease in the slot after the last, first packing the live leases to the front when the arrays
+ * are full and at most half of them is live (so a pack moves each lease at most once per growth: amortized
+ * constant work, and the arrays hold at most about twice the live leases).
  */
 function append(state: ConcurrencyState, id: string, end: number, units: number, number: number): void {
   const { ids, figures } = state
@@ -230,7 +230,7 @@ export const concurrencyAlgorithm: Algorithm<ConcurrencyRule, ConcurrencyState> 
     const expires = now + rule.leaseMs
     // The id newLease made last is the one a store admits right after: its number is known without reading it.
     const number = id === lastLease ? lastNumber : leaseNumber(id)
-    // An id made elsewhere (no number), or older than the last held, ends the order until nothing is held.
+    // An id made elsewhere (no number), or older than the last live one, ends the order until no lease is live.
     if (
       Number.isNaN(number) ||
       (state.leases > 0 && number <= state.figures[(state.tail - 1) * FIGURES + NUMBER]!)
@@ -260,7 +260,7 @@ function newestEnd(state: ConcurrencyState, now: number): number {
 
 /**
  * Ends `lease` before its time. Idempotent: an unknown or released lease changes nothing. It reads no
- * clock: a lease that has already ended is held by nobody, so dropping it now gives back only what the next
+ * clock: a lease that has already ended belongs to nobody, so dropping it now gives back only what the next
  * call would drop anyway.
  */
 export function release(state: ConcurrencyState, lease: string): void {

@@ -12,7 +12,7 @@
  * tokenBucket:50+10/s          capacity 50, refilled 10 a second (+600/1m is the same refill)
  * leakyBucket:5/s              5 a second, no queue (a strict meter)
  * leakyBucket:5/s~2s           5 a second, a call may wait up to 2 s for its turn
- * concurrency:10               10 units held at once, each lease lasting at most 60 s (the default)
+ * concurrency:10               10 units leased at once, each lease lasting at most 60 s (the default)
  * concurrency:10~30s           ... each lease lasting at most 30 s
  * warmUp:100/s,30s             100 a second once warm, warming up over 30 s from 3 times slower (the default)
  * warmUp:100/s,30sx4~1s        ... from 4 times slower, a call waiting up to 1 s for its turn

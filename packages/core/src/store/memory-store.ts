@@ -183,7 +183,7 @@ export class MemoryStore implements Store {
 
   /**
    * Ends a call's leases (`marks`, one per rule) under the key's concurrency rules. Reads no clock and
-   * creates nothing: a lease that has ended is held by nobody, so ending it changes no answer, and an entry
+   * creates nothing: a lease that has ended belongs to nobody, so ending it changes no answer, and an entry
    * that has expired answers as a fresh one whatever its states hold (`Keys.entry` resets it before a consume,
    * a peek passes it by). A release never lengthens a state's life, so the entry's `expiresAt` stands.
    */

@@ -57,7 +57,7 @@ local function concurrencyPenalize() end
 
 -- Ends `lease` before its time: one ZREM, reading no clock, as the memory store's release does. Idempotent:
 -- an unknown or released lease changes nothing, and ids are never reused, so no release frees a slot another
--- lease holds. A lease that has already ended is held by nobody: removing it gives back only what the next
+-- lease has. A lease that has already ended belongs to nobody: removing it gives back only what the next
 -- consume would drop anyway.
 local function concurrencyRelease(key, lease)
   redis.call('ZREM', key, lease)
