@@ -190,10 +190,15 @@ class Completions {
     this.#latencies = new Float64Array(buckets)
   }
 
+  /** The index of the bucket that holds `now` (buckets count from 0 ms on the clock). */
+  bucketOf(now: number): number {
+    return Math.floor(now / this.#bucketMs)
+  }
+
   /** Counts a request done at `now` that took `latencyMs`, in the bucket of `now`. */
   add(now: number, latencyMs: number): void {
     const buckets = this.#buckets
-    const index = Math.floor(now / this.#bucketMs)
+    const index = this.bucketOf(now)
     const slot = ((index % buckets) + buckets) % buckets
     if (this.#indexes[slot] !== index) {
       this.#indexes[slot] = index
@@ -248,7 +253,7 @@ class OverloadGuard<R> implements Overload<R> {
 
   readonly enter = (request?: { readonly critical?: boolean }): OverloadTicket => {
     const now = this.#now()
-    const index = Math.floor(now / this.bucketMs)
+    const index = this.#completions.bucketOf(now)
     if (!this.#trigger(index)) return this.#admit(now)
     const [maxPass, minRt] = this.#completions.evidence(index)
     // No completion in the window: no evidence of what the server sustains, so nothing is shed.
@@ -259,7 +264,7 @@ class OverloadGuard<R> implements Overload<R> {
   }
 
   readonly state = (): OverloadState => {
-    const index = Math.floor(this.#now() / this.bucketMs)
+    const index = this.#completions.bucketOf(this.#now())
     const triggered = this.#trigger(index)
     const [maxPass, minRt] = this.#completions.evidence(index)
     const inFlight = this.#inFlight
