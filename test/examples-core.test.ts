@@ -1,5 +1,5 @@
 /**
- * examples/core runs as `node examples/core/main.mjs` and prints the decisions DESIGN.md promises for its
+ * examples/core runs as `node examples/core/main.mjs` and prints the decisions docs/design/ promises for its
  * trace: a table of limits per bizType + channel (sliding log, 1 s), unlimited pairs, and a leaky-bucket
  * queue. Its clock is a manual one, so the output is the same on every run, to the character.
  */

@@ -77,7 +77,7 @@ const require = createRequire(import.meta.url)
  *  - `erl`: express-rate-limit's MemoryStore, `await store.increment(key)` (the middleware compares hits).
  *  - `map`: a bare Map counter, `Promise.resolve(count)`: the ceiling, with no clock and no window.
  *  - `map+clock`: a Map of fixed windows read with Date.now(): the least any fixed window must do.
- *  - `map+decision`: the same, answering what sluice's `consume` promises (DESIGN.md, "Decision"): a
+ *  - `map+decision`: the same, answering what sluice's `consume` promises (docs/design/store.md): a
  *    Decision of its fields with its `rules` list of one RuleDecision, made fresh each call (a caller may
  *    keep it): the least a fixed window with sluice's answer must do, with no key check, no bound on keys,
  *    no rule dispatch.

@@ -1,6 +1,6 @@
 /**
  * concurrency and warmUp on the memory store: each against a plain reference model on random traces, a
- * warm-up trace worked by hand from DESIGN.md's formulas, and the factories' checks. The same traces
+ * warm-up trace worked by hand from docs/design/rules/warm-up.md, and the factories' checks. The same traces
  * hold on Redis (test/redis-new-rules.test.ts and the conformance suite).
  */
 import {
@@ -338,7 +338,7 @@ describe('concurrency against its reference model', () => {
 // ---------------------------------------------------------------------------------------------------
 // warmUp
 
-/** DESIGN.md's pseudo-code, line by line, in its own words: the reference the rule must match. */
+/** The formula of docs/design/rules/warm-up.md, line by line: the reference the rule must match. */
 class WarmUpModel {
   stable: number
   cold: number
@@ -416,7 +416,7 @@ const d = (allowed: boolean, remaining: number, resetMs: number, retryAfterMs: n
 })
 
 describe('warmUp', () => {
-  it('follows a trace worked by hand from DESIGN.md', async () => {
+  it('follows a trace worked by hand from docs/design/rules/warm-up.md', async () => {
     // ratePerSecond 10, warmUpMs 1000, coldFactor 3, maxQueueMs 1000:
     //   stable = 1000 / 10 = 100          cold = 100 × 3 = 300
     //   threshold = 0.5 × 1000 / 100 = 5  max = 5 + 2 × 1000 / (100 + 300) = 5 + 5 = 10
@@ -469,7 +469,7 @@ describe('warmUp', () => {
     expect(await at(4340)).toEqual(d(true, 10, 100, 0, 0))
   })
 
-  it('agrees with DESIGN.md pseudo-code on random traces, figures checked by search', async () => {
+  it('agrees with the formula of docs/design/rules/warm-up.md on random traces, figures checked by search', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.record({

@@ -1,7 +1,7 @@
 /**
  * overload(): every behaviour on a manual clock with injected signals: the formulas, cold start, critical
  * headroom, the trigger read once per bucket, idempotent `done`, the options' errors, and a reference model
- * written from DESIGN.md's formulas checked against the guard on random traces.
+ * written from docs/design/overload.md's formulas checked against the guard on random traces.
  */
 import { ErrorCode, type OverloadSignals, type OverloadState, overload } from '@sluice/core'
 import fc from 'fast-check'
@@ -327,7 +327,7 @@ describe('overload: options', () => {
 })
 
 /**
- * The reference: DESIGN.md's formulas computed from scratch on every question, from a log of every
+ * The reference: docs/design/overload.md's formulas from scratch on every question, from a log of every
  * completion (time and latency) and of the buckets in which the signals were read.
  */
 class Model {

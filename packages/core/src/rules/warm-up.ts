@@ -8,7 +8,7 @@
  *
  * Floats in ms, no rounding until a decision reports. The Redis script performs the same floating-point
  * operations in the same order, so both stores agree to the last bit; every formula below is written in
- * the order DESIGN.md gives it.
+ * the order docs/design/rules/warm-up.md gives it.
  */
 import { InvalidOptionError } from '../errors.ts'
 import {
