@@ -2,8 +2,9 @@
  * The layers' promises to each other, for the pairs no other suite pins (docs/design/layers.md lists every
  * pair and the test that covers it): a reset under every rule kind in both stores, the denied-key cache
  * under every kind it keeps, a refund through the store dropping a cached denial, a refund leaving a block
- * standing, and no denial cached while prefetched units are held. The memory store and a RedisStore on a
- * real redis-server run the same steps on one manual clock.
+ * standing, no denial cached while prefetched units are held, and what this process's cache and batches
+ * see of another process's refund, reset and block. The memory store and RedisStores on a real
+ * redis-server run the same steps on manual clocks.
  */
 import {
   concurrency,
@@ -188,6 +189,55 @@ describe.each<StoreKind>(['memory', 'redis'])('blocks and refunds (%s store)', (
     const after = await at(500)
     expect([after.allowed, after.reason, after.remaining]).toEqual([true, 'rules', 0])
   })
+
+  it('a penalty on a blocked key answers the block, as a peek would', async () => {
+    const { limiter, at } = await rig(store, [RULES.fixedWindow], { ms: 500 })
+    await at(0)
+    await at(0)
+    await at(0)
+    await at(100)
+    const penalized = await limiter.penalize('k', { cost: 3 })
+    expect([penalized.allowed, penalized.reason, penalized.retryAfterMs]).toEqual([false, 'blocked', 400])
+  })
+})
+
+describe('the denied-key cache and another process (Redis)', () => {
+  it("another process's refund is not seen until the cached retryAfterMs: stricter than Redis, never looser", async () => {
+    const here = await rig('redis', [RULES.fixedWindow])
+    const there = await rig('redis', [RULES.fixedWindow])
+    const prefix = here.limiter.prefix
+    const other = createLimiter({ rules: [RULES.fixedWindow], store: there.limiter.store, prefix })
+    await here.at(0)
+    await here.at(0)
+    expect((await here.at(0)).reason).toBe('rules')
+    await other.refund('k', { cost: 2 })
+    expect((await other.peek('k')).allowed).toBe(true)
+    const cached = await here.at(10)
+    expect([cached.allowed, cached.reason, cached.retryAfterMs]).toEqual([false, 'cache', 990])
+    const redis = await here.at(1000)
+    expect([redis.allowed, redis.reason]).toEqual([true, 'rules'])
+  })
+
+  it('a block another process lifted stays cached here until its original end, then Redis admits', async () => {
+    const here = await rig('redis', [RULES.fixedWindow], { ms: 500 })
+    const there = await rig('redis', [RULES.fixedWindow], { ms: 500 })
+    const prefix = here.limiter.prefix
+    const other = createLimiter({
+      rules: [RULES.fixedWindow],
+      store: there.limiter.store,
+      prefix,
+      block: { ms: 500 },
+    })
+    await here.at(0)
+    await here.at(0)
+    expect((await here.at(0)).retryAfterMs).toBe(1000)
+    await other.reset('k')
+    expect((await other.peek('k')).allowed).toBe(true)
+    const cached = await here.at(100)
+    expect([cached.allowed, cached.reason, cached.retryAfterMs]).toEqual([false, 'blocked', 400])
+    const redis = await here.at(500)
+    expect([redis.allowed, redis.reason, redis.remaining]).toEqual([true, 'rules', 1])
+  })
 })
 
 /** A RedisStore that prefetches (batches of up to 8 units, for 1000 ms), on a clock standing at T. */
@@ -236,6 +286,42 @@ describe('prefetch and refunds (Redis)', () => {
     expect((await redis.peek('k')).remaining).toBe(100 - 6 - 1)
     expect((await holder.consume('k')).reason).toBe('prefetch')
     await store.close()
+  })
+})
+
+describe('prefetch and another process (Redis)', () => {
+  it("a block another process began is seen at the holder's next round trip: the units it holds are spent until then", async () => {
+    const { store, other: otherStore, prefix } = await prefetching()
+    const block = { ms: 60_000 }
+    const holder = createLimiter({ rules: [HOUR], store, prefix, block })
+    const other = createLimiter({ rules: [HOUR], store: otherStore, prefix, block })
+    for (let i = 0; i < 4; i++) await holder.consume('k') // 7 counted in Redis, 3 held
+    const denied = await other.consume('k', { cost: 94 })
+    expect([denied.allowed, denied.reason, denied.retryAfterMs]).toEqual([false, 'rules', 3_600_000])
+    // The second spend fetches ahead; its reply says the key is blocked, and the holder stops there.
+    const said = []
+    for (let i = 0; i < 4; i++) said.push((await holder.consume('k')).reason)
+    expect(said).toEqual(['prefetch', 'prefetch', 'prefetch', 'blocked'])
+    await store.close()
+  })
+
+  it("slidingLog: units spent after another process's reset are counted in the new state at the holder's next round trip", async () => {
+    const { store, other: otherStore, prefix } = await prefetching()
+    const log = slidingLog({ limit: 100, windowMs: 3_600_000 }) as Rule
+    const holder = createLimiter({ rules: [log], store, prefix })
+    const other = createLimiter({ rules: [log], store: otherStore, prefix })
+    for (let i = 0; i < 4; i++) await holder.consume('k') // 7 logged in Redis, 3 held
+    await other.reset('k')
+    expect((await other.peek('k')).remaining).toBe(99)
+    // Two spends after the reset; the second fetches ahead, carrying every unit spent since the holder's
+    // previous round trip: the two, and the fourth call's, spent before the reset (such a unit counts twice).
+    expect([(await holder.consume('k')).reason, (await holder.consume('k')).reason]).toEqual([
+      'prefetch',
+      'prefetch',
+    ])
+    // Closing returns what is held: nothing of the batch counted before the reset, all of the new one.
+    await store.close()
+    expect((await other.peek('k')).remaining).toBe(100 - 3 - 1)
   })
 })
 
