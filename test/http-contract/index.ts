@@ -379,6 +379,24 @@ function contractCases(adapter: ContractAdapter, kind: StoreKind): void {
       expect(await used('GET /items/:id')).toBe(1)
     })
 
+    it("counts a HEAD request on its route's GET key, so HEAD never doubles a per-route budget", async () => {
+      const route = okRoute('/items/:id')
+      const limiter = createLimiter({
+        rules: [fixedWindow({ limit: 3, windowMs: 3_600_000 })],
+        store: kind.store(),
+      })
+      const url = await serve({ limits: [{ limiter, key: 'route' }], routes: [route.route] })
+      const statuses: number[] = []
+      for (const [i, method] of ['GET', 'HEAD', 'GET', 'HEAD', 'GET'].entries()) {
+        statuses.push((await send(`${url}/items/${i}`, { method })).status)
+      }
+      // The framework answers HEAD with the GET route's handler: three runs of it in all, then 429 for both.
+      expect(statuses).toEqual([200, 200, 200, 429, 429])
+      expect(route.calls).toHaveLength(3)
+      expect((await limiter.peek('GET /items/:id')).allowed).toBe(false)
+      expect((await limiter.peek('HEAD /items/:id')).remaining).toBe(2)
+    })
+
     it('joins header parts into one key, such as x-biz-type + x-channel, escaping ":" in values', async () => {
       const { url, limiter } = await limited([slidingLog({ limit: 1, windowMs: 60_000 })], {
         key: { header: ['x-biz-type', 'x-channel'] },
