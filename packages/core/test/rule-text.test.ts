@@ -332,4 +332,19 @@ describe('rule text wherever rules are taken', () => {
     expect(table.version).toBe(1)
     expect(table.get('REFUND:ALIPAY')?.map(formatRuleSpec)).toEqual(['tokenBucket:50+10/s@default'])
   })
+
+  it('takes a bare rate (100/1m, read as slidingWindow) in createLimiter, a limit table and a rules function', async () => {
+    const bare = { kind: 'slidingWindow', limit: 2, windowMs: 60_000, buckets: 10 }
+    const { store } = clocked()
+    const fixed = createLimiter({ rules: ['2/1m'], store, prefix: 'fixed' })
+    const table = createLimitTable({ '*': ['2/1m'] })
+    expect(table.get('k')?.map(json)).toEqual([bare])
+    const fromTable = createLimiter({ rules: (key) => table.get(key), store, prefix: 'table' })
+    const fromFunction = createLimiter({ rules: () => '2/1m', store, prefix: 'function' })
+    for (const limiter of [fixed, fromTable, fromFunction]) {
+      const decisions = [await limiter.consume('k'), await limiter.consume('k'), await limiter.consume('k')]
+      expect(decisions.map((d) => d.allowed)).toEqual([true, true, false])
+      expect(decisions[0]!.rule).toBe('2-per-60s')
+    }
+  })
 })
