@@ -95,6 +95,7 @@ export function rulesOption<C>(
 }
 
 const FROM_FUNCTION = 'the rules function'
+const LIST = 'a list of rules, rule text, or null'
 
 /**
  * A rules function's answer other than null or one text: a list of rules and rule texts. `undefined` (a
@@ -107,7 +108,7 @@ function checkAnswer(answer: unknown, texts: TextRules): readonly Rule[] {
       ErrorCode.INVALID_RULES,
       FROM_FUNCTION,
       answer,
-      'a list of rules, rule text, or null for a call that is not limited (did the function forget its return?)',
+      `${LIST} for a call that is not limited (did the function forget its return?)`,
     )
   }
   if (!Array.isArray(answer)) throw rulesError(ErrorCode.INVALID_RULES, FROM_FUNCTION, answer, LIST)
@@ -116,8 +117,6 @@ function checkAnswer(answer: unknown, texts: TextRules): readonly Rule[] {
     : answer
   return checkRules(list as readonly RuleInput[], FROM_FUNCTION, ErrorCode.INVALID_RULES)
 }
-
-const LIST = 'a list of rules, rule text, or null'
 
 /**
  * Rule texts a rules function answered, read once each: a function answers a handful of texts (one per
