@@ -97,7 +97,6 @@ export function parseRuleSpec(text: string): RuleInput {
   const bare = trimmed.charCodeAt(0) >= 48 && trimmed.charCodeAt(0) <= 57
   const colon = bare ? -1 : trimmed.indexOf(':')
   if (!bare && colon < 0) throw new InvalidSpecError(text, EXPECTED)
-  const kind = bare ? BARE_RATE_KIND : trimmed.slice(0, colon)
   let body = trimmed.slice(colon + 1)
   let name: string | undefined
   const at = body.indexOf('@')
@@ -105,7 +104,7 @@ export function parseRuleSpec(text: string): RuleInput {
     name = body.slice(at + 1)
     body = body.slice(0, at)
   }
-  const spec = bare ? bareRateOf(body, text) : specOf(kind, body, text)
+  const spec = bare ? bareRateOf(body, text) : specOf(trimmed.slice(0, colon), body, text)
   return ruleFromSpec((name === undefined ? spec : { ...spec, name }) as RuleSpec)
 }
 
