@@ -379,6 +379,24 @@ function contractCases(adapter: ContractAdapter, kind: StoreKind): void {
       expect(await used('GET /items/:id')).toBe(1)
     })
 
+    it("counts a HEAD request on its route's GET key, so HEAD never doubles a per-route budget", async () => {
+      const route = okRoute('/items/:id')
+      const limiter = createLimiter({
+        rules: [fixedWindow({ limit: 3, windowMs: 3_600_000 })],
+        store: kind.store(),
+      })
+      const url = await serve({ limits: [{ limiter, key: 'route' }], routes: [route.route] })
+      const statuses: number[] = []
+      for (const [i, method] of ['GET', 'HEAD', 'GET', 'HEAD', 'GET'].entries()) {
+        statuses.push((await send(`${url}/items/${i}`, { method })).status)
+      }
+      // The framework answers HEAD with the GET route's handler: three runs of it in all, then 429 for both.
+      expect(statuses).toEqual([200, 200, 200, 429, 429])
+      expect(route.calls).toHaveLength(3)
+      expect((await limiter.peek('GET /items/:id')).allowed).toBe(false)
+      expect((await limiter.peek('HEAD /items/:id')).remaining).toBe(2)
+    })
+
     it('joins header parts into one key, such as x-biz-type + x-channel, escaping ":" in values', async () => {
       const { url, limiter } = await limited([slidingLog({ limit: 1, windowMs: 60_000 })], {
         key: { header: ['x-biz-type', 'x-channel'] },
@@ -681,6 +699,50 @@ function contractCases(adapter: ContractAdapter, kind: StoreKind): void {
   })
 
   describe('options', () => {
+    it('answers a rules function that forgot its return (undefined) on the error path with ERR_SLUICE_INVALID_RULES and one warning, never as not limited', async () => {
+      const warnings = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+      const forgot = await limited(() => undefined as never)
+      const statuses = [await send(`${forgot.url}/items/1`), await send(`${forgot.url}/items/2`)].map(
+        (a) => a.status,
+      )
+      expect(statuses).toEqual([500, 500])
+      expect(forgot.calls).toHaveLength(0)
+      const ours = warnings.mock.calls.filter(
+        ([, options]) => (options as { code?: string } | undefined)?.code === ErrorCode.INVALID_RULES,
+      )
+      expect(ours).toHaveLength(1)
+      expect(String(ours[0]![0])).toContain('Invalid rules from the rules function: undefined; expected')
+      expect(ours[0]![1]).toMatchObject({ type: 'SluiceWarning' })
+
+      // null, and only null, means not limited.
+      const open = await limited(() => null)
+      for (let i = 0; i < 3; i++) {
+        const answer = await send(`${open.url}/items/1`)
+        expect(answer.status).toBe(200)
+        expect(limitHeaders(answer)).toEqual([])
+      }
+    })
+
+    it('takes rule text from a rules function, one text or a list of texts and rules, as it takes static text', async () => {
+      const one = await limited(() => 'slidingLog:1/1m')
+      expect((await send(`${one.url}/items/1`)).status).toBe(200)
+      const denied = await send(`${one.url}/items/1`)
+      expect(denied.status).toBe(429)
+      expect(denied.headers.get('ratelimit-policy')).toBe('"1-per-60s";q=1;w=60')
+
+      const list = await limited(async () => [
+        'slidingLog:2/1m',
+        fixedWindow({ limit: 10, windowMs: 3_600_000 }),
+      ])
+      const answers = [await send(`${list.url}/items/1`), await send(`${list.url}/items/1`)]
+      expect(answers.map((a) => a.status)).toEqual([200, 200])
+      expect(answers[1]!.headers.get('ratelimit-policy')).toBe(
+        '"2-per-60s";q=2;w=60, "10-per-3600s";q=10;w=3600',
+      )
+      expect((await send(`${list.url}/items/1`)).status).toBe(429)
+      expect(list.calls).toHaveLength(2)
+    })
+
     it('throws coded errors naming the option for invalid options, at construction, before any request', async () => {
       const rules = [slidingLog({ limit: 1, windowMs: 60_000 })]
       const cases: [Record<string, unknown>, string][] = [

@@ -7,6 +7,7 @@
  * lease's end, so a request after a release was still refused (fixed in @sluice/redis by 742bbaf).
  */
 import assert from 'node:assert/strict'
+import process from 'node:process'
 import {
   concurrency,
   type Decision,
@@ -274,6 +275,56 @@ export const fetchCases: SuiteCase[] = [
         assert.equal(after.status, 429, 'a failure counts')
         await after.body?.cancel()
       })
+    },
+  },
+  {
+    name: "fetchLimit: a rules function's undefined rejects handle with ERR_SLUICE_INVALID_RULES and one warning, never 'not limited'; its rule text is read as static text is",
+    async run(rt, store, prefix) {
+      const warnings: unknown[][] = []
+      const emitWarning = process.emitWarning
+      process.emitWarning = ((...args: unknown[]) => {
+        warnings.push(args)
+      }) as typeof process.emitWarning
+      try {
+        const forgot = fetchLimit({ rules: () => undefined as never, store, prefix })
+        const text = fetchLimit({ rules: () => 'fixedWindow:2/1m', store, prefix: `${prefix}t` })
+        let calls = 0
+        const served = await rt.serveFetch(async (request, ip) => {
+          const limit = new URL(request.url).pathname === '/text' ? text : forgot
+          try {
+            return await limit.handle(request, { ip }, () => {
+              calls++
+              return new Response('ok')
+            })
+          } catch (error) {
+            return Response.json({ code: (error as { code?: string }).code }, { status: 500 })
+          }
+        })
+        await using(served, async (url) => {
+          for (let i = 0; i < 2; i++) {
+            const failed = await fetch(url)
+            assert.equal(failed.status, 500)
+            assert.deepEqual(await failed.json(), { code: ErrorCode.INVALID_RULES })
+          }
+          assert.equal(calls, 0, 'a request under a rules function that answered undefined is never handled')
+          const ours = warnings.filter(
+            ([, options]) => (options as { code?: string } | undefined)?.code === ErrorCode.INVALID_RULES,
+          )
+          assert.equal(ours.length, 1)
+          assert.match(String(ours[0]![0]), /Invalid rules from the rules function: undefined; expected/)
+          const statuses: number[] = []
+          for (let i = 0; i < 3; i++) {
+            const response = await fetch(`${url}/text`)
+            statuses.push(response.status)
+            if (i === 0) assert.equal(response.headers.get('ratelimit-policy'), '"2-per-60s";q=2;w=60')
+            await response.body?.cancel()
+          }
+          assert.deepEqual(statuses, [200, 200, 429])
+          assert.equal(calls, 2)
+        })
+      } finally {
+        process.emitWarning = emitWarning
+      }
     },
   },
 ]

@@ -28,6 +28,7 @@ export {
   type Limiter,
   type LimiterOptions,
   type RefundOptions,
+  type RulesAnswer,
   type RulesOption,
   type StoreErrorPolicy,
 } from './limiter/limiter.ts'

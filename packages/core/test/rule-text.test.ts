@@ -68,6 +68,8 @@ describe('parseRuleSpec', () => {
     ['-1', { kind: 'unlimited' }],
     ['null', { kind: 'unlimited' }],
     ['{"kind":"slidingLog","limit":3,"windowMs":1000}', { kind: 'slidingLog', limit: 3, windowMs: 1000 }],
+    ['100/1m', { kind: 'slidingWindow', limit: 100, windowMs: 60_000, buckets: 10 }],
+    [' 5/s@api:v1 ', { kind: 'slidingWindow', limit: 5, windowMs: 1000, buckets: 10, name: 'api:v1' }],
   ])('%s', (text, spec) => {
     const rule = parseRuleSpec(text)
     expect(json(rule)).toEqual(spec)
@@ -85,7 +87,7 @@ describe('parseRuleSpec', () => {
   })
 
   it.each([
-    ['slidingLog', 'Invalid rule spec "slidingLog": expected -1, JSON, or KIND:NUMBERS[@NAME]'],
+    ['slidingLog', 'Invalid rule spec "slidingLog": expected -1, JSON, KIND:NUMBERS[@NAME] with one of:'],
     [
       'gcra:5/1s',
       'Invalid rule spec "gcra:5/1s": expected a known kind (fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency, warmUp)',
@@ -108,6 +110,9 @@ describe('parseRuleSpec', () => {
     ['[{"kind":"slidingLog","limit":3,"windowMs":1000}]', 'expected one rule: a JSON list holds several'],
     ['', 'expected -1, JSON'],
     [`slidingLog:1/1s@${'x'.repeat(5000)}`, 'expected at most 4096 characters'],
+    ['100/1m/6', 'expected a bare rate LIMIT/WINDOW, e.g. 100/1m (read as slidingWindow:100/1m).'],
+    ['100', 'expected a bare rate LIMIT/WINDOW'],
+    ['100+1/s', 'expected a bare rate LIMIT/WINDOW'],
   ])('refuses %j with ERR_SLUICE_INVALID_SPEC naming the text', (text, message) => {
     let error: unknown
     try {
@@ -139,6 +144,44 @@ describe('parseRuleSpec', () => {
   })
 })
 
+describe('wrong input to the text helpers', () => {
+  const codeOf = (fn: () => unknown) => {
+    try {
+      fn()
+    } catch (error) {
+      return { type: (error as Error).constructor.name, code: (error as { code?: string }).code }
+    }
+    return 'no error'
+  }
+  const INVALID_SPEC = { type: 'InvalidSpecError', code: ErrorCode.INVALID_SPEC }
+
+  it('parseRuleSpecs given one text instead of a list throws ERR_SLUICE_INVALID_SPEC, not "texts.flatMap is not a function"', () => {
+    expect(codeOf(() => parseRuleSpecs('slidingLog:1/1s' as never))).toEqual(INVALID_SPEC)
+    expect(() => parseRuleSpecs('slidingLog:1/1s' as never)).toThrow(
+      'Invalid rule spec "slidingLog:1/1s": expected a list of rule texts',
+    )
+    for (const texts of [null, undefined, 5, { 0: 'slidingLog:1/1s' }, [42], [null], ['[1]']]) {
+      expect(
+        codeOf(() => parseRuleSpecs(texts as never)),
+        JSON.stringify(texts),
+      ).toEqual(INVALID_SPEC)
+    }
+  })
+
+  it('formatRuleSpec of {}, null or a hand-made rule throws ERR_SLUICE_INVALID_SPEC, never a TypeError or "undefined:undefined"', () => {
+    const handMade = { kind: 'slidingLog', limit: 1, windowMs: 1000 }
+    for (const rule of [{}, null, undefined, 'slidingLog:1/1s', 7, [], handMade]) {
+      expect(
+        codeOf(() => formatRuleSpec(rule as never)),
+        JSON.stringify(rule),
+      ).toEqual(INVALID_SPEC)
+    }
+    expect(() => formatRuleSpec({} as never)).toThrow(
+      'Invalid rule spec an object: expected a rule built by a rule factory',
+    )
+  })
+})
+
 describe('formatRuleSpec', () => {
   it.each([
     [slidingLog({ limit: 100, windowMs: 1000 }), 'slidingLog:100/1s'],
@@ -155,6 +198,7 @@ describe('formatRuleSpec', () => {
     [warmUp({ ratePerSecond: 0.5, warmUpMs: 1, coldFactor: 4, maxQueueMs: 10 }), 'warmUp:0.5/s,1msx4~10ms'],
     [tokenBucket({ capacity: 1, refillPerSecond: 1e-7 }), 'tokenBucket:1+1e-7/s'],
     [slidingLog({ limit: -1, windowMs: 1000 }), '-1'],
+    [parseRuleSpec('100/1m'), 'slidingWindow:100/1m'],
   ])('writes %j as %s', (rule, text) => {
     expect(formatRuleSpec(rule)).toBe(text)
   })
@@ -287,5 +331,20 @@ describe('rule text wherever rules are taken', () => {
     await expect(table.set('*', ['tokenBucket:50/s'])).rejects.toMatchObject({ code: ErrorCode.INVALID_SPEC })
     expect(table.version).toBe(1)
     expect(table.get('REFUND:ALIPAY')?.map(formatRuleSpec)).toEqual(['tokenBucket:50+10/s@default'])
+  })
+
+  it('takes a bare rate (100/1m, read as slidingWindow) in createLimiter, a limit table and a rules function', async () => {
+    const bare = { kind: 'slidingWindow', limit: 2, windowMs: 60_000, buckets: 10 }
+    const { store } = clocked()
+    const fixed = createLimiter({ rules: ['2/1m'], store, prefix: 'fixed' })
+    const table = createLimitTable({ '*': ['2/1m'] })
+    expect(table.get('k')?.map(json)).toEqual([bare])
+    const fromTable = createLimiter({ rules: (key) => table.get(key), store, prefix: 'table' })
+    const fromFunction = createLimiter({ rules: () => '2/1m', store, prefix: 'function' })
+    for (const limiter of [fixed, fromTable, fromFunction]) {
+      const decisions = [await limiter.consume('k'), await limiter.consume('k'), await limiter.consume('k')]
+      expect(decisions.map((d) => d.allowed)).toEqual([true, true, false])
+      expect(decisions[0]!.rule).toBe('2-per-60s')
+    }
   })
 })

@@ -46,7 +46,10 @@ async function sluicePlugin(fastify: FastifyInstance, options: SluicePluginOptio
   const pluginLimit = limits.plugin
   const globalHook = global && pluginLimit !== undefined ? hookOf(pluginLimit) : undefined
 
-  /** Route hooks by their options object and `METHOD url`, so Fastify's HEAD twin of a GET shares its limit. */
+  /**
+   * Route hooks by their options object and `METHOD url`, one entry per method of a route, so Fastify's
+   * HEAD twin of a route that serves GET (alone or among other methods) shares its limit.
+   */
   const routeHooks = new WeakMap<object, Map<string, onRequestHookHandler>>()
 
   fastify.addHook('onRoute', (route: RouteOptions) => {
@@ -61,21 +64,21 @@ async function sluicePlugin(fastify: FastifyInstance, options: SluicePluginOptio
       if (config === null || typeof config !== 'object' || Array.isArray(config)) {
         throw new InvalidOptionError('config.rateLimit', config, 'an options object, or false')
       }
-      const methods = Array.isArray(route.method) ? route.method.join(',') : route.method
+      const methods: readonly string[] = Array.isArray(route.method) ? route.method : [route.method]
       const url = route.url
       let byRoute = routeHooks.get(config)
-      const shared = byRoute?.get(`${methods === 'HEAD' ? 'GET' : methods} ${url}`)
+      const shared = methods.length === 1 && methods[0] === 'HEAD' ? byRoute?.get(`GET ${url}`) : undefined
       if (shared !== undefined) {
         hook = shared
       } else {
         hook = hookOf(
-          limits.limitFor('config.rateLimit', config, () => `${methods} ${url}`, routeAdapter(url)),
+          limits.limitFor('config.rateLimit', config, () => `${methods.join(',')} ${url}`, routeAdapter(url)),
         )
         if (byRoute === undefined) {
           byRoute = new Map()
           routeHooks.set(config, byRoute)
         }
-        byRoute.set(`${methods} ${url}`, hook)
+        for (const method of methods) byRoute.set(`${method} ${url}`, hook)
       }
       phase = ((config as { hook?: RateLimitHookName }).hook ?? pluginPhase) as RateLimitHookName
     }

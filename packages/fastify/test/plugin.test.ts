@@ -215,6 +215,41 @@ describe('global: false, route config and the decorator', () => {
     expect((await a.inject('/doc')).statusCode).toBe(429)
   })
 
+  it("a route of method ['GET', 'POST'] with a route prefix starts (no ERR_SLUICE_PREFIX_COLLISION): one limit for both methods and its HEAD twin", async () => {
+    const { store } = clocked()
+    const a = await track(
+      app({ global: false, store }, (a) => {
+        a.route({
+          method: ['GET', 'POST'],
+          url: '/doc',
+          config: { rateLimit: { rules: [fixedWindow({ limit: 3, windowMs: 60_000 })], prefix: 'doc' } },
+          handler: handler().handle,
+        })
+      }),
+    )
+    const statuses: number[] = []
+    for (const method of ['GET', 'POST', 'HEAD', 'GET'] as const) {
+      statuses.push((await a.inject({ method, url: '/doc' })).statusCode)
+    }
+    expect(statuses).toEqual([200, 200, 200, 429])
+  })
+
+  it('a route of several methods without a prefix counts its HEAD twin on the same limit', async () => {
+    const a = await track(
+      app({ global: false, store: clocked().store }, (a) => {
+        a.route({
+          method: ['GET', 'POST'],
+          url: '/doc',
+          config: { rateLimit: { rules: twoPerMinute() } },
+          handler: handler().handle,
+        })
+      }),
+    )
+    expect((await a.inject({ method: 'HEAD', url: '/doc' })).statusCode).toBe(200)
+    expect((await a.inject({ method: 'POST', url: '/doc' })).statusCode).toBe(200)
+    expect((await a.inject({ method: 'HEAD', url: '/doc' })).statusCode).toBe(429)
+  })
+
   it('rateLimit(options) is one limit for every route given the hook, with its limiter exposed', async () => {
     const { store } = clocked()
     let strict: ReturnType<FastifyInstance['rateLimit']> | undefined

@@ -5,6 +5,9 @@
  *
  * Each route counts on its own: its limiter's prefix is `<prefix>:<Controller>.<handler>` (the module's
  * prefix, default `sluice`), on the module's store (a `MemoryStore` of the module's when none is given).
+ * Classes that share a name (a v1 and a v2 `ItemsController`) are told apart by what routes them, their
+ * path, version and host: `<prefix>:ItemsController@v1/items.list`. Two that share all of it too fail
+ * the app's start with `ERR_SLUICE_PREFIX_COLLISION`, rather than share a count.
  * Routes share a count when they are given the same explicit `prefix` (they then share one limiter, and
  * must give the same rules), or when they inherit the module's `limiter`.
  */
@@ -16,9 +19,17 @@ import {
   type OnModuleDestroy,
   type OnModuleInit,
 } from '@nestjs/common'
-import { GUARDS_METADATA, PATH_METADATA } from '@nestjs/common/constants.js'
+import { GUARDS_METADATA, HOST_METADATA, PATH_METADATA, VERSION_METADATA } from '@nestjs/common/constants.js'
 import { DiscoveryService, HttpAdapterHost, MetadataScanner } from '@nestjs/core'
-import { createLimiter, InvalidOptionError, type Limiter, MemoryStore, type Store } from '@sluice/core'
+import {
+  createLimiter,
+  ErrorCode,
+  InvalidOptionError,
+  type Limiter,
+  MemoryStore,
+  SluiceError,
+  type Store,
+} from '@sluice/core'
 import {
   buildRequestLimit,
   labelledPrefix,
@@ -56,6 +67,10 @@ export class SluiceLimits implements OnModuleInit, OnModuleDestroy {
   readonly #routes = new Map<object, Map<object, RouteLimit | null>>()
   /** Limiters built here, by prefix: routes given one explicit prefix share one. */
   readonly #limiters = new Map<string, { limiter: Limiter<PlatformRequest>; rules: Parsed['rules'] }>()
+  /** Class names more than one class of the app bears, so their labels say where each is routed. */
+  readonly #sharedNames = new Set<string>()
+  /** The class each label was made for: a label two classes would share is refused. */
+  readonly #labels = new Map<string, object>()
   #ownStore: MemoryStore | undefined
   #store: Store | undefined
   #platform: Platform = platformOf(undefined)
@@ -92,8 +107,19 @@ export class SluiceLimits implements OnModuleInit, OnModuleDestroy {
     this.#ownStore =
       module.store === undefined && module.limiter === undefined ? new MemoryStore() : undefined
     this.#store = module.store ?? module.limiter?.store ?? this.#ownStore
-    for (const wrapper of this.#discovery.getControllers()) this.#scan(wrapper.instance, true)
-    for (const wrapper of this.#discovery.getProviders()) this.#scan(wrapper.instance, false)
+    const controllers = this.#discovery.getControllers()
+    const providers = this.#discovery.getProviders()
+    const byName = new Map<string, object>()
+    for (const { instance } of [...controllers, ...providers]) {
+      if (instance === null || typeof instance !== 'object') continue
+      const type = instance.constructor
+      const name = nameOf(type)
+      const seen = byName.get(name)
+      if (seen === undefined) byName.set(name, type)
+      else if (seen !== type) this.#sharedNames.add(name)
+    }
+    for (const wrapper of controllers) this.#scan(wrapper.instance, true)
+    for (const wrapper of providers) this.#scan(wrapper.instance, false)
   }
 
   onModuleDestroy(): void {
@@ -154,7 +180,7 @@ export class SluiceLimits implements OnModuleInit, OnModuleDestroy {
     if (method !== undefined) options = mergeHttpOptions(options, method)
     const onLimited = options.own.onLimited as OnLimited | undefined
     if (options.limiter !== undefined) return { limit: buildRequestLimit(options, this.#platform), onLimited }
-    const label = `${nameOf(type)}.${nameOf(handler)}`
+    const label = `${this.#classLabel(type)}.${nameOf(handler)}`
     if (options.rules === undefined) {
       throw new InvalidOptionError(
         `${options.where}.rules`,
@@ -166,6 +192,7 @@ export class SluiceLimits implements OnModuleInit, OnModuleDestroy {
     const own =
       (method === undefined ? undefined : method.prefix) ??
       (cls === undefined || cls === false ? undefined : cls.prefix)
+    if (own === undefined) this.#claim(label, type)
     const prefix = own ?? labelledPrefix(this.#module.prefix ?? 'sluice', label)
     const limiter = this.#limiter(options, prefix)
     const unbuilt = {
@@ -176,6 +203,32 @@ export class SluiceLimits implements OnModuleInit, OnModuleDestroy {
       block: undefined,
     }
     return { limit: buildRequestLimit({ ...options, ...unbuilt, limiter }, this.#platform), onLimited }
+  }
+
+  /**
+   * A class's part of its routes' labels: its name, and where it is routed (path, version, host) when
+   * another class of the app bears that name too.
+   */
+  #classLabel(type: object): string {
+    const name = nameOf(type)
+    if (!this.#sharedNames.has(name)) return name
+    const path = listOf(Reflect.getMetadata(PATH_METADATA, type)).join(',')
+    const version = listOf(Reflect.getMetadata(VERSION_METADATA, type)).join(',')
+    const host = listOf(Reflect.getMetadata(HOST_METADATA, type)).join(',')
+    return `${name}@${path}${version === '' ? '' : `;v${version}`}${host === '' ? '' : `;${host}`}`
+  }
+
+  /** Takes `label` for `type`'s routes; a label another class already took would share its counts. */
+  #claim(label: string, type: object): void {
+    const owner = this.#labels.get(label)
+    if (owner !== undefined && owner !== type) {
+      throw new SluiceError(
+        ErrorCode.PREFIX_COLLISION,
+        `Two classes named ${nameOf(type)}, routed alike, would share the count of ${label}: rename one, ` +
+          'or give each its own prefix with @RateLimit({ prefix }) on the class.',
+      )
+    }
+    this.#labels.set(label, type)
   }
 
   /** The limiter of `prefix`: made once, shared by every route given that prefix (with the same rules). */
@@ -224,6 +277,12 @@ function guarded(type: object, handler: object): boolean {
     }
   }
   return false
+}
+
+/** Metadata that may be one value or a list of them, as a list of texts (none when absent). */
+function listOf(value: unknown): string[] {
+  if (value === undefined || value === null) return []
+  return (Array.isArray(value) ? value : [value]).map((item) => String(item))
 }
 
 function nameOf(target: object): string {

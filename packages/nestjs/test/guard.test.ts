@@ -99,6 +99,18 @@ class BaseController {
 @Controller('derived')
 class DerivedController extends BaseController {}
 
+/** A controller named ItemsController at `path`: two of them share a class name, as a v1 and a v2 do. */
+function itemsController(path: string) {
+  @Controller(path)
+  class ItemsController {
+    @Get()
+    list() {
+      return { ok: true }
+    }
+  }
+  return ItemsController
+}
+
 function appModule(options: SluiceModuleOptions, controllers: Type<unknown>[], providers: unknown[] = []) {
   @Module({ imports: [SluiceModule.forRoot(options)], controllers, providers: providers as never[] })
   class AppModule {}
@@ -206,6 +218,21 @@ for (const platform of platforms) {
       )
       expect(await statuses(app, '/base', 2)).toEqual([200, 429])
       expect(await statuses(app, '/derived', 2)).toEqual([200, 429])
+    })
+
+    it('counts two controllers of one class name (a v1 and a v2 ItemsController) each on its own', async () => {
+      const { store } = clocked()
+      const app = await run(
+        platform,
+        appModule({ rules: [fixedWindow({ limit: 3, windowMs: 60_000 })], store }, [
+          itemsController('v1/items'),
+          itemsController('v2/items'),
+        ]),
+      )
+      expect(await statuses(app, '/v1/items', 4)).toEqual([200, 200, 200, 429])
+      expect(await statuses(app, '/v2/items', 4)).toEqual([200, 200, 200, 429])
+      // Two counts, one per controller.
+      expect(store.size).toBe(2)
     })
 
     it('throws RateLimitedException, which an exception filter of the app sees and answers', async () => {
@@ -369,6 +396,25 @@ describe('@sluice/nestjs options are checked where they are written', () => {
   })
 
   for (const platform of platforms) {
+    it(`two classes of one name routed alike fail the app's start with ERR_SLUICE_PREFIX_COLLISION on ${platform.name}, rather than share a count`, async () => {
+      const resolver = () => {
+        @RateLimit({ rules: [fixedWindow({ limit: 1, windowMs: 60_000 })] })
+        class ItemsResolver {
+          items() {
+            return []
+          }
+        }
+        return ItemsResolver
+      }
+      const refused = start(platform, appModule({ key: 'ip' }, [], [resolver(), resolver()]))
+      await expect(refused).rejects.toThrow(
+        expect.objectContaining({
+          code: ErrorCode.PREFIX_COLLISION,
+          message: expect.stringContaining('Two classes named ItemsResolver, routed alike'),
+        }),
+      )
+    })
+
     it(`a limited route with no rules anywhere fails the app's start on ${platform.name}`, async () => {
       await expect(start(platform, appModule({ key: 'ip' }, [AController]))).rejects.toThrow(
         expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option: 'SluiceModule.forRoot.rules' }),

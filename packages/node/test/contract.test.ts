@@ -8,14 +8,15 @@ import type { AddressInfo } from 'node:net'
 import { type Decision, type NodeRateLimitOptions, rateLimit, withRateLimit } from '@sluice/node'
 import { type ContractAdapter, type ContractRoute, httpContract } from '../../../test/http-contract/index.ts'
 
-/** The route a request matches: its method, and its path against the template segment by segment. */
+/** The route a request matches: its method (a GET route's for HEAD), and its path against the template segment by segment. */
 function matcher(routes: readonly ContractRoute[]) {
   return (req: IncomingMessage): ContractRoute | undefined => {
     const path = (req.url ?? '').split('?', 1)[0]!.split('/')
     return routes.find((route) => {
       const template = route.path.split('/')
       return (
-        route.method === req.method &&
+        // As frameworks do, a HEAD is answered by the GET route.
+        (route.method === req.method || (req.method === 'HEAD' && route.method === 'GET')) &&
         template.length === path.length &&
         template.every((part, i) => part.startsWith(':') || part === path[i])
       )

@@ -119,6 +119,57 @@ describe('the client address', () => {
   })
 })
 
+describe('a trustProxy list that trusts every address', () => {
+  it("refuses ['0.0.0.0/0'], ['::/0'] and any list that adds up to every address, as it refuses true", () => {
+    const everyone: string[][] = [
+      ['0.0.0.0/0'],
+      ['::/0'],
+      ['10.0.0.0/8', '::/0'],
+      ['0.0.0.0/1', '128.0.0.0/1'],
+      ['::ffff:0.0.0.0/96'],
+      ['::ffff:0:0/97', '128.0.0.0/1'],
+      ['::/1', '8000::/1'],
+      ['::/1'], // holds ::ffff:0:0/96, where IPv4 addresses are matched too
+      ['2001:db8::1', '0.0.0.0/0'],
+    ]
+    for (const trustProxy of everyone) {
+      for (const build of [
+        () => rateLimit({ rules: ten, trustProxy }),
+        () => withRateLimit({ rules: ten, trustProxy }, ok),
+      ]) {
+        const refused = catchError(build)
+        expect(refused, trustProxy.join(' ')).toMatchObject({
+          code: ErrorCode.INVALID_OPTION,
+          option: 'rateLimit.trustProxy',
+        })
+        expect((refused as Error).message).toMatch(
+          /A list that trusts every IPv[46] address is refused: it would believe every X-Forwarded-For entry/,
+        )
+      }
+    }
+  })
+
+  it('takes lists that leave some addresses out, however wide', async () => {
+    for (const trustProxy of [
+      ['0.0.0.0/1'],
+      ['8000::/1'],
+      ['::ffff:0:0/97'],
+      ['10.0.0.0/8', 'fd00::/8', '127.0.0.1'],
+      [],
+    ]) {
+      expect(() => rateLimit({ rules: ten, trustProxy }), trustProxy.join(' ')).not.toThrow()
+    }
+    // Half of IPv4 trusted, the loopback proxy among it: the forwarded address is read, and is one client.
+    const listener = withRateLimit({ rules: ten, store: store(), trustProxy: ['0.0.0.0/1'] }, ok)
+    const url = await listen(listener)
+    await get(url, '203.0.113.9')
+    await get(url, '198.51.100.4')
+    expect(await used(listener, '203.0.113.9')).toBe(1)
+    expect(await used(listener, '198.51.100.4')).toBe(1)
+    expect(await used(listener, '127.0.0.1')).toBe(0)
+  })
+})
+
 describe("key: 'route'", () => {
   it('is refused without a route option, alone or in a list', () => {
     for (const key of ['route', ['ip', 'route']] as const) {

@@ -19,7 +19,7 @@ import { isFactoryRule } from '../rules/index.ts'
 import { parseRuleSpec } from '../rules/text.ts'
 import { isUnlimited, type RuleInput } from '../rules/unlimited.ts'
 import type { Rule } from '../types.ts'
-import type { Limiter, StoreErrorPolicy } from './types.ts'
+import type { Limiter, RulesAnswer, StoreErrorPolicy } from './types.ts'
 
 /** Keys longer than this are stored as a digest, so hostile keys cannot grow memory or Redis keys. */
 export const MAX_KEY_LENGTH = 200
@@ -36,25 +36,45 @@ export function rulesOption<C>(
   value: unknown,
 ): (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]> {
   if (typeof value === 'function') {
-    const fn = value as (key: string, context: C) => readonly RuleInput[] | null | PromiseLike<unknown>
+    const fn = value as (key: string, context: C) => RulesAnswer | PromiseLike<unknown>
     // Every frozen list the function answered, and its check: a list that cannot change passes its check
     // once, however many calls answer it (a limit table answers one frozen list per entry, and calls of
     // keys with entries of their own and of keys under "*" come mixed). The last one is kept apart, so
-    // that a run of calls under one list skips even the lookup.
+    // that a run of calls under one list (or one text) skips even the lookup.
     const checks = new WeakMap<object, readonly Rule[]>()
-    let lastList: unknown
+    const texts = new TextRules()
+    // Nothing a function answers: `undefined` must reach the check, not pass as the last list.
+    let lastList: unknown = NO_RULES
     let lastRules: readonly Rule[] = NO_RULES
+    let warned = false
     const checked = (rules: unknown): readonly Rule[] => {
       if (rules === lastList) return lastRules
-      if (rules === null || rules === undefined) return NO_RULES
-      let checkedRules = checks.get(rules as object)
-      if (checkedRules === undefined) {
-        const fresh = checkRules(rules as readonly RuleInput[], 'the rules function', ErrorCode.INVALID_RULES)
-        if (!Object.isFrozen(rules)) return fresh
-        // The store reads a plain copy: an element of a frozen list costs a read many instructions, and a
-        // read site that has seen both kinds of list costs every call as much.
-        checkedRules = fresh === rules ? fresh.slice() : fresh
-        checks.set(rules as object, checkedRules)
+      if (rules === null) return NO_RULES
+      let checkedRules: readonly Rule[] | undefined
+      try {
+        if (typeof rules === 'string') {
+          checkedRules = texts.rulesOf(rules)
+        } else {
+          checkedRules = rules === undefined ? undefined : checks.get(rules as object)
+          if (checkedRules === undefined) {
+            const fresh = checkAnswer(rules, texts)
+            if (!Object.isFrozen(rules)) return fresh
+            // The store reads a plain copy: an element of a frozen list costs a read many instructions, and a
+            // read site that has seen both kinds of list costs every call as much.
+            checkedRules = fresh === rules ? fresh.slice() : fresh
+            checks.set(rules as object, checkedRules)
+          }
+        }
+      } catch (error) {
+        // The call fails on the framework's error path, which may not say why: the first time, say it here.
+        if (!warned) {
+          warned = true
+          process.emitWarning(
+            `sluice: ${(error as Error).message} Further wrong answers of this rules function are not reported.`,
+            { type: 'SluiceWarning', code: (error as { code?: string }).code },
+          )
+        }
+        throw error
       }
       lastList = rules
       lastRules = checkedRules
@@ -74,6 +94,69 @@ export function rulesOption<C>(
   return () => rules
 }
 
+const FROM_FUNCTION = 'the rules function'
+const LIST = 'a list of rules, rule text, or null'
+
+/**
+ * A rules function's answer other than null or one text: a list of rules and rule texts. `undefined` (a
+ * function that forgot its `return`) is refused as any other value that is not a list: only `null` means
+ * not limited.
+ */
+function checkAnswer(answer: unknown, texts: TextRules): readonly Rule[] {
+  if (answer === undefined) {
+    throw rulesError(
+      ErrorCode.INVALID_RULES,
+      FROM_FUNCTION,
+      answer,
+      `${LIST} for a call that is not limited (did the function forget its return?)`,
+    )
+  }
+  if (!Array.isArray(answer)) throw rulesError(ErrorCode.INVALID_RULES, FROM_FUNCTION, answer, LIST)
+  const list = answer.some((item) => typeof item === 'string')
+    ? answer.map((item: unknown) => (typeof item === 'string' ? texts.ruleOf(item) : item))
+    : answer
+  return checkRules(list as readonly RuleInput[], FROM_FUNCTION, ErrorCode.INVALID_RULES)
+}
+
+/**
+ * Rule texts a rules function answered, read once each: a function answers a handful of texts (one per
+ * plan), so the cache stays small; one that builds texts without end is read afresh past a bound.
+ */
+class TextRules {
+  readonly #rules = new Map<string, RuleInput>()
+  readonly #lists = new Map<string, readonly Rule[]>()
+
+  /** The rule `text` describes; an `ERR_SLUICE_INVALID_RULES` error for text outside the grammar. */
+  ruleOf(text: string): RuleInput {
+    let rule = this.#rules.get(text)
+    if (rule === undefined) {
+      try {
+        rule = parseRuleSpec(text)
+      } catch (error) {
+        if (!(error instanceof InvalidSpecError)) throw error
+        throw rulesError(ErrorCode.INVALID_RULES, FROM_FUNCTION, text, `rule text such as ${error.expected}`)
+      }
+      if (this.#rules.size >= MAX_TEXTS) this.#rules.clear()
+      this.#rules.set(text, rule)
+    }
+    return rule
+  }
+
+  /** The limiting rules of one text answered alone: the rule, or none for `-1`. */
+  rulesOf(text: string): readonly Rule[] {
+    let rules = this.#lists.get(text)
+    if (rules === undefined) {
+      rules = checkRules([this.ruleOf(text)], FROM_FUNCTION, ErrorCode.INVALID_RULES)
+      if (this.#lists.size >= MAX_TEXTS) this.#lists.clear()
+      this.#lists.set(text, rules)
+    }
+    return rules
+  }
+}
+
+/** Texts a rules function's reader keeps read. */
+const MAX_TEXTS = 256
+
 /** Builds a rule given as text (once, at construction); text outside the grammar is an error naming the option. */
 function ruleOfText(option: string): (item: unknown, i: number) => RuleInput {
   return (item, i) => {
@@ -92,7 +175,6 @@ function ruleOfText(option: string): (item: unknown, i: number) => RuleInput {
  * state identity (`DuplicateRuleError`, `ERR_SLUICE_DUPLICATE_RULE`, at construction and per call alike).
  */
 function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode): readonly Rule[] {
-  if (!Array.isArray(list)) throw rulesError(code, where, list, 'a list of rules or null')
   let rules: Rule[] | undefined
   for (let i = 0; i < list.length; i++) {
     const rule = list[i]!

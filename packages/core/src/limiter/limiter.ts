@@ -23,6 +23,7 @@ export type {
   Limiter,
   LimiterOptions,
   RefundOptions,
+  RulesAnswer,
   RulesOption,
   StoreErrorPolicy,
 } from './types.ts'

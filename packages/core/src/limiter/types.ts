@@ -12,7 +12,13 @@ import type { BlockPolicy, Decision, Store } from '../types.ts'
  */
 export type RulesOption<C> =
   | readonly (RuleInput | string)[]
-  | ((key: string, context: C) => readonly RuleInput[] | null | Promise<readonly RuleInput[] | null>)
+  | ((key: string, context: C) => RulesAnswer | Promise<RulesAnswer>)
+
+/**
+ * What a rules function answers for a call: its rules (each a rule or its text), one rule's text, or `null`
+ * when the call is not limited. Anything else, `undefined` included, is an `ERR_SLUICE_INVALID_RULES` error.
+ */
+export type RulesAnswer = readonly (RuleInput | string)[] | string | null
 
 /** What the limiter does when its store fails or times out. */
 export type StoreErrorPolicy<C = unknown> = 'allow' | 'deny' | 'throw' | Limiter<C>
@@ -20,8 +26,9 @@ export type StoreErrorPolicy<C = unknown> = 'allow' | 'deny' | 'throw' | Limiter
 export interface LimiterOptions<C = unknown> {
   /**
    * The rules every call must pass, all or nothing, each a rule or its text (`'fixedWindow:1000/1d'`, read
-   * by `parseRuleSpec`); or a function `(key, context) => rules | null` resolved per call (a table of limits
-   * per key: `null`, or a rule with `limit: -1`, means not limited).
+   * by `parseRuleSpec`); or a function `(key, context) => rules | text | null` resolved per call (a table of
+   * limits per key: `null`, or a rule with `limit: -1`, means not limited; `undefined`, a forgotten
+   * `return`, is an `ERR_SLUICE_INVALID_RULES` error, never "not limited").
    * The function may return a promise (a plan looked up in a cache or a database): a call then waits for
    * it, and its rejection rejects the call. A function that answers synchronously keeps a synchronous
    * store's calls in the same tick.

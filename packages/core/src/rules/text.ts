@@ -16,6 +16,8 @@
  * concurrency:10~30s           ... each lease lasting at most 30 s
  * warmUp:100/s,30s             100 a second once warm, warming up over 30 s from 3 times slower (the default)
  * warmUp:100/s,30sx4~1s        ... from 4 times slower, a call waiting up to 1 s for its turn
+ * 100/1m                       a bare rate: slidingWindow:100/1m, the kind to start with (exact to a tenth of
+ *                              the window in 10 counters); formatRuleSpec writes it with its kind
  * slidingLog:100/1s@burst      any of these with a name (needed to tell apart two rules of one kind and shape)
  * -1                           not limited (also `null`, and a limit or capacity of -1)
  * {"kind":"slidingLog","limit":100,"windowMs":1000}    JSON: the rule's spec, as JSON.stringify(rule) writes it
@@ -29,6 +31,7 @@
  */
 import { InvalidSpecError } from '../errors.ts'
 import type { Rule } from '../types.ts'
+import { isFactoryRule } from './index.ts'
 import { type RuleSpec, ruleFromSpec } from './spec.ts'
 import { type RuleInput, UNLIMITED } from './unlimited.ts'
 
@@ -56,7 +59,10 @@ const FORMS: Readonly<Record<Rule['kind'], string>> = {
   warmUp: 'warmUp:RATE/PER,WARMUP[xCOLD][~MAXQUEUE], e.g. warmUp:100/s,30sx3~1s',
 }
 
-const EXPECTED = `-1, JSON, or KIND:NUMBERS[@NAME] with one of: ${Object.values(FORMS).join('; ')}`
+/** The kind a bare rate (`100/1m`, no kind) is read as: the one the docs recommend to start with. */
+const BARE_RATE_KIND = 'slidingWindow'
+
+const EXPECTED = `-1, JSON, KIND:NUMBERS[@NAME] with one of: ${Object.values(FORMS).join('; ')}; or a bare rate LIMIT/WINDOW[@NAME], read as ${BARE_RATE_KIND}`
 
 /** Text longer than this is refused before it is read: a rule is a line, never a payload. */
 const MAX_TEXT = 4096
@@ -86,9 +92,11 @@ export function parseRuleSpec(text: string): RuleInput {
     }
     return ruleFromSpec(value as RuleSpec)
   }
-  const colon = trimmed.indexOf(':')
-  if (colon < 0) throw new InvalidSpecError(text, EXPECTED)
-  const kind = trimmed.slice(0, colon)
+  // A kind starts with a letter; a bare rate with its limit's digits (a name may hold `:`, so the kind is
+  // not found by the first colon here).
+  const bare = trimmed.charCodeAt(0) >= 48 && trimmed.charCodeAt(0) <= 57
+  const colon = bare ? -1 : trimmed.indexOf(':')
+  if (!bare && colon < 0) throw new InvalidSpecError(text, EXPECTED)
   let body = trimmed.slice(colon + 1)
   let name: string | undefined
   const at = body.indexOf('@')
@@ -96,15 +104,34 @@ export function parseRuleSpec(text: string): RuleInput {
     name = body.slice(at + 1)
     body = body.slice(0, at)
   }
-  const spec = specOf(kind, body, text)
+  const spec = bare ? bareRateOf(body, text) : specOf(trimmed.slice(0, colon), body, text)
   return ruleFromSpec((name === undefined ? spec : { ...spec, name }) as RuleSpec)
+}
+
+/** A bare rate's spec: `LIMIT/WINDOW` of the kind bare rates are read as, and nothing else. */
+function bareRateOf(body: string, text: string): Record<string, unknown> {
+  const m = WINDOW.exec(body)
+  if (m === null || m[3] !== undefined) {
+    throw new InvalidSpecError(
+      text,
+      `a bare rate LIMIT/WINDOW, e.g. 100/1m (read as ${BARE_RATE_KIND}:100/1m)`,
+    )
+  }
+  return { kind: BARE_RATE_KIND, limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
 }
 
 /**
  * Every rule of a list of texts, in order: each text one rule, or a JSON list of specs (as a `sluice limits
- * set` command line takes them). Errors as `parseRuleSpec`'s.
+ * set` command line takes them). Errors as `parseRuleSpec`'s; `texts` not a list (one text alone) is an
+ * `InvalidSpecError` too.
  */
 export function parseRuleSpecs(texts: readonly string[]): RuleInput[] {
+  if (!Array.isArray(texts)) {
+    throw new InvalidSpecError(
+      texts,
+      "a list of rule texts, such as ['slidingLog:100/1s'] (parseRuleSpec reads one)",
+    )
+  }
   return texts.flatMap((text): RuleInput[] => {
     const trimmed = typeof text === 'string' ? text.trim() : text
     if (typeof trimmed !== 'string' || !trimmed.startsWith('[')) return [parseRuleSpec(text)]
@@ -123,9 +150,14 @@ export function parseRuleSpecs(texts: readonly string[]): RuleInput[] {
  * `rule` as text in the grammar `parseRuleSpec` reads: `slidingWindow:600/1m`, `leakyBucket:5/s~2s@pay`,
  * `-1` for the unlimited marker. `parseRuleSpec(formatRuleSpec(rule))` is a rule whose `JSON.stringify`
  * equals `rule`'s (a name is printable ASCII with no space at either end, so the short form carries
- * every name a factory takes).
+ * every name a factory takes). A bare rate's rule is written with its kind (`slidingWindow:100/1m`).
+ *
+ * @throws `InvalidSpecError` (`ERR_SLUICE_INVALID_SPEC`) for anything a rule factory did not build.
  */
 export function formatRuleSpec(rule: RuleInput): string {
+  if (!isFactoryRule(rule)) {
+    throw new InvalidSpecError(rule, 'a rule built by a rule factory (slidingLog, …) or by parseRuleSpec')
+  }
   if (rule.kind === 'unlimited') return '-1'
   // The given name only: a default name is not part of the rule's spec.
   const name = Object.getOwnPropertyDescriptor(rule, 'name')?.enumerable ? rule.name : undefined

@@ -15,7 +15,8 @@ import { addressKey, DEFAULT_IPV6_SUBNET, subnetOption } from './ip.ts'
 /**
  * One part of a key:
  * - `'ip'`: the client address; IPv6 grouped by subnet (see `ipv6Subnet`), IPv4-mapped IPv6 read as IPv4.
- * - `'route'`: method and route template, as the adapter's view reports it.
+ * - `'route'`: method and route template, as the adapter's view reports it; a `HEAD` request counts as
+ *   its route's `GET` (the framework answers it with the GET handler).
  * - `{ header }`: a request header, or several (each one a part of its own, in the order given).
  * - a function of the request: its string is the part; `undefined`, `null` or `''` mean absent. It may
  *   return a promise (an API key's owner looked up in a cache); the request then waits for it.
@@ -204,7 +205,11 @@ function compilePart<R>(
       },
     })
   } else if (part === 'route') {
-    out.push({ what: 'route', alwaysEscaped: false, read: (req, joined) => textOf(view.route(req), joined) })
+    out.push({
+      what: 'route',
+      alwaysEscaped: false,
+      read: (req, joined) => textOf(routeKey(view.route(req)), joined),
+    })
   } else if (typeof part === 'function') {
     const fn = part
     const what = fn.name ? `key function ${fn.name}` : `key function #${index + 1}`
@@ -282,6 +287,15 @@ function checkedText(value: unknown, what: string, joined: boolean): string | un
     )
   }
   return textOf(value, joined)
+}
+
+/**
+ * A route's part of a key: a `HEAD` request counts as the `GET` of its route (`HEAD /users/:id` is
+ * `GET /users/:id`). Frameworks answer a HEAD with the GET route's handler, so a budget per route must
+ * count both, or HEAD would double it.
+ */
+function routeKey(route: string): string {
+  return typeof route === 'string' && route.startsWith('HEAD ') ? `GET ${route.slice(5)}` : route
 }
 
 function textOf(value: unknown, joined: boolean): string | undefined {
