@@ -8,10 +8,23 @@ import type { RedisConnection, Script } from './client.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { type Call, isLate, serverNowOf, unexpectedReply, withDeadline } from './wire.ts'
 
+/**
+ * What became of a call whose client settled it after its answer, or without one (`attempt`'s `after`).
+ * A caller whose act must land (a release) or must not count once answered by its timeout (a consume)
+ * follows up here; no hook is called for a call whose reply settled it.
+ */
+export interface Aftermath {
+  /** The script ran, and did its work, after its call had been answered by its timeout. */
+  ranLate(reply: unknown[]): void
+  /** The script never ran: the client failed the call, or Redis answered `late` and it is not sent again. */
+  lost(): void
+}
+
 export class ScriptCalls {
   readonly #connection: RedisConnection
   readonly #owner: string
-  readonly #timeoutMs: number
+  /** Longest wait for a call, in ms. */
+  readonly timeoutMs: number
   readonly #maxInFlight: number
   readonly #deadlines: Deadlines
   #inFlight = 0
@@ -27,7 +40,7 @@ export class ScriptCalls {
   constructor(connection: RedisConnection, owner: string, timeoutMs: number, maxInFlight: number) {
     this.#connection = connection
     this.#owner = owner
-    this.#timeoutMs = timeoutMs
+    this.timeoutMs = timeoutMs
     this.#maxInFlight = maxInFlight
     this.#deadlines = new Deadlines(timeoutMs, () => performance.now(), this.timeoutError)
   }
@@ -42,7 +55,8 @@ export class ScriptCalls {
    * by its timeout, so a script that starts later counts nothing and answers `late`. A `late` answer
    * that arrives while the call is still waiting means the deadline was wrong (no reply had told the
    * calls Redis's clock yet, or that clock moved): the clock is learnt from that answer, and the call is
-   * sent once more (`retry`), with a deadline from it.
+   * sent once more (`retry`), with a deadline from it. `after` hears what became of a call once the client
+   * has settled it, when that is not its answer: its script ran after all, or never will.
    */
   attempt<T>(
     call: PendingCall<T>,
@@ -50,6 +64,7 @@ export class ScriptCalls {
     wire: Call,
     retry: boolean,
     done: (reply: unknown[]) => T,
+    after?: Aftermath,
   ): void {
     withDeadline(wire, this.#offset === undefined ? undefined : call.deadline + this.#offset)
     const sent = performance.now()
@@ -58,11 +73,19 @@ export class ScriptCalls {
         this.#inFlight--
         const serverNow = serverNowOf(reply)
         if (serverNow !== undefined) this.#learnClock(serverNow, sent, performance.now())
-        if (call.done) return
+        if (call.done) {
+          // Answered by its timeout meanwhile: say whether the script counted anything after all.
+          if (isLate(reply)) after?.lost()
+          else if (serverNow !== undefined) after?.ranLate(reply as unknown[])
+          return
+        }
         if (isLate(reply)) {
           const refused = retry ? this.refuse() : this.timeoutError()
-          if (refused !== undefined) call.reject(refused)
-          else this.attempt(call, s, wire, false, done)
+          if (refused === undefined) this.attempt(call, s, wire, false, done, after)
+          else {
+            call.reject(refused)
+            after?.lost()
+          }
           return
         }
         let answer: T
@@ -79,6 +102,7 @@ export class ScriptCalls {
         this.#inFlight--
         this.#connection.troubled()
         call.reject(storeError(error))
+        after?.lost()
       },
     )
   }
@@ -125,7 +149,7 @@ export class ScriptCalls {
 
   readonly timeoutError = (): StoreError => {
     this.#connection.troubled()
-    return new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
+    return new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.timeoutMs} ms.`)
   }
 
   /** Sends a script whose reply is not read (a reset): settles `call` when the client does. */

@@ -390,7 +390,7 @@ export class RedisStore implements Store {
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
     const base = keyBase(this.#prefix, prefix, key)
     // A release reads no clock (releases.ts).
-    if (adjustment === 'release') return this.#release(key, base, plan, marks)
+    if (adjustment === 'release') return this.#release(key, base, plan, rules, marks)
     const withBlock = penalize && block !== undefined
     const now = this.#scriptNow()
     this.#releases.before(key)
@@ -409,27 +409,33 @@ export class RedisStore implements Store {
 
   /**
    * Ends a call's leases, each concurrency rule's by its mark, with the releases batched in this turn
-   * (releases.ts): its promise settles with their script call's reply.
+   * (releases.ts): its promise settles with their script call's reply. A lease was taken before its
+   * release, so it ends by itself within its rule's `leaseMs` from now: a lost release is retried until then.
    */
   #release(
     key: string,
     base: string,
     plan: Plan,
+    rules: readonly Rule[],
     marks: readonly (string | undefined)[] | undefined,
   ): Promise<undefined> {
     const keys: string[] = []
     const leases: string[] = []
+    const ends: number[] = []
+    const now = performance.now()
     for (let i = 0; i < plan.kinds.length; i++) {
       const lease = marks?.[i]
+      const rule = rules[i]!
       // A lease no consume sent (see wire.ts `holdable`) belongs to nobody: its release changes nothing.
-      if (plan.kinds[i] === 'concurrency' && lease !== undefined && lease !== '' && holdable(lease)) {
+      if (rule.kind === 'concurrency' && lease !== undefined && lease !== '' && holdable(lease)) {
         keys.push(base + plan.ids[i]!)
         leases.push(lease)
+        ends.push(now + rule.leaseMs)
       }
     }
     // No lease to end: nothing to ask Redis.
     if (keys.length === 0) return NOTHING
-    return this.#releases.add(key, keys, leases)
+    return this.#releases.add(key, keys, leases, ends)
   }
 
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {
@@ -457,8 +463,8 @@ export class RedisStore implements Store {
    * the caller may close the client then. The client stays open: it is the caller's.
    */
   async close(): Promise<void> {
-    // Releases made before closing go out now.
-    this.#releases.flush()
+    // Releases made before closing go out now, and those waiting to go again once more.
+    this.#track(this.#releases.close())
     this.#prefetch?.close()
     this.#calls.closed = true
     this.#cache?.clear()
