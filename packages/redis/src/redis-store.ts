@@ -168,7 +168,8 @@ export class RedisStore implements Store {
             this.#fetchAhead,
             this.#returnBatch,
             this.#recount,
-            (c) => this.apply(c.prefix, c.key, c.rules, c.cost, 'consume', c.block),
+            // A call that joined a fetch and got too few units asks again, even once closing: it was in flight.
+            (c) => this.#apply(c.prefix, c.key, c.rules, c.cost, 'consume', c.block, true),
           )
     const maxKeys = deniedCacheOption(o.deniedCache)
     // A block the cache answers ends the key's local spending at once.
@@ -194,6 +195,19 @@ export class RedisStore implements Store {
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer {
+    return this.#apply(prefix, key, rules, cost, mode, block, false)
+  }
+
+  /** `apply`; `inFlight`: a call made before `close()`, asking again, which goes even while closing. */
+  #apply(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number,
+    mode: StoreMode,
+    block: BlockPolicy | undefined,
+    inFlight: boolean,
+  ): Promise<StoreAnswer> | StoreAnswer {
     const plan = this.#plans.of(rules)
     const consume = mode === 'consume'
     const now = this.#scriptNow()
@@ -209,7 +223,7 @@ export class RedisStore implements Store {
     }
     // A reset while this call is on its way may have removed what denies it: then its denial is not cached.
     const resets = this.#resets
-    const refused = this.#calls.refuse()
+    const refused = this.#calls.refuse(inFlight)
     if (refused !== undefined) return Promise.reject(refused)
     if (local !== undefined && plan.batchable && this.#prefetch !== undefined) {
       const fetch = this.#prefetch.lead(local.id, prefix, key, plan, rules, cost, block, local.now)
