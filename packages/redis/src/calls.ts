@@ -9,16 +9,11 @@ import { Deadlines, type PendingCall } from './deadlines.ts'
 import { type Call, isLate, serverNowOf, unexpectedReply, withDeadline } from './wire.ts'
 
 /**
- * What became of a call whose client settled it after its answer, or without one (`attempt`'s `after`).
- * A caller whose act must land (a release) or must not count once answered by its timeout (a consume)
- * follows up here; no hook is called for a call whose reply settled it.
+ * Reads a script's reply. `late`: the call had already been answered by its timeout when the reply came,
+ * yet the script ran (its reply is not `late`): what it counted, the caller gives back (a consume's units,
+ * a fetch's batch); the value returned then goes nowhere.
  */
-export interface Aftermath {
-  /** The script ran, and did its work, after its call had been answered by its timeout. */
-  ranLate(reply: unknown[]): void
-  /** The script never ran: the client failed the call, or Redis answered `late` and it is not sent again. */
-  lost(): void
-}
+export type ReadReply<T> = (reply: unknown[], late: boolean) => T
 
 export class ScriptCalls {
   readonly #connection: RedisConnection
@@ -55,16 +50,17 @@ export class ScriptCalls {
    * by its timeout, so a script that starts later counts nothing and answers `late`. A `late` answer
    * that arrives while the call is still waiting means the deadline was wrong (no reply had told the
    * calls Redis's clock yet, or that clock moved): the clock is learnt from that answer, and the call is
-   * sent once more (`retry`), with a deadline from it. `after` hears what became of a call once the client
-   * has settled it, when that is not its answer: its script ran after all, or never will.
+   * sent once more (`retry`), with a deadline from it. `done` reads the reply, also one that comes after the
+   * call's timeout from a script that ran (see `ReadReply`). `lost` is told when the script never ran: the
+   * client failed the call, or Redis answered `late` and it goes no more.
    */
   attempt<T>(
     call: PendingCall<T>,
     s: Script,
     wire: Call,
     retry: boolean,
-    done: (reply: unknown[]) => T,
-    after?: Aftermath,
+    done: ReadReply<T>,
+    lost?: () => void,
   ): void {
     withDeadline(wire, this.#offset === undefined ? undefined : call.deadline + this.#offset)
     const sent = performance.now()
@@ -74,24 +70,28 @@ export class ScriptCalls {
         const serverNow = serverNowOf(reply)
         if (serverNow !== undefined) this.#learnClock(serverNow, sent, performance.now())
         if (call.done) {
-          // Answered by its timeout meanwhile: say whether the script counted anything after all.
-          if (isLate(reply)) after?.lost()
-          else if (serverNow !== undefined) after?.ranLate(reply as unknown[])
+          // Answered by its timeout meanwhile: a script that ran anyway has what it counted given back.
+          if (isLate(reply)) lost?.()
+          else if (serverNow !== undefined) {
+            try {
+              done(reply as unknown[], true)
+            } catch {}
+          }
           return
         }
         if (isLate(reply)) {
           const refused = retry ? this.refuse() : this.timeoutError()
-          if (refused === undefined) this.attempt(call, s, wire, false, done, after)
+          if (refused === undefined) this.attempt(call, s, wire, false, done, lost)
           else {
             call.reject(refused)
-            after?.lost()
+            lost?.()
           }
           return
         }
         let answer: T
         try {
           if (serverNow === undefined) throw unexpectedReply()
-          answer = done(reply as unknown[])
+          answer = done(reply as unknown[], false)
         } catch (error) {
           call.reject(error)
           return
@@ -102,7 +102,7 @@ export class ScriptCalls {
         this.#inFlight--
         this.#connection.troubled()
         call.reject(storeError(error))
-        after?.lost()
+        lost?.()
       },
     )
   }

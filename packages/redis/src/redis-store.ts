@@ -12,8 +12,9 @@
  * script: the key layout, a cached plan per rule combination, the per-call timeout, the bound on calls in
  * flight, and the process-local cache of denied keys. What a failure means for a call is the limiter's
  * business (`onStoreError`); the store only rejects, with a `StoreError`, within its timeout. A call it
- * has rejected is never counted later: each script carries its call's timeout as a deadline in Redis's
- * clock (learnt from earlier replies) and counts nothing when it starts after it.
+ * has rejected is not left counted: each script carries its call's timeout as a deadline in Redis's
+ * clock (learnt from earlier replies) and counts nothing when it starts after it, and what a script that
+ * ran in time counted is given back when its reply comes after the timeout (`#undo`).
  */
 import {
   type Adjustment,
@@ -32,6 +33,7 @@ import {
   MAX_TIMER_MS,
   newLease,
   readOptions,
+  refundMark,
   type StorePlace,
 } from '@sluice/core/store'
 import { ScriptCalls } from './calls.ts'
@@ -77,7 +79,8 @@ export interface RedisStoreOptions {
    * Longest wait for Redis per call, in ms (an integer >= 1). Past it the call rejects with a
    * `StoreError` coded `ERR_SLUICE_STORE_TIMEOUT`, and the limiter's `onStoreError` decides. The call's
    * script still reaches Redis, but it carries this deadline in Redis's clock and, starting after it,
-   * counts nothing: a call answered by `onStoreError` is never counted later. Default 100.
+   * counts nothing; one that ran in time but answered late has its units given back: a call answered by
+   * `onStoreError` is not left counted (docs/redis.md states the bounds). Default 100.
    */
   timeoutMs?: number
   /**
@@ -252,8 +255,13 @@ export class RedisStore implements Store {
 
     const call = this.#calls.start<StoreAnswer>()
     const s = straight ? plan.consume! : block !== undefined ? scriptOf(plan, 'apply', true) : plan.script
-    this.#calls.attempt(call, s, sent, true, (reply) => {
+    this.#calls.attempt(call, s, sent, true, (reply, late) => {
       const [answer, blocked] = decode(plan.limits, rules, reply, false, lease)
+      if (late) {
+        // Answered by onStoreError already: what the script counted goes back.
+        if (consume) this.#undo(key, base, plan, rules, cost, answer, now ?? serverNowOf(reply)!)
+        return answer
+      }
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (local !== undefined && this.#cache !== undefined) {
         this.#remember(local.id, plan.id, cost, local.now, resets, answer, blocked)
@@ -316,17 +324,30 @@ export class RedisStore implements Store {
     const extras = fetchExtras({ want: ask.want, seen, spent })
     const sent = encode(base, plan, now, '1', cost, batch.block, true, extras)
     const call = this.#calls.start<StoreAnswer>()
-    this.#calls.attempt(call, scriptOf(plan, 'fetch', batch.block !== undefined), sent, true, (reply) => {
-      const [answer, blocked] = decode(plan.limits, rules, reply, true)
-      // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
-      // Redis's ms: when they were counted, without a clock. The whole reply is read before anything is kept.
-      const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, ask.want)
-      if (this.#cache !== undefined)
-        this.#remember(batch.id, plan.id, cost, localNow, resets, answer, blocked)
-      if (fetched === undefined) return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
-      const { taken, resets: nowResets, serverNow } = fetched
-      return prefetch.fetched(batch, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
-    })
+    this.#calls.attempt(
+      call,
+      scriptOf(plan, 'fetch', batch.block !== undefined),
+      sent,
+      true,
+      (reply, late) => {
+        const [answer, blocked] = decode(plan.limits, rules, reply, true)
+        // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
+        // Redis's ms: when they were counted, without a clock. The whole reply is read before anything is kept.
+        const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, ask.want)
+        if (late) {
+          // Its calls were answered by onStoreError: the whole batch, theirs included, goes back.
+          if (fetched !== undefined && fetched.taken > 0) {
+            this.#undo(batch.key, base, plan, rules, fetched.taken, answer, now ?? fetched.serverNow)
+          }
+          return answer
+        }
+        if (this.#cache !== undefined)
+          this.#remember(batch.id, plan.id, cost, localNow, resets, answer, blocked)
+        if (fetched === undefined) return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
+        const { taken, resets: nowResets, serverNow } = fetched
+        return prefetch.fetched(batch, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
+      },
+    )
     this.#track(
       call.promise.then(
         () => prefetch.arrived(batch, ask),
@@ -338,6 +359,37 @@ export class RedisStore implements Store {
       ),
     )
     return call.promise
+  }
+
+  /**
+   * Gives back what a consume (or a fetch: `cost` its batch) counted in a script that ran after its call had
+   * been answered by its timeout, and so by `onStoreError`: the call's units by a refund of that call (as
+   * `refund` with its decision gives them back, `countedAt` its time), its leases by a release. A denied
+   * or blocked call counted nothing. What cannot be given back stays counted (see docs/redis.md): a
+   * sliding log's units once something was logged after them, and all of it when this call fails too.
+   */
+  #undo(
+    key: string,
+    base: string,
+    plan: Plan,
+    rules: readonly Rule[],
+    cost: number,
+    answer: StoreAnswer,
+    countedAt: number,
+  ): void {
+    if (answer.reason !== undefined) return
+    for (const d of answer) if (!d.allowed) return
+    const marks = rules.map((rule, i) => refundMark(rule, answer[i]!, countedAt) ?? '')
+    if (marks.some((mark) => mark !== '') && this.#calls.refuse(true) === undefined) {
+      const sent = encode(base, plan, this.#scriptNow(), 'refund', cost, undefined, false, marks)
+      const call = this.#calls.start<undefined>()
+      this.#calls.attempt(call, scriptOf(plan, 'refundCall', false), sent, true, expectOk)
+      this.#track(call.promise.then(undefined, () => {}))
+    }
+    const held = answer.map((d) => d.lease)
+    if (held.some((lease) => lease !== undefined)) {
+      this.#track(this.#release(key, base, plan, rules, held).then(undefined, () => {}))
+    }
   }
 
   /** Fetches a batch for a key whose units are running low, before calls find none (see Prefetch.spend). */

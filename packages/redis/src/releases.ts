@@ -93,9 +93,9 @@ export class Releases {
   ): Promise<undefined> {
     const slot = this.#cluster ? slotOf(keys[0]!) : 0
     let batch = this.#batches.get(slot)
-    // A full batch goes now; one whose timeout passed while it filled (a turn longer than the timeout) has
-    // been answered, and goes nowhere: a release made now starts its own.
-    if (batch !== undefined && (batch.call.done || batch.wire.keys.length + keys.length > MAX_LEASES)) {
+    // A full batch goes now; one whose timeout passed while it filled (a turn longer than the timeout) is
+    // answered by it, and goes with a later call: a release made now starts its own.
+    if (batch !== undefined && (stale(batch) || batch.wire.keys.length + keys.length > MAX_LEASES)) {
       this.#batches.delete(slot)
       this.#send(batch)
       batch = undefined
@@ -136,8 +136,8 @@ export class Releases {
 
   #send(batch: Batch): void {
     const sentAt = performance.now()
-    // Timed out while it filled: its releases have been answered, and go with a later call.
-    if (batch.call.done) {
+    // Timed out while it filled: its releases are answered by the timeout, and go with a later call.
+    if (stale(batch)) {
       this.#lost(batch, sentAt)
       return
     }
@@ -148,10 +148,10 @@ export class Releases {
       this.#lost(batch, sentAt)
       return
     }
-    this.#calls.attempt(batch.call, releasesScript(), releasesWire(batch.wire), true, expectOk, {
-      ranLate: () => {},
-      lost: () => this.#lost(batch, sentAt),
-    })
+    // A release that ran after its timeout has landed; one that never ran goes again.
+    this.#calls.attempt(batch.call, releasesScript(), releasesWire(batch.wire), true, expectOk, () =>
+      this.#lost(batch, sentAt),
+    )
     if (this.#closed) this.#closing.push(batch.call.promise.then(undefined, () => {}))
   }
 
@@ -210,4 +210,12 @@ export class Releases {
     this.flush()
     return Promise.all(this.#closing)
   }
+}
+
+/**
+ * Whether the batch's call has timed out: answered, or past its deadline and about to be (a timeout waits
+ * for the loop to read its sockets first, deadlines.ts).
+ */
+function stale(batch: Batch): boolean {
+  return batch.call.done || batch.call.deadline <= performance.now()
 }
