@@ -10,7 +10,14 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { concurrency, createLimiter, fixedWindow, type Rule, slidingLog } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, type ClientKind, clientOf, closeClients, VALKEY_KINDS } from './harness/clients.ts'
+import {
+  CLIENT_KINDS,
+  type ClientKind,
+  clientOf,
+  closeClients,
+  ioredis,
+  VALKEY_KINDS,
+} from './harness/clients.ts'
 import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
 
 let server: RedisServer
@@ -163,6 +170,28 @@ describe.each([...CLIENT_KINDS, ...VALKEY_KINDS])('a call answered after its tim
     relay.release()
     expect(await eventually(async () => (await server.cli('ZCARD', key)) === '1\n')).toBe(true)
     expect((await limiter.consume('k')).allowed).toBe(true)
+  })
+
+  it('sends again a return of prefetched units that Redis answered late (sent while it was paused: they stayed counted)', async () => {
+    const rule = fixedWindow({ limit: 1000, windowMs: 3_600_000 }) as Rule
+    const own = await startRedis()
+    const store = new RedisStore({
+      client: await clientOf(kind, own),
+      timeoutMs: 100,
+      prefetch: { units: 8, ms: 1000 },
+    })
+    const limiter = createLimiter({ rules: [rule], store, prefix: `return${run++}` })
+    const admin = await ioredis(own)
+    for (let i = 0; i < 4; i++) expect((await limiter.consume('k')).allowed).toBe(true)
+    const key = `sluice:${limiter.prefix}:{k}:${rule.id}`
+    const count = async () => Number((await own.cli('HVALS', key)).trim())
+    // Batches of 1, 2 and 4: 3 units held here, counted in Redis.
+    expect(await count()).toBe(7)
+    // Their 1000 ms end while Redis is paused: their return reaches it after its deadline, and does nothing.
+    await admin.call('CLIENT', 'PAUSE', '1500', 'ALL')
+    await admin.ping()
+    expect(await eventually(async () => (await count()) === 4)).toBe(true)
+    await store.close()
   })
 
   it('gives back a whole batch a timed-out fetch counted under prefetch (its units were neither spent nor given back)', async () => {

@@ -51,8 +51,9 @@ export class ScriptCalls {
    * that arrives while the call is still waiting means the deadline was wrong (no reply had told the
    * calls Redis's clock yet, or that clock moved): the clock is learnt from that answer, and the call is
    * sent once more (`retry`), with a deadline from it. `done` reads the reply, also one that comes after the
-   * call's timeout from a script that ran (see `ReadReply`). `lost` is told when the script never ran: the
-   * client failed the call, or Redis answered `late` and it goes no more.
+   * call's timeout from a script that ran (see `ReadReply`). `lost` is told when the call ends without the
+   * script having run, as far as can be known: with `late` true when Redis answered `late` and the call goes
+   * no more (the script surely did nothing), false when the client failed the call (it may have run).
    */
   attempt<T>(
     call: PendingCall<T>,
@@ -60,7 +61,7 @@ export class ScriptCalls {
     wire: Call,
     retry: boolean,
     done: ReadReply<T>,
-    lost?: () => void,
+    lost?: (late: boolean) => void,
   ): void {
     withDeadline(wire, this.#offset === undefined ? undefined : call.deadline + this.#offset)
     const sent = performance.now()
@@ -71,7 +72,7 @@ export class ScriptCalls {
         if (serverNow !== undefined) this.#learnClock(serverNow, sent, performance.now())
         if (call.done) {
           // Answered by its timeout meanwhile: a script that ran anyway has what it counted given back.
-          if (isLate(reply)) lost?.()
+          if (isLate(reply)) lost?.(true)
           else if (serverNow !== undefined) {
             try {
               done(reply as unknown[], true)
@@ -84,7 +85,7 @@ export class ScriptCalls {
           if (refused === undefined) this.attempt(call, s, wire, false, done, lost)
           else {
             call.reject(refused)
-            lost?.()
+            lost?.(true)
           }
           return
         }
@@ -102,7 +103,7 @@ export class ScriptCalls {
         this.#inFlight--
         this.#connection.troubled()
         call.reject(storeError(error))
-        lost?.()
+        lost?.(false)
       },
     )
   }

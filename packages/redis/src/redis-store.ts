@@ -404,8 +404,10 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Gives a key's unspent prefetched units back to Redis; a failure leaves them counted. Sent even once the
-   * store is closing: a batch that lands after `close()` goes back (the client is still the caller's).
+   * Gives a key's unspent prefetched units back to Redis. Sent even once the store is closing: a batch that
+   * lands after `close()` goes back (the client is still the caller's). A return that Redis answered `late`
+   * (sent while Redis was paused or slow) surely did nothing, and goes again, up to `RETURN_TRIES` in all;
+   * any other failure leaves the units counted (it may have run: a return is not idempotent).
    */
   readonly #returnBatch = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
@@ -414,9 +416,17 @@ export class RedisStore implements Store {
     const spent = this.#prefetch!.claim(batch)
     const extras = returnExtras({ countedAt: batch.countedAt, seen: batch.resets, spent })
     const sent = encode(base, batch.plan, this.#scriptNow(), 'return', units, undefined, true, extras)
-    const call = this.#calls.start<void>()
-    this.#calls.attempt(call, scriptOf(batch.plan, 'return', false), sent, true, expectOk)
-    this.#track(call.promise.then(undefined, () => {}))
+    const s = scriptOf(batch.plan, 'return', false)
+    let tries = 0
+    const send = (): void => {
+      tries++
+      const call = this.#calls.start<void>()
+      this.#calls.attempt(call, s, sent, true, expectOk, (late) => {
+        if (late && tries < RETURN_TRIES && this.#calls.refuse(true) === undefined) send()
+      })
+      this.#track(call.promise.then(undefined, () => {}))
+    }
+    send()
   }
 
   /**
@@ -540,6 +550,9 @@ export class RedisStore implements Store {
 }
 
 const NOTHING: Promise<undefined> = Promise.resolve(undefined)
+
+/** Most times a batch's return is sent when Redis answers it `late` (see `#returnBatch`). */
+const RETURN_TRIES = 3
 
 /** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
 function countedAt(answer: StoreAnswer, at: number): void {
