@@ -194,6 +194,36 @@ describe.each([...CLIENT_KINDS, ...VALKEY_KINDS])('a call answered after its tim
     await store.close()
   })
 
+  it('under prefetch, with Redis paused twice in the middle of a run, ends with Redis counting exactly what was admitted', async () => {
+    const rule = fixedWindow({ limit: 1_000_000, windowMs: 3_600_000 }) as Rule
+    const own = await startRedis()
+    const store = new RedisStore({ client: await clientOf(kind, own), timeoutMs: 100, prefetch: true })
+    const limiter = createLimiter({ rules: [rule], store, prefix: `soak${run++}`, onStoreError: 'allow' })
+    const admin = await ioredis(own)
+    let admitted = 0
+    let stop = false
+    const lane = async () => {
+      while (!stop) {
+        const d = await limiter.consume('k')
+        if (d.reason === 'rules' || d.reason === 'prefetch') admitted++
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    }
+    const lanes = Array.from({ length: 32 }, lane)
+    for (const ms of [300, 150]) {
+      await sleep(200)
+      await admin.call('CLIENT', 'PAUSE', String(ms), 'ALL')
+      await admin.ping()
+    }
+    await sleep(200)
+    stop = true
+    await Promise.all(lanes)
+    await store.close()
+    const key = `sluice:${limiter.prefix}:{k}:${rule.id}`
+    const count = async () => Number((await own.cli('HVALS', key)).trim())
+    expect(await eventually(async () => (await count()) === admitted)).toBe(true)
+  })
+
   it('gives back a whole batch a timed-out fetch counted under prefetch (its units were neither spent nor given back)', async () => {
     const rule = fixedWindow({ limit: 100_000, windowMs: 3_600_000 }) as Rule
     const { relay, limiter, store } = await setup(kind, [rule], true)
