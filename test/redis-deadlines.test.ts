@@ -11,7 +11,8 @@ describe('Deadlines', () => {
   const timedOut = new Error('timed out')
   beforeEach(() => {
     now = 1_000
-    vi.useFakeTimers()
+    // Timers only: a timeout hands over to a real setImmediate (after the loop's poll phase).
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
   })
   afterEach(() => {
     vi.useRealTimers()

@@ -320,3 +320,35 @@ describe.each(STORE_CLIENT_KINDS)('Redis faults (%s)', (kind: ClientKind) => {
     expect(unhandled).toEqual([])
   })
 })
+
+describe('Redis killed under a Valkey GLIDE client (standalone)', () => {
+  it('fails calls at once once GLIDE is known to be down (each waited timeoutMs), and decides in Redis again once it is back', async () => {
+    const own = await startRedis()
+    // GLIDE's requestTimeout here is 2 s: a PING the store sends after a failed call waits that long.
+    const store = new RedisStore({ client: await clientOf('glide', own), timeoutMs: TIMEOUT_MS })
+    const rule = asRule(slidingLog({ limit: 1000, windowMs: 60_000 }))
+    const prefix = `glide${run++}`
+    const limiter = createLimiter({ rules: [rule], store, prefix, onStoreError: 'throw' })
+    expect((await limiter.consume('k')).reason).toBe('rules')
+    await own.kill()
+    const errors: SluiceError[] = []
+    const notConnected = () => errors.at(-1)?.message === 'The Redis client is not connected.'
+    for (let i = 0; i < 100 && !notConnected(); i++) {
+      await limiter.consume('k').catch((error: SluiceError) => errors.push(error))
+      await sleep(20)
+    }
+    // Timed out while GLIDE's PING was on its way, then refused at once, as the other clients are.
+    expect(errors[0]!.code).toBe(ErrorCode.STORE_TIMEOUT)
+    expect(notConnected()).toBe(true)
+    const next = await Promise.allSettled(Array.from({ length: 5 }, () => limiter.consume('k')))
+    for (const o of next) {
+      expect(((o as PromiseRejectedResult).reason as Error).message).toBe(
+        'The Redis client is not connected.',
+      )
+    }
+    await own.start()
+    await recovered(store, prefix, rule)
+    expect((await limiter.consume('k')).reason).toBe('rules')
+    await store.close()
+  }, 40_000)
+})

@@ -196,6 +196,25 @@ describe.each(CLIENT_KINDS)('prefetch (%s)', (kind) => {
     expect(await inRedis(buckets.plain)).toBe(100 - 4 - 1)
   })
 
+  it('close() with 256 calls in flight: each is answered by what was fetched for it or by Redis, and every admitted unit stays counted (calls that joined a fetch were refused and their units given back)', async () => {
+    const rules = [fixedWindow({ limit: 100_000, windowMs: 60_000 })]
+    const { store, limiter, plain } = await setup(kind, rules, { units: 64 })
+    let admitted = 0
+    const count = (d: Decision) => {
+      if (d.allowed && (d.reason === 'rules' || d.reason === 'prefetch')) admitted++
+      return d
+    }
+    // Batches grow to 64 units, so the calls below mostly join fetches on their way.
+    for (let i = 0; i < 200; i++) count(await limiter.consume('k'))
+    const inFlight = Array.from({ length: 256 }, () => limiter.consume('k'))
+    const closed = store.close()
+    const decisions = (await Promise.all(inFlight)).map(count)
+    await closed
+    // Every call in flight at close() is answered by the store, none by onStoreError.
+    expect(decisions.filter((d) => d.reason === 'store-error')).toHaveLength(0)
+    expect(100_000 - (await inRedis(plain))).toBe(admitted)
+  })
+
   it('while Redis is away, held units are spent, then onStoreError decides', async () => {
     const own = await startRedis()
     const clock = { now: T0 }

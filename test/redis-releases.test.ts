@@ -3,7 +3,9 @@
  * script call (at most 64 leases each), each caller's promise settles with that call's reply, a failing call
  * rejects every release it carries, a release sent after its lease ended changes no decision (it ends that
  * lease only, reading no clock, as the memory store does), and a consume made after a release on the same key
- * still finds the lease ended. Cluster slots: test/redis-cluster.test.ts.
+ * still finds the lease ended, and a release that did not land (Redis paused past its timeout) is sent again
+ * until it lands, so a lost release never holds its unit for the whole lease. Cluster slots:
+ * test/redis-cluster.test.ts.
  */
 import { concurrency, createLimiter, type Decision, ErrorCode, MemoryStore, type Rule } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
@@ -24,6 +26,18 @@ afterAll(async () => {
 
 let run = 0
 const T0 = 1_800_000_000_000
+
+/**
+ * Polls `check` every 20 ms until it holds, at most `tries` times: for what the store does by itself once
+ * Redis is back (a retried release), with no bound on how long that takes beyond the test's.
+ */
+async function eventually(check: () => Promise<boolean>, tries = 250): Promise<boolean> {
+  for (let i = 0; i < tries; i++) {
+    if (await check()) return true
+    await sleep(20)
+  }
+  return false
+}
 
 /** Script calls Redis has run since its last CONFIG RESETSTAT (EVAL after a NOSCRIPT counted too). */
 async function scriptCalls(): Promise<number> {
@@ -148,8 +162,10 @@ describe.each(CLIENT_KINDS)('batched releases (%s)', (kind) => {
       })
     })
     expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'fulfilled'])
-    expect(await server.cli('ZCARD', `sluice:${limiter.prefix}:{a}:${rule.id}`)).toBe('1\n')
     expect(await server.cli('ZCARD', `sluice:${limiter.prefix}:{b}:${rule.id}`)).toBe('0\n')
+    // The timed-out release never went: the store sends it again, and it ends its lease.
+    const zcard = () => server.cli('ZCARD', `sluice:${limiter.prefix}:{a}:${rule.id}`)
+    expect(await eventually(async () => (await zcard()) === '0\n')).toBe(true)
   })
 
   it('rejects every release of a call that fails (a key of another type under the prefix)', async () => {
@@ -168,7 +184,7 @@ describe.each(CLIENT_KINDS)('batched releases (%s)', (kind) => {
     }
   })
 
-  it('rejects every release of a call past its timeout, and ends no lease once Redis runs it late', async () => {
+  it('rejects every release of a call past its timeout; the late script ends nothing, the store sends them again', async () => {
     const store = new RedisStore({ client: await clientOf(kind, server), timeoutMs: 50, deniedCache: false })
     const rule = concurrency({ limit: 1 }) as Rule
     const limiter = createLimiter({ rules: [rule], store, prefix: `late${run++}` })
@@ -183,9 +199,48 @@ describe.each(CLIENT_KINDS)('batched releases (%s)', (kind) => {
       expect(((o as PromiseRejectedResult).reason as { code: string }).code).toBe(ErrorCode.STORE_TIMEOUT)
     }
     await slept
-    await sleep(50)
-    for (const k of keys) {
-      expect(await server.cli('ZCARD', `sluice:${limiter.prefix}:{${k}}:${rule.id}`)).toBe('1\n')
+    const zcards = () =>
+      Promise.all(keys.map((k) => server.cli('ZCARD', `sluice:${limiter.prefix}:{${k}}:${rule.id}`)))
+    expect(await eventually(async () => (await zcards()).every((n) => n === '0\n'))).toBe(true)
+  })
+
+  it('sends a release lost while Redis was paused again: the next consume is admitted once Redis is back, not at the lease end', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), timeoutMs: 100, deniedCache: false })
+    // The default lease, 60 s: far past this test, so only a release can free a unit.
+    const rule = concurrency({ limit: 2 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `paused${run++}` })
+    const zset = `sluice:${limiter.prefix}:{k}:${rule.id}`
+    const held = [await limiter.consume('k'), await limiter.consume('k')]
+    expect((await limiter.consume('k')).allowed).toBe(false)
+    const admin = await ioredis(server)
+    await admin.call('CLIENT', 'PAUSE', '300', 'ALL')
+    const outcomes = await Promise.allSettled(held.map((d) => limiter.release('k', d)))
+    for (const o of outcomes) {
+      expect(((o as PromiseRejectedResult).reason as { code: string }).code).toBe(ErrorCode.STORE_TIMEOUT)
     }
+    // Answered once the pause is over.
+    await admin.ping()
+    expect(await eventually(async () => (await server.cli('ZCARD', zset)) === '0\n')).toBe(true)
+    const after = [await limiter.consume('k'), await limiter.consume('k'), await limiter.consume('k')]
+    expect(after.map((d) => d.allowed)).toEqual([true, true, false])
+  })
+
+  it('never shuts a limit of 8 by lost releases: three rounds of all eight released while Redis is paused', async () => {
+    const store = new RedisStore({ client: await clientOf(kind, server), timeoutMs: 50, deniedCache: false })
+    const rule = concurrency({ limit: 8 }) as Rule
+    const limiter = createLimiter({ rules: [rule], store, prefix: `shut${run++}` })
+    const admin = await ioredis(server)
+    for (let round = 0; round < 3; round++) {
+      const held = await Promise.all(Array.from({ length: 9 }, () => limiter.consume('k')))
+      expect(held.filter((d) => d.allowed)).toHaveLength(8)
+      await admin.call('CLIENT', 'PAUSE', '200', 'ALL')
+      const outcomes = await Promise.allSettled(held.map((d) => limiter.release('k', d)))
+      expect(outcomes.filter((o) => o.status === 'rejected')).toHaveLength(8)
+      await admin.ping()
+      const zset = `sluice:${limiter.prefix}:{k}:${rule.id}`
+      expect(await eventually(async () => (await server.cli('ZCARD', zset)) === '0\n')).toBe(true)
+    }
+    const last = await Promise.all(Array.from({ length: 9 }, () => limiter.consume('k')))
+    expect(last.filter((d) => d.allowed)).toHaveLength(8)
   })
 })

@@ -8,10 +8,18 @@ import type { RedisConnection, Script } from './client.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { type Call, isLate, serverNowOf, unexpectedReply, withDeadline } from './wire.ts'
 
+/**
+ * Reads a script's reply. `late`: the call had already been answered by its timeout when the reply came,
+ * yet the script ran (its reply is not `late`): what it counted, the caller gives back (a consume's units,
+ * a fetch's batch); the value returned then goes nowhere.
+ */
+export type ReadReply<T> = (reply: unknown[], late: boolean) => T
+
 export class ScriptCalls {
   readonly #connection: RedisConnection
   readonly #owner: string
-  readonly #timeoutMs: number
+  /** Longest wait for a call, in ms. */
+  readonly timeoutMs: number
   readonly #maxInFlight: number
   readonly #deadlines: Deadlines
   #inFlight = 0
@@ -27,7 +35,7 @@ export class ScriptCalls {
   constructor(connection: RedisConnection, owner: string, timeoutMs: number, maxInFlight: number) {
     this.#connection = connection
     this.#owner = owner
-    this.#timeoutMs = timeoutMs
+    this.timeoutMs = timeoutMs
     this.#maxInFlight = maxInFlight
     this.#deadlines = new Deadlines(timeoutMs, () => performance.now(), this.timeoutError)
   }
@@ -42,14 +50,18 @@ export class ScriptCalls {
    * by its timeout, so a script that starts later counts nothing and answers `late`. A `late` answer
    * that arrives while the call is still waiting means the deadline was wrong (no reply had told the
    * calls Redis's clock yet, or that clock moved): the clock is learnt from that answer, and the call is
-   * sent once more (`retry`), with a deadline from it.
+   * sent once more (`retry`), with a deadline from it. `done` reads the reply, also one that comes after the
+   * call's timeout from a script that ran (see `ReadReply`). `lost` is told when the call ends without the
+   * script having run, as far as can be known: with `late` true when Redis answered `late` and the call goes
+   * no more (the script surely did nothing), false when the client failed the call (it may have run).
    */
   attempt<T>(
     call: PendingCall<T>,
     s: Script,
     wire: Call,
     retry: boolean,
-    done: (reply: unknown[]) => T,
+    done: ReadReply<T>,
+    lost?: (late: boolean) => void,
   ): void {
     withDeadline(wire, this.#offset === undefined ? undefined : call.deadline + this.#offset)
     const sent = performance.now()
@@ -58,17 +70,29 @@ export class ScriptCalls {
         this.#inFlight--
         const serverNow = serverNowOf(reply)
         if (serverNow !== undefined) this.#learnClock(serverNow, sent, performance.now())
-        if (call.done) return
+        if (call.done) {
+          // Answered by its timeout meanwhile: a script that ran anyway has what it counted given back.
+          if (isLate(reply)) lost?.(true)
+          else if (serverNow !== undefined) {
+            try {
+              done(reply as unknown[], true)
+            } catch {}
+          }
+          return
+        }
         if (isLate(reply)) {
           const refused = retry ? this.refuse() : this.timeoutError()
-          if (refused !== undefined) call.reject(refused)
-          else this.attempt(call, s, wire, false, done)
+          if (refused === undefined) this.attempt(call, s, wire, false, done, lost)
+          else {
+            call.reject(refused)
+            lost?.(true)
+          }
           return
         }
         let answer: T
         try {
           if (serverNow === undefined) throw unexpectedReply()
-          answer = done(reply as unknown[])
+          answer = done(reply as unknown[], false)
         } catch (error) {
           call.reject(error)
           return
@@ -79,6 +103,7 @@ export class ScriptCalls {
         this.#inFlight--
         this.#connection.troubled()
         call.reject(storeError(error))
+        lost?.(false)
       },
     )
   }
@@ -125,7 +150,7 @@ export class ScriptCalls {
 
   readonly timeoutError = (): StoreError => {
     this.#connection.troubled()
-    return new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.#timeoutMs} ms.`)
+    return new StoreError(ErrorCode.STORE_TIMEOUT, `Redis did not answer within ${this.timeoutMs} ms.`)
   }
 
   /** Sends a script whose reply is not read (a reset): settles `call` when the client does. */

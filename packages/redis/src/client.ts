@@ -364,6 +364,9 @@ class NodeRedisClusterRunner extends EvalshaRunner {
   }
 }
 
+/** Least time between two PINGs a GLIDE client is asked while it is taken as down. */
+export const GLIDE_PING_EVERY_MS = 100
+
 /**
  * Valkey GLIDE, standalone or cluster: `customCommand`, routed on a cluster to the primary of the first key's
  * slot. GLIDE reconnects by itself and refreshes a cluster's topology on its own.
@@ -371,6 +374,10 @@ class NodeRedisClusterRunner extends EvalshaRunner {
 class GlideRunner extends EvalshaRunner {
   readonly #client: GlideLike
   readonly cluster: boolean
+  /** A standalone client taken as down: a PING failed, and none has answered since (see `troubled`). */
+  #down = false
+  #pinging = false
+
   constructor(client: GlideLike, cluster: boolean) {
     super()
     this.#client = client
@@ -382,7 +389,36 @@ class GlideRunner extends EvalshaRunner {
       : this.#client.customCommand(command)
   }
   connected(): boolean {
-    return this.#client.isClosed !== true
+    return !this.#down && this.#client.isClosed !== true
   }
-  troubled(): void {}
+
+  /**
+   * GLIDE says nothing of its connection: while Redis is away, each command waits for GLIDE's
+   * `requestTimeout`, where the other clients, knowing they are disconnected, fail at once. So after a call
+   * on a standalone client fails or times out, the client is asked a PING; when that fails too, it is taken
+   * as down and calls fail at once, while PINGs go on (one at a time, at most every `GLIDE_PING_EVERY_MS`)
+   * until one answers. A cluster client's calls go to each key's shard, and one shard's failure says
+   * nothing of the others': it is not asked.
+   */
+  troubled(): void {
+    if (this.cluster || this.#pinging) return
+    this.#pinging = true
+    let ping: Promise<unknown>
+    try {
+      ping = this.#client.customCommand(['PING'])
+    } catch (error) {
+      ping = Promise.reject(error)
+    }
+    ping.then(
+      () => {
+        this.#pinging = false
+        this.#down = false
+      },
+      () => {
+        this.#pinging = false
+        this.#down = this.#client.isClosed !== true
+        if (this.#down) setTimeout(() => this.troubled(), GLIDE_PING_EVERY_MS).unref()
+      },
+    )
+  }
 }

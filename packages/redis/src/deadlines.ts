@@ -4,6 +4,11 @@
  * Every call gets the same timeout, so deadlines arrive in the order calls start: a FIFO holds them,
  * one unref'd timer waits for the oldest, and a call that settles first is skipped when its turn comes.
  * Starting and settling a call is O(1), and no timer is created per call.
+ *
+ * A call times out only after the event loop has read what had come in by then: the timer hands over to
+ * `setImmediate`, which runs after the loop's poll phase. A loop held up past a deadline (a long task, a
+ * loaded machine) runs its timers before it reads its sockets, so a reply that had arrived in time would
+ * otherwise lose to its own timeout, and its call, answered by `onStoreError`, would stay counted.
  */
 
 /** A call waiting for Redis. `settle` returns false when the call had already timed out. */
@@ -88,7 +93,12 @@ export class Deadlines {
     this.#timer.unref()
   }
 
+  /** The timer's turn: the calls past their deadline are timed out once the replies waiting are read. */
   readonly #fire = (): void => {
+    setImmediate(this.#expire)
+  }
+
+  readonly #expire = (): void => {
     this.#timer = undefined
     const now = this.#now()
     const queue = this.#queue

@@ -99,6 +99,11 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
   #queue: Batch<P>[] = []
   #head = 0
   #timer: NodeJS.Timeout | undefined
+  /**
+   * Set by `close()`: no batch is started from then on, but the calls already waiting on a fetch still
+   * spend what it brings for them (`arrived`): their units were counted for them.
+   */
+  #closed = false
 
   constructor(
     units: number,
@@ -143,8 +148,13 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
     batch.spent += cost
     const answer = answerAt(batch, now, true)
     // Half the newest batch spent, nothing on its way, and room for Redis to give 2 units or more: the next
-    // batch is fetched now, twice as big.
-    if (batch.inFlight === 0 && batch.left * 2 < batch.taken && batch.room >= 2 * FETCH_SHARE) {
+    // batch is fetched now, twice as big (not once closing).
+    if (
+      batch.inFlight === 0 &&
+      batch.left * 2 < batch.taken &&
+      batch.room >= 2 * FETCH_SHARE &&
+      !this.#closed
+    ) {
       if (batch.size < this.units) batch.size = Math.min(this.units, batch.size * 2)
       const ask: Fetch = { want: batch.size, promised: 0, joiners: [] }
       batch.inFlight++
@@ -195,6 +205,7 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
     block: BlockPolicy | undefined,
     now: number,
   ): [Batch<P>, Fetch] | undefined {
+    if (this.#closed) return undefined
     let batch = this.#batch.get(id)
     if (batch !== undefined && !fetchedUnder(batch, plan)) {
       if (batch.inFlight > 0) return undefined
@@ -282,23 +293,29 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
     batch.room = room
     batch.idle = false
     const leader = answerAt(batch, at, false)
-    // Units fetched for a key this process has since let go of (a block, other rules) go straight back.
+    // Units fetched for a key this process has since let go of (a block, other rules) go straight back; once
+    // closing, after the fetch's joiners have spent theirs (`arrived`).
     if (this.#batch.get(batch.id) !== batch) {
-      if (batch.left > 0) this.#return(batch)
+      if (batch.left > 0 && !this.#closed) this.#return(batch)
     } else this.#schedule(batch, batch.until)
     return leader
   }
 
-  /** The fetch has settled: its joiners spend the units it brought, or ask again when too few are left. */
+  /**
+   * The fetch has settled: its joiners spend the units it brought, or ask again when too few are left. A
+   * batch let go of (a block, other rules) gives its joiners nothing, but one let go of by `close()` does:
+   * they were waiting for units counted for them, and what they leave goes back.
+   */
   arrived(batch: Batch<P>, fetch: Fetch): void {
     this.#settle(batch, fetch)
     const now = this.#clock()
     const current = this.#batch.get(batch.id) === batch
     for (const joiner of fetch.joiners) {
-      const local = current ? this.spend(batch, joiner.cost, now) : undefined
+      const local = current || this.#closed ? this.spend(batch, joiner.cost, now) : undefined
       if (local !== undefined) joiner.resolve(local)
       else joiner.resolve(retry(joiner))
     }
+    if (!current && batch.left > 0) this.#return(batch)
   }
 
   /** The fetch failed: its joiners fail with it (each one's limiter then applies its `onStoreError`). */
@@ -326,8 +343,9 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
     this.#batch.delete(id)
   }
 
-  /** Gives every key's units back and stops the sweep. */
+  /** Gives every key's units back, starts no batch from now on and stops the sweep. */
   close(): void {
+    this.#closed = true
     for (const id of [...this.#batch.keys()]) this.drop(id)
     clearTimeout(this.#timer)
     this.#timer = undefined

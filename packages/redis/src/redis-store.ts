@@ -12,8 +12,9 @@
  * script: the key layout, a cached plan per rule combination, the per-call timeout, the bound on calls in
  * flight, and the process-local cache of denied keys. What a failure means for a call is the limiter's
  * business (`onStoreError`); the store only rejects, with a `StoreError`, within its timeout. A call it
- * has rejected is never counted later: each script carries its call's timeout as a deadline in Redis's
- * clock (learnt from earlier replies) and counts nothing when it starts after it.
+ * has rejected is not left counted: each script carries its call's timeout as a deadline in Redis's
+ * clock (learnt from earlier replies) and counts nothing when it starts after it, and what a script that
+ * ran in time counted is given back when its reply comes after the timeout (`#undo`).
  */
 import {
   type Adjustment,
@@ -32,6 +33,7 @@ import {
   MAX_TIMER_MS,
   newLease,
   readOptions,
+  refundMark,
   type StorePlace,
 } from '@sluice/core/store'
 import { ScriptCalls } from './calls.ts'
@@ -77,7 +79,8 @@ export interface RedisStoreOptions {
    * Longest wait for Redis per call, in ms (an integer >= 1). Past it the call rejects with a
    * `StoreError` coded `ERR_SLUICE_STORE_TIMEOUT`, and the limiter's `onStoreError` decides. The call's
    * script still reaches Redis, but it carries this deadline in Redis's clock and, starting after it,
-   * counts nothing: a call answered by `onStoreError` is never counted later. Default 100.
+   * counts nothing; one that ran in time but answered late has its units given back: a call answered by
+   * `onStoreError` is not left counted (docs/redis.md states the bounds). Default 100.
    */
   timeoutMs?: number
   /**
@@ -168,7 +171,8 @@ export class RedisStore implements Store {
             this.#fetchAhead,
             this.#returnBatch,
             this.#recount,
-            (c) => this.apply(c.prefix, c.key, c.rules, c.cost, 'consume', c.block),
+            // A call that joined a fetch and got too few units asks again, even once closing: it was in flight.
+            (c) => this.#apply(c.prefix, c.key, c.rules, c.cost, 'consume', c.block, true),
           )
     const maxKeys = deniedCacheOption(o.deniedCache)
     // A block the cache answers ends the key's local spending at once.
@@ -194,6 +198,19 @@ export class RedisStore implements Store {
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer {
+    return this.#apply(prefix, key, rules, cost, mode, block, false)
+  }
+
+  /** `apply`; `inFlight`: a call made before `close()`, asking again, which goes even while closing. */
+  #apply(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number,
+    mode: StoreMode,
+    block: BlockPolicy | undefined,
+    inFlight: boolean,
+  ): Promise<StoreAnswer> | StoreAnswer {
     const plan = this.#plans.of(rules)
     const consume = mode === 'consume'
     const now = this.#scriptNow()
@@ -209,7 +226,7 @@ export class RedisStore implements Store {
     }
     // A reset while this call is on its way may have removed what denies it: then its denial is not cached.
     const resets = this.#resets
-    const refused = this.#calls.refuse()
+    const refused = this.#calls.refuse(inFlight)
     if (refused !== undefined) return Promise.reject(refused)
     if (local !== undefined && plan.batchable && this.#prefetch !== undefined) {
       const fetch = this.#prefetch.lead(local.id, prefix, key, plan, rules, cost, block, local.now)
@@ -238,8 +255,13 @@ export class RedisStore implements Store {
 
     const call = this.#calls.start<StoreAnswer>()
     const s = straight ? plan.consume! : block !== undefined ? scriptOf(plan, 'apply', true) : plan.script
-    this.#calls.attempt(call, s, sent, true, (reply) => {
+    this.#calls.attempt(call, s, sent, true, (reply, late) => {
       const [answer, blocked] = decode(plan.limits, rules, reply, false, lease)
+      if (late) {
+        // Answered by onStoreError already: what the script counted goes back.
+        if (consume) this.#undo(key, base, plan, rules, cost, answer, now ?? serverNowOf(reply)!)
+        return answer
+      }
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (local !== undefined && this.#cache !== undefined) {
         this.#remember(local.id, plan.id, cost, local.now, resets, answer, blocked)
@@ -302,17 +324,30 @@ export class RedisStore implements Store {
     const extras = fetchExtras({ want: ask.want, seen, spent })
     const sent = encode(base, plan, now, '1', cost, batch.block, true, extras)
     const call = this.#calls.start<StoreAnswer>()
-    this.#calls.attempt(call, scriptOf(plan, 'fetch', batch.block !== undefined), sent, true, (reply) => {
-      const [answer, blocked] = decode(plan.limits, rules, reply, true)
-      // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
-      // Redis's ms: when they were counted, without a clock. The whole reply is read before anything is kept.
-      const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, ask.want)
-      if (this.#cache !== undefined)
-        this.#remember(batch.id, plan.id, cost, localNow, resets, answer, blocked)
-      if (fetched === undefined) return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
-      const { taken, resets: nowResets, serverNow } = fetched
-      return prefetch.fetched(batch, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
-    })
+    this.#calls.attempt(
+      call,
+      scriptOf(plan, 'fetch', batch.block !== undefined),
+      sent,
+      true,
+      (reply, late) => {
+        const [answer, blocked] = decode(plan.limits, rules, reply, true)
+        // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
+        // Redis's ms: when they were counted, without a clock. The whole reply is read before anything is kept.
+        const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, ask.want)
+        if (late) {
+          // Its calls were answered by onStoreError: the whole batch, theirs included, goes back.
+          if (fetched !== undefined && fetched.taken > 0) {
+            this.#undo(batch.key, base, plan, rules, fetched.taken, answer, now ?? fetched.serverNow)
+          }
+          return answer
+        }
+        if (this.#cache !== undefined)
+          this.#remember(batch.id, plan.id, cost, localNow, resets, answer, blocked)
+        if (fetched === undefined) return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
+        const { taken, resets: nowResets, serverNow } = fetched
+        return prefetch.fetched(batch, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
+      },
+    )
     this.#track(
       call.promise.then(
         () => prefetch.arrived(batch, ask),
@@ -324,6 +359,37 @@ export class RedisStore implements Store {
       ),
     )
     return call.promise
+  }
+
+  /**
+   * Gives back what a consume (or a fetch: `cost` its batch) counted in a script that ran after its call had
+   * been answered by its timeout, and so by `onStoreError`: the call's units by a refund of that call (as
+   * `refund` with its decision gives them back, `countedAt` its time), its leases by a release. A denied
+   * or blocked call counted nothing. What cannot be given back stays counted (see docs/redis.md): a
+   * sliding log's units once something was logged after them, and all of it when this call fails too.
+   */
+  #undo(
+    key: string,
+    base: string,
+    plan: Plan,
+    rules: readonly Rule[],
+    cost: number,
+    answer: StoreAnswer,
+    countedAt: number,
+  ): void {
+    if (answer.reason !== undefined) return
+    for (const d of answer) if (!d.allowed) return
+    const marks = rules.map((rule, i) => refundMark(rule, answer[i]!, countedAt) ?? '')
+    if (marks.some((mark) => mark !== '') && this.#calls.refuse(true) === undefined) {
+      const sent = encode(base, plan, this.#scriptNow(), 'refund', cost, undefined, false, marks)
+      const call = this.#calls.start<undefined>()
+      this.#calls.attempt(call, scriptOf(plan, 'refundCall', false), sent, true, expectOk)
+      this.#track(call.promise.then(undefined, () => {}))
+    }
+    const held = answer.map((d) => d.lease)
+    if (held.some((lease) => lease !== undefined)) {
+      this.#track(this.#release(key, base, plan, rules, held).then(undefined, () => {}))
+    }
   }
 
   /** Fetches a batch for a key whose units are running low, before calls find none (see Prefetch.spend). */
@@ -338,8 +404,10 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Gives a key's unspent prefetched units back to Redis; a failure leaves them counted. Sent even once the
-   * store is closing: a batch that lands after `close()` goes back (the client is still the caller's).
+   * Gives a key's unspent prefetched units back to Redis. Sent even once the store is closing: a batch that
+   * lands after `close()` goes back (the client is still the caller's). A return that Redis answered `late`
+   * (sent while Redis was paused or slow) surely did nothing, and goes again, up to `RETURN_TRIES` in all;
+   * any other failure leaves the units counted (it may have run: a return is not idempotent).
    */
   readonly #returnBatch = (batch: Batch<Plan>, units: number): void => {
     if (this.#calls.refuse(true) !== undefined) return
@@ -348,9 +416,17 @@ export class RedisStore implements Store {
     const spent = this.#prefetch!.claim(batch)
     const extras = returnExtras({ countedAt: batch.countedAt, seen: batch.resets, spent })
     const sent = encode(base, batch.plan, this.#scriptNow(), 'return', units, undefined, true, extras)
-    const call = this.#calls.start<void>()
-    this.#calls.attempt(call, scriptOf(batch.plan, 'return', false), sent, true, expectOk)
-    this.#track(call.promise.then(undefined, () => {}))
+    const s = scriptOf(batch.plan, 'return', false)
+    let tries = 0
+    const send = (): void => {
+      tries++
+      const call = this.#calls.start<void>()
+      this.#calls.attempt(call, s, sent, true, expectOk, (late) => {
+        if (late && tries < RETURN_TRIES && this.#calls.refuse(true) === undefined) send()
+      })
+      this.#track(call.promise.then(undefined, () => {}))
+    }
+    send()
   }
 
   /**
@@ -390,7 +466,7 @@ export class RedisStore implements Store {
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
     const base = keyBase(this.#prefix, prefix, key)
     // A release reads no clock (releases.ts).
-    if (adjustment === 'release') return this.#release(key, base, plan, marks)
+    if (adjustment === 'release') return this.#release(key, base, plan, rules, marks)
     const withBlock = penalize && block !== undefined
     const now = this.#scriptNow()
     this.#releases.before(key)
@@ -409,27 +485,33 @@ export class RedisStore implements Store {
 
   /**
    * Ends a call's leases, each concurrency rule's by its mark, with the releases batched in this turn
-   * (releases.ts): its promise settles with their script call's reply.
+   * (releases.ts): its promise settles with their script call's reply. A lease was taken before its
+   * release, so it ends by itself within its rule's `leaseMs` from now: a lost release is retried until then.
    */
   #release(
     key: string,
     base: string,
     plan: Plan,
+    rules: readonly Rule[],
     marks: readonly (string | undefined)[] | undefined,
   ): Promise<undefined> {
     const keys: string[] = []
     const leases: string[] = []
+    const ends: number[] = []
+    const now = performance.now()
     for (let i = 0; i < plan.kinds.length; i++) {
       const lease = marks?.[i]
+      const rule = rules[i]!
       // A lease no consume sent (see wire.ts `holdable`) belongs to nobody: its release changes nothing.
-      if (plan.kinds[i] === 'concurrency' && lease !== undefined && lease !== '' && holdable(lease)) {
+      if (rule.kind === 'concurrency' && lease !== undefined && lease !== '' && holdable(lease)) {
         keys.push(base + plan.ids[i]!)
         leases.push(lease)
+        ends.push(now + rule.leaseMs)
       }
     }
     // No lease to end: nothing to ask Redis.
     if (keys.length === 0) return NOTHING
-    return this.#releases.add(key, keys, leases)
+    return this.#releases.add(key, keys, leases, ends)
   }
 
   reset(prefix: string, key: string, rules: readonly Rule[]): Promise<void> {
@@ -457,8 +539,8 @@ export class RedisStore implements Store {
    * the caller may close the client then. The client stays open: it is the caller's.
    */
   async close(): Promise<void> {
-    // Releases made before closing go out now.
-    this.#releases.flush()
+    // Releases made before closing go out now, and those waiting to go again once more.
+    this.#track(this.#releases.close())
     this.#prefetch?.close()
     this.#calls.closed = true
     this.#cache?.clear()
@@ -468,6 +550,9 @@ export class RedisStore implements Store {
 }
 
 const NOTHING: Promise<undefined> = Promise.resolve(undefined)
+
+/** Most times a batch's return is sent when Redis answers it `late` (see `#returnBatch`). */
+const RETURN_TRIES = 3
 
 /** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
 function countedAt(answer: StoreAnswer, at: number): void {
