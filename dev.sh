@@ -9,6 +9,42 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PNPM_VERSION=10.34.8
+# The Node lines sluice supports (package.json's engines: >=22): 22 and 24 (maintenance LTS) and 26 (active
+# LTS, the line the bench's published figures are taken on, and the one installed when this machine's Node is
+# older than 22).
+NODE_LTS=26
+
+# Installs Node LINE from the npm registry (the node-linux-<arch> package holds the official binary) into
+# .node/LINE, once, and prints its bin folder.
+node_line() {
+  local line=$1 dir="$PWD/.node/$1" arch
+  case "$(uname -m)" in
+    x86_64) arch=x64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) echo "No Node binary package for $(uname -m): install Node $line yourself." >&2; exit 1 ;;
+  esac
+  if [ ! -x "$dir/bin/node" ]; then
+    echo "Installing Node $line from the npm registry (node-linux-$arch@$line) into .node/$line..." >&2
+    local tmp
+    tmp=$(mktemp -d)
+    (cd "$tmp" && npm pack --silent "node-linux-$arch@$line" >/dev/null)
+    mkdir -p "$dir"
+    tar -xzf "$tmp"/node-linux-*.tgz -C "$dir" --strip-components=1 package/bin/node package/LICENSE
+    rm -rf "$tmp"
+  fi
+  echo "$dir/bin"
+}
+
+# Puts a supported Node first on PATH: this machine's when it is 22 or later, else the active LTS line.
+ensure_node() {
+  local major
+  major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+  if [ "$major" -lt 22 ]; then
+    PATH="$(node_line "$NODE_LTS"):$PATH"
+    export PATH
+    hash -r
+  fi
+}
 
 ensure_pnpm() {
   if ! command -v pnpm >/dev/null 2>&1 || [ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]; then
@@ -33,9 +69,9 @@ build_if_stale() {
   local stale=""
   for dir in packages/*/; do
     [ -f "${dir}dist/index.js" ] || { stale=1; break; }
-    # The dashboard also bundles core's rule grammar for its page (page/grammar.ts, tsup.page.config.ts).
+    # The dashboard also builds its page (page/, with core's rule grammar bundled: tsup.page.config.ts).
     if [ -n "$(find "${dir}src" "${dir}package.json" "${dir}tsconfig.json" "${dir}tsup.config.ts" \
-      "${dir}tsup.page.config.ts" "${dir}page/grammar.ts" \
+      "${dir}tsup.page.config.ts" "${dir}page" \
       tsup.base.ts tsconfig.base.json -newer "${dir}dist/index.js" -print -quit 2>/dev/null)" ]; then
       stale=1; break
     fi
@@ -82,9 +118,11 @@ run_tests() {
 }
 
 case "${1:-}" in
-  start) ensure_pnpm; build_if_stale; exec node examples/express/server.mjs ;;
-  test) ensure_pnpm; ensure_redis; ensure_chromium; build_if_stale; run_tests ;;
-  setup) ensure_pnpm; ensure_redis; ensure_chromium ;;
+  start) ensure_node; ensure_pnpm; build_if_stale; exec node examples/express/server.mjs ;;
+  test) ensure_node; ensure_pnpm; ensure_redis; ensure_chromium; build_if_stale; run_tests ;;
+  setup) ensure_node; ensure_pnpm; ensure_redis; ensure_chromium ;;
+  build) build_if_stale ;;
+  node) node_line "${2:?usage: bash dev.sh node LINE}" ;;
   pack) ensure_pnpm; build_if_stale; pack_all ;;
-  *) echo "usage: bash dev.sh start|test|setup|pack" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh start|test|setup|pack|build|node LINE" >&2; exit 2 ;;
 esac
