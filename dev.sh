@@ -3,8 +3,10 @@
 #   bash dev.sh start   runs the example server on the in-memory store
 #   bash dev.sh test    runs every test suite (Redis suites start their own redis-server; the dashboard's
 #                       browser tests run Debian's Chromium, installed here when missing)
-# and `bash dev.sh setup`, which only installs (CI runs it before its checks), and `bash dev.sh pack`, which
-# writes an installable tarball of every package to packs/ (or $SLUICE_PACK_DIR) for `npm install`.
+# and `bash dev.sh setup`, which only installs (CI runs it before its checks); `bash dev.sh registry`, which
+# serves sluice's packages from a local npm registry for teams that want them before they are on npm's;
+# `bash dev.sh build`, which builds what is stale; and `bash dev.sh node LINE`, which installs Node LINE
+# into .node/ and prints its bin folder.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -95,19 +97,6 @@ ensure_chromium() {
   fi
 }
 
-# One tarball per package, as npm would publish it: `pnpm pack` turns each `workspace:` range into the
-# version it points at, so the tarballs install together with npm, outside this repository.
-pack_all() {
-  local dest="${SLUICE_PACK_DIR:-$PWD/packs}"
-  rm -rf "$dest"
-  mkdir -p "$dest"
-  pnpm -r --filter './packages/*' pack --pack-destination "$dest" >/dev/null
-  echo "Tarballs in $dest:"
-  ls -1 "$dest"
-  echo "In your app (any of them; @sluice/core always):"
-  echo "  npm install $dest/sluice-core-*.tgz $dest/sluice-express-*.tgz express"
-}
-
 # Every suite, one file at a time: first most of them, then the few that load the machine themselves
 # (vitest.config.ts names them). Both parts always run; the command fails when either did.
 run_tests() {
@@ -123,6 +112,6 @@ case "${1:-}" in
   setup) ensure_node; ensure_pnpm; ensure_redis; ensure_chromium ;;
   build) build_if_stale ;;
   node) node_line "${2:?usage: bash dev.sh node LINE}" ;;
-  pack) ensure_pnpm; build_if_stale; pack_all ;;
-  *) echo "usage: bash dev.sh start|test|setup|pack|build|node LINE" >&2; exit 2 ;;
+  registry) ensure_node; ensure_pnpm; exec node scripts/registry.mjs "${@:2}" ;;
+  *) echo "usage: bash dev.sh start|test|setup|registry|build|node LINE" >&2; exit 2 ;;
 esac

@@ -122,10 +122,15 @@ function pack(packages, into) {
   })
 }
 
+/** npm's flags for `registry`: the scope's own setting too, which would otherwise win over `--registry`. */
+function registryArgs(registry) {
+  return ['--registry', registry, `--@sluice:registry=${registry}`]
+}
+
 /** Whether `registry` already has this version of the package. */
 function published(name, version, registry) {
   try {
-    const out = execFileSync('npm', ['view', `${name}@${version}`, 'version', '--registry', registry], {
+    const out = execFileSync('npm', ['view', `${name}@${version}`, 'version', ...registryArgs(registry)], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'ignore'],
     })
@@ -167,7 +172,16 @@ async function main() {
       } else if (published(p.manifest.name, p.manifest.version, registry)) {
         console.log(`${id} is already on ${registry}`)
       } else {
-        const args = ['publish', p.tarball, '--registry', registry, '--tag', values.tag, '--access', 'public']
+        const args = [
+          'publish',
+          p.tarball,
+          ...registryArgs(registry),
+          '--tag',
+          values.tag,
+          '--access',
+          'public',
+        ]
+        args.push('--loglevel', 'warn')
         if (values.provenance) args.push('--provenance')
         execFileSync('npm', args, { stdio: ['ignore', 'ignore', 'inherit'] })
         console.log(`published ${id} (${size}) to ${registry}`)

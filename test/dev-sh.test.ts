@@ -17,8 +17,14 @@ describe('dev.sh', () => {
     expect(runTests).not.toMatch(/pnpm (test|build|run build)\b/)
   })
 
-  it('start and pack build only what is stale too', () => {
+  it('start, and pnpm release through dev.sh build, build only what is stale too', () => {
     expect(command('start')).toContain('build_if_stale')
-    expect(command('pack')).toContain('build_if_stale; pack_all')
+    expect(command('build')).toBe('build_if_stale')
+    const release = readFileSync(join(ROOT, 'scripts', 'release.mjs'), 'utf8')
+    expect(release).toContain("execFileSync('bash', ['dev.sh', 'build']")
+  })
+
+  it('puts a supported Node first before it runs anything: start, test, setup and registry', () => {
+    for (const name of ['start', 'test', 'setup', 'registry']) expect(command(name)).toMatch(/^ensure_node; /)
   })
 })
