@@ -5,8 +5,8 @@
 #                       browser tests run Debian's Chromium, installed here when missing)
 # and `bash dev.sh setup`, which only installs (CI runs it before its checks); `bash dev.sh registry`, which
 # serves sluice's packages from a local npm registry for teams that want them before they are on npm's;
-# `bash dev.sh build`, which builds what is stale; and `bash dev.sh node LINE`, which installs Node LINE
-# into .node/ and prints its bin folder.
+# `bash dev.sh build`, which builds what is stale; and `bash dev.sh node [LINE]`, which installs Node LINE
+# (the active LTS line by default) into .node/ and prints its bin folder.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -111,7 +111,7 @@ case "${1:-}" in
   test) ensure_node; ensure_pnpm; ensure_redis; ensure_chromium; build_if_stale; run_tests ;;
   setup) ensure_node; ensure_pnpm; ensure_redis; ensure_chromium ;;
   build) build_if_stale ;;
-  node) node_line "${2:?usage: bash dev.sh node LINE}" ;;
+  node) node_line "${2:-$NODE_LTS}" ;;
   registry) ensure_node; ensure_pnpm; exec node scripts/registry.mjs "${@:2}" ;;
-  *) echo "usage: bash dev.sh start|test|setup|registry|build|node LINE" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh start|test|setup|registry|build|node [LINE]" >&2; exit 2 ;;
 esac
