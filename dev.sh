@@ -69,12 +69,16 @@ ensure_redis() {
 # its own or the shared ones) is newer than that build, printing the build's output only if it fails.
 build_if_stale() {
   local stale=""
+  local built
   for dir in packages/*/; do
-    [ -f "${dir}dist/index.js" ] || { stale=1; break; }
+    # A package's build: its library entry (dist/index.js), or its command alone (@sluice/cli's dist/main.js).
+    built="${dir}dist/index.js"
+    [ -f "$built" ] || built="${dir}dist/main.js"
+    [ -f "$built" ] || { stale=1; break; }
     # The dashboard also builds its page (page/, with core's rule grammar bundled: tsup.page.config.ts).
     if [ -n "$(find "${dir}src" "${dir}package.json" "${dir}tsconfig.json" "${dir}tsup.config.ts" \
       "${dir}tsup.page.config.ts" "${dir}page" \
-      tsup.base.ts tsconfig.base.json -newer "${dir}dist/index.js" -print -quit 2>/dev/null)" ]; then
+      tsup.base.ts tsconfig.base.json -newer "$built" -print -quit 2>/dev/null)" ]; then
       stale=1; break
     fi
   done

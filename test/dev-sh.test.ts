@@ -1,4 +1,5 @@
-/** What `bash dev.sh` runs for each of its commands, read from the script itself. */
+/** What `bash dev.sh` runs for each of its commands, read from the script itself, and what its build does. */
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -26,5 +27,12 @@ describe('dev.sh', () => {
 
   it('puts a supported Node first before it runs anything: start, test, setup and registry', () => {
     for (const name of ['start', 'test', 'setup', 'registry']) expect(command(name)).toMatch(/^ensure_node; /)
+  })
+
+  it('build finds every package fresh right after a build, @sluice/cli too (a command alone, with no dist/index.js)', {
+    timeout: 600_000,
+  }, () => {
+    execFileSync('bash', ['dev.sh', 'build'], { cwd: ROOT, encoding: 'utf8' })
+    expect(execFileSync('bash', ['dev.sh', 'build'], { cwd: ROOT, encoding: 'utf8' })).toBe('')
   })
 })
