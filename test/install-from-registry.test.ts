@@ -4,7 +4,8 @@
  * outside the repository npm installs each package by its README's install line (plain names; npm resolves
  * sluice's own dependencies from the registry, everything else from npm's). Then a tiny app per adapter
  * answers 429 at its limit, as ES modules and as CommonJS (NestJS in TypeScript, strict, `nodenext`), the
- * metrics and dashboard packages run, and `npx @sluice/cli --help` prints the command's usage.
+ * Redis store shares one limit between two processes, the metrics and dashboard packages run, and
+ * `npx @sluice/cli --help` prints the command's usage.
  * One folder per package, reused by its apps.
  */
 import { execFile } from 'node:child_process'
@@ -16,6 +17,7 @@ import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { publishAll, startRegistry } from '../scripts/registry.mjs'
 import { ROOT } from './examples-harness.ts'
+import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 
 const exec = promisify(execFile)
 // Generous bounds for npm, a build and a registry under load: they only stop a hung run, and assert nothing.
@@ -50,6 +52,7 @@ beforeAll(async () => {
 }, SLOW)
 
 afterAll(async () => {
+  await stopAll()
   await registry?.stop()
   if (scratch !== '') await rm(scratch, { recursive: true, force: true })
 })
@@ -78,7 +81,8 @@ async function node(dir: string, file: string): Promise<string> {
 }
 
 /**
- * Every server app ends with this: three requests to itself at a limit of two a minute, then the statuses.
+ * Every server app ends with this: three requests to itself at a limit of two a minute (a sliding log, so no
+ * window edge falls between them), then the statuses.
  * `server` is a listening node:http server.
  */
 const PROBE = `
@@ -90,7 +94,7 @@ async function probe(server) {
   process.exit(0)
 }
 `
-const RULES = "rules: ['fixedWindow:2/1m']"
+const RULES = "rules: ['slidingLog:2/1m']"
 
 /** One app as ESM and as CommonJS: `imports` per format, then the same body. */
 function bothFormats(imports: { esm: string; cjs: string }, body: string): { esm: string; cjs: string } {
@@ -261,6 +265,42 @@ describe('sluice from a registry, installed with plain names', () => {
         timeout: SLOW,
       })
       expect(await node(dir, 'dist/main.js')).toBe('200,200,429')
+    },
+    SLOW,
+  )
+
+  it(
+    'installs @sluice/redis by its README line; processes one after another on one Redis share one limit, as ESM and as CommonJS',
+    async () => {
+      const redis: RedisServer = await startRedis()
+      const dir = await installed('redis')
+      const app = (load: string) => `${load}
+const client = new Redis({ host: '127.0.0.1', port: ${redis.port}, enableOfflineQueue: false })
+client.once('ready', async () => {
+  const limiter = createLimiter({ ${RULES}, store: new RedisStore({ client }) })
+  const decision = await limiter.consume('shared')
+  console.log(decision.allowed)
+  client.disconnect()
+})
+`
+      await writeFile(
+        join(dir, 'app.mjs'),
+        app(
+          "import { createLimiter } from '@sluice/core'\nimport { RedisStore } from '@sluice/redis'\nimport { Redis } from 'ioredis'",
+        ),
+      )
+      await writeFile(
+        join(dir, 'app.cjs'),
+        app(
+          "const { createLimiter } = require('@sluice/core')\nconst { RedisStore } = require('@sluice/redis')\nconst { Redis } = require('ioredis')",
+        ),
+      )
+      // One limit of two a minute across the processes: the third call, from either, is denied.
+      expect([await node(dir, 'app.mjs'), await node(dir, 'app.cjs'), await node(dir, 'app.mjs')]).toEqual([
+        'true',
+        'true',
+        'false',
+      ])
     },
     SLOW,
   )
