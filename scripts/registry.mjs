@@ -77,7 +77,7 @@ export async function startRegistry({ dir, host = '127.0.0.1', port = 0 }) {
     const npmrc = join(dir, 'npmrc')
     const hostPath = url.replace(/^http:/, '')
     writeFileSync(npmrc, `@sluice:registry=${url}\n${hostPath}:_authToken=${token}\n`)
-    return { url, npmrc, stop, output: () => output }
+    return { url, npmrc, stop }
   } catch (error) {
     await stop()
     throw error
@@ -126,11 +126,11 @@ async function account(url) {
 }
 
 /** Publishes every package to `registry` with `pnpm release`, as npm user `npmrc`; resolves with its output. */
-export function publishAll(registry, npmrc, extraEnv = {}) {
+export function publishAll(registry, npmrc) {
   return new Promise((done, fail) => {
     const child = spawn('pnpm', ['-s', 'release', '--registry', registry], {
       cwd: ROOT,
-      env: { ...process.env, ...extraEnv, NPM_CONFIG_USERCONFIG: npmrc },
+      env: { ...process.env, NPM_CONFIG_USERCONFIG: npmrc },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let output = ''

@@ -30,7 +30,7 @@ const TOP_LEVEL = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md']
 const METADATA = ['repository', 'homepage', 'bugs', 'license', 'keywords', 'engines']
 
 /** Every package under packages/ that is published, as its manifest says. */
-export function publicPackages() {
+function publicPackages() {
   return readdirSync(join(ROOT, 'packages'))
     .map((folder) => join(ROOT, 'packages', folder))
     .filter((dir) => existsSync(join(dir, 'package.json')))
@@ -39,7 +39,7 @@ export function publicPackages() {
 }
 
 /** `packages` ordered so that each comes after every sluice package it depends on (by name among equals). */
-export function dependencyOrder(packages) {
+function dependencyOrder(packages) {
   const byName = new Map(packages.map((p) => [p.manifest.name, p]))
   const internal = (p) =>
     Object.keys({
@@ -64,7 +64,7 @@ export function dependencyOrder(packages) {
 }
 
 /** Everything wrong with one packed tarball, as lines naming the package; empty when it is fit to publish. */
-export async function checkTarball(tarball, name) {
+async function checkTarball(tarball, name) {
   const problems = []
   const entries = execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' })
     .split('\n')
@@ -192,4 +192,4 @@ async function main() {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) await main()
+await main()
