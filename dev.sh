@@ -3,12 +3,50 @@
 #   bash dev.sh start   runs the example server on the in-memory store
 #   bash dev.sh test    runs every test suite (Redis suites start their own redis-server; the dashboard's
 #                       browser tests run Debian's Chromium, installed here when missing)
-# and `bash dev.sh setup`, which only installs (CI runs it before its checks), and `bash dev.sh pack`, which
-# writes an installable tarball of every package to packs/ (or $SLUICE_PACK_DIR) for `npm install`.
+# and `bash dev.sh setup`, which only installs (CI runs it before its checks); `bash dev.sh registry`, which
+# serves sluice's packages from a local npm registry for teams that want them before they are on npm's;
+# `bash dev.sh build`, which builds what is stale; and `bash dev.sh node [LINE]`, which installs Node LINE
+# (the active LTS line by default) into .node/ and prints its bin folder.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 PNPM_VERSION=10.34.8
+# The Node lines sluice supports (package.json's engines: >=22): 22 and 24 (maintenance LTS) and 26 (active
+# LTS, the line the bench's published figures are taken on, and the one installed when this machine's Node is
+# older than 22).
+NODE_LTS=26
+
+# Installs Node LINE from the npm registry (the node-linux-<arch> package holds the official binary) into
+# .node/LINE, once, and prints its bin folder.
+node_line() {
+  local line=$1 dir="$PWD/.node/$1" arch
+  case "$(uname -m)" in
+    x86_64) arch=x64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) echo "No Node binary package for $(uname -m): install Node $line yourself." >&2; exit 1 ;;
+  esac
+  if [ ! -x "$dir/bin/node" ]; then
+    echo "Installing Node $line from the npm registry (node-linux-$arch@$line) into .node/$line..." >&2
+    local tmp
+    tmp=$(mktemp -d)
+    (cd "$tmp" && npm pack --silent "node-linux-$arch@$line" >/dev/null)
+    mkdir -p "$dir"
+    tar -xzf "$tmp"/node-linux-*.tgz -C "$dir" --strip-components=1 package/bin/node package/LICENSE
+    rm -rf "$tmp"
+  fi
+  echo "$dir/bin"
+}
+
+# Puts a supported Node first on PATH: this machine's when it is 22 or later, else the active LTS line.
+ensure_node() {
+  local major
+  major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+  if [ "$major" -lt 22 ]; then
+    PATH="$(node_line "$NODE_LTS"):$PATH"
+    export PATH
+    hash -r
+  fi
+}
 
 ensure_pnpm() {
   if ! command -v pnpm >/dev/null 2>&1 || [ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]; then
@@ -31,12 +69,16 @@ ensure_redis() {
 # its own or the shared ones) is newer than that build, printing the build's output only if it fails.
 build_if_stale() {
   local stale=""
+  local built
   for dir in packages/*/; do
-    [ -f "${dir}dist/index.js" ] || { stale=1; break; }
-    # The dashboard also bundles core's rule grammar for its page (page/grammar.ts, tsup.page.config.ts).
+    # A package's build: its library entry (dist/index.js), or its command alone (@sluice/cli's dist/main.js).
+    built="${dir}dist/index.js"
+    [ -f "$built" ] || built="${dir}dist/main.js"
+    [ -f "$built" ] || { stale=1; break; }
+    # The dashboard also builds its page (page/, with core's rule grammar bundled: tsup.page.config.ts).
     if [ -n "$(find "${dir}src" "${dir}package.json" "${dir}tsconfig.json" "${dir}tsup.config.ts" \
-      "${dir}tsup.page.config.ts" "${dir}page/grammar.ts" \
-      tsup.base.ts tsconfig.base.json -newer "${dir}dist/index.js" -print -quit 2>/dev/null)" ]; then
+      "${dir}tsup.page.config.ts" "${dir}page" \
+      tsup.base.ts tsconfig.base.json -newer "$built" -print -quit 2>/dev/null)" ]; then
       stale=1; break
     fi
   done
@@ -59,19 +101,6 @@ ensure_chromium() {
   fi
 }
 
-# One tarball per package, as npm would publish it: `pnpm pack` turns each `workspace:` range into the
-# version it points at, so the tarballs install together with npm, outside this repository.
-pack_all() {
-  local dest="${SLUICE_PACK_DIR:-$PWD/packs}"
-  rm -rf "$dest"
-  mkdir -p "$dest"
-  pnpm -r --filter './packages/*' pack --pack-destination "$dest" >/dev/null
-  echo "Tarballs in $dest:"
-  ls -1 "$dest"
-  echo "In your app (any of them; @sluice/core always):"
-  echo "  npm install $dest/sluice-core-*.tgz $dest/sluice-express-*.tgz express"
-}
-
 # Every suite, one file at a time: first most of them, then the few that load the machine themselves
 # (vitest.config.ts names them). Both parts always run; the command fails when either did.
 run_tests() {
@@ -82,9 +111,11 @@ run_tests() {
 }
 
 case "${1:-}" in
-  start) ensure_pnpm; build_if_stale; exec node examples/express/server.mjs ;;
-  test) ensure_pnpm; ensure_redis; ensure_chromium; build_if_stale; run_tests ;;
-  setup) ensure_pnpm; ensure_redis; ensure_chromium ;;
-  pack) ensure_pnpm; build_if_stale; pack_all ;;
-  *) echo "usage: bash dev.sh start|test|setup|pack" >&2; exit 2 ;;
+  start) ensure_node; ensure_pnpm; build_if_stale; exec node examples/express/server.mjs ;;
+  test) ensure_node; ensure_pnpm; ensure_redis; ensure_chromium; build_if_stale; run_tests ;;
+  setup) ensure_node; ensure_pnpm; ensure_redis; ensure_chromium ;;
+  build) build_if_stale ;;
+  node) node_line "${2:-$NODE_LTS}" ;;
+  registry) ensure_node; ensure_pnpm; exec node scripts/registry.mjs "${@:2}" ;;
+  *) echo "usage: bash dev.sh start|test|setup|registry|build|node [LINE]" >&2; exit 2 ;;
 esac

@@ -12,7 +12,7 @@ export const packageBuild: Options = {
   dts: { compilerOptions: declarationCompilerOptions },
   clean: true,
   sourcemap: true,
-  target: 'node20',
+  target: 'node22',
   splitting: false,
   treeshake: true,
 }

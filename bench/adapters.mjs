@@ -14,6 +14,9 @@ import { load, startServer } from './lib/http-load.mjs'
 import { numberOption, option } from './lib/options.mjs'
 import { summary } from './lib/stats.mjs'
 
+// What every figure below was measured on: the bench's published figures are taken on the active LTS line.
+console.log(`node ${process.version}`)
+
 const only = option('only', undefined)
 const ROUNDS = numberOption('rounds', 3)
 const SECONDS = numberOption('seconds', 2)

@@ -16,6 +16,9 @@ import { numberOption, option } from './lib/options.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
+// What every figure below was measured on: the bench's published figures are taken on the active LTS line.
+console.log(`node ${process.version}`)
+
 const before = option('before', undefined)
 if (before === undefined) {
   console.error('usage: node bench/compare.mjs --before DIR [--rounds N]')

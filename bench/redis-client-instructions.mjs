@@ -20,6 +20,9 @@ import { numberOption, option } from './lib/options.mjs'
 import { startRedis } from './lib/redis-server.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 
+// What every figure below was measured on: the bench's published figures are taken on the active LTS line.
+console.log(`node ${process.version}`)
+
 const CALLS = numberOption('calls', 20_000)
 const WARMUP = numberOption('warmup', 20_000)
 const BEFORE = option('before', undefined)

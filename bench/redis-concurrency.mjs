@@ -29,6 +29,9 @@ import { connectIoredis, redisVersion, scriptStats, startRedis } from './lib/red
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
+// What every figure below was measured on: the bench's published figures are taken on the active LTS line.
+console.log(`node ${process.version}`)
+
 const before = option('before', undefined)
 const rounds = numberOption('rounds', 5)
 const measureMs = numberOption('ms', 2000)

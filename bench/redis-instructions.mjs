@@ -36,6 +36,9 @@ import { redisVersion } from './lib/redis-server.mjs'
 import { snapshot } from './lib/snapshot.mjs'
 import { consumeAndRelease, ruleFor } from './lib/subjects.mjs'
 
+// What every figure below was measured on: the bench's published figures are taken on the active LTS line.
+console.log(`node ${process.version}`)
+
 const { Redis } = createRequire(import.meta.url)('ioredis')
 const before = option('before', undefined)
 const ALGORITHMS = option('only', 'fixedWindow,slidingLog').split(',')

@@ -21,6 +21,9 @@ import { connectIoredis, redisVersion, startRedis } from './lib/redis-server.mjs
 import { snapshot } from './lib/snapshot.mjs'
 import { median } from './lib/stats.mjs'
 
+// What every figure below was measured on: the bench's published figures are taken on the active LTS line.
+console.log(`node ${process.version}`)
+
 const rounds = numberOption('rounds', 11)
 const measureMs = numberOption('ms', 1000)
 const ALGORITHMS = option('only', 'fixedWindow,slidingLog').split(',')

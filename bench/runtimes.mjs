@@ -17,6 +17,9 @@ import autocannon from 'autocannon'
 import { cpuUs } from './lib/http-load.mjs'
 import { numberOption } from './lib/options.mjs'
 
+// What every figure below was measured on: the bench's published figures are taken on the active LTS line.
+console.log(`node ${process.version}`)
+
 const DURATION = numberOption('duration', 3)
 const ROUNDS = numberOption('rounds', 2)
 const server = fileURLToPath(new URL('./cases/runtime-server.mjs', import.meta.url))

@@ -309,16 +309,6 @@ describe('sluice limits', () => {
     expect((await sluice('nope')).stderr).toContain('Unknown command "nope"')
   })
 
-  it("offers the four names @sluice/cli re-exported before, deprecated: the dashboard's own", async () => {
-    const cli = await import('@sluice/cli')
-    const dashboard = await import('@sluice/dashboard')
-    expect(Object.keys(cli).sort()).toEqual(['SPEC_FORMS', 'parseDuration', 'parseSpec', 'parseSpecs'])
-    expect(cli.parseDuration).toBe(dashboard.parseDuration)
-    expect(cli.parseSpec).toBe(dashboard.parseSpec)
-    expect(cli.parseSpecs).toBe(dashboard.parseSpecs)
-    expect(cli.SPEC_FORMS).toBe(dashboard.SPEC_FORMS)
-  })
-
   it("lists a form of every rule kind in limits --help, each one core's grammar reads", async () => {
     const help = (await sluice('limits', '--help')).stdout
     const specs = help.slice(help.indexOf('Specs:')).split('\n').slice(1)

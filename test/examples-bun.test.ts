@@ -2,40 +2,38 @@
  * examples/bun as its users run it (`bun examples/bun/server.ts`, Bun from the repository's `bun`
  * devDependency): a real Bun.serve process on a free port, real HTTP requests, the exact limits it promises.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
+import { connect } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { freePort, ROOT, request } from './examples-harness.ts'
+import { freePort, type Running, request, start, stopExamples, waitFor } from './examples-harness.ts'
 
-const children: ChildProcess[] = []
-afterAll(() => {
-  for (const child of children) child.kill('SIGKILL')
-})
+afterAll(stopExamples)
 
-async function startBun(): Promise<string> {
+/** Starts the example through pnpm's shell shim for the `bun` binary, as `pnpm exec bun` would. */
+async function startBun(): Promise<Running & { url: string; port: number }> {
   const port = await freePort()
-  const child = spawn(join(ROOT, 'node_modules/.bin/bun'), ['examples/bun/server.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const running = start(join('node_modules', '.bin', 'bun'), ['examples/bun/server.ts'], {
+    PORT: String(port),
   })
-  children.push(child)
-  let output = ''
-  await new Promise<void>((resolve, reject) => {
-    const seen = (chunk: Buffer) => {
-      output += chunk
-      if (output.includes(`on http://localhost:${port}`)) resolve()
-    }
-    child.stdout.on('data', seen)
-    child.stderr.on('data', seen)
-    child.once('exit', (code) => reject(new Error(`bun exited (${code}) before listening:\n${output}`)))
+  await waitFor(running, new RegExp(`on http://localhost:${port}\\b`))
+  return Object.assign(running, { url: `http://127.0.0.1:${port}`, port })
+}
+
+/** Whether something accepts a TCP connection on the port. */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1')
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => resolve(false))
   })
-  return `http://127.0.0.1:${port}`
 }
 
 describe('examples/bun', () => {
   it('limits /pay to 3 per 10 s with fetchLimit and the Hono app to 5 per 10 s, on Bun.serve', async () => {
-    const url = await startBun()
+    const { url } = await startBun()
     const pays: string[] = []
     for (let i = 0; i < 4; i++) {
       const r = await request(`${url}/pay`, { method: 'POST' })
@@ -54,5 +52,12 @@ describe('examples/bun', () => {
     }
     expect(hello).toEqual([4, 3, 2, 1, 0, 429])
     expect((await request(`${url}/elsewhere`)).status).toBe(404)
+  })
+
+  it("stopping it ends the bun server behind pnpm's shell shim (the shim alone was killed, and bun kept listening)", async () => {
+    const server = await startBun()
+    expect(await listening(server.port)).toBe(true)
+    await server.stop()
+    expect(await listening(server.port)).toBe(false)
   })
 })

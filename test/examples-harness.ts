@@ -1,7 +1,9 @@
 /**
- * @module The examples as their users run them: `node examples/<name>/<script>` in a child process with
- * its own environment, on a free port. Every process started here is tracked, and killed by
- * `stopExamples()` (call it in `afterAll`) or, failing that, when the test process exits.
+ * @module The examples as their users run them: `node examples/<name>/<script>` (or another runtime's
+ * binary) in a child process with its own environment, on a free port. Every process started here leads a
+ * process group of its own, and ending it ends the group: the process and every child it started (a
+ * redis-server, workers, the runtime behind a package manager's shell shim). `stopExamples()` (call it in
+ * `afterAll`) ends what is still running, as the test process's exit does, failing that.
  * The scripts import the built packages from the example's node_modules, so `pnpm build` comes first.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -12,8 +14,29 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url))
 
 const live = new Set<ChildProcess>()
 process.once('exit', () => {
-  for (const child of live) child.kill('SIGKILL')
+  for (const child of live) signalGroup(child.pid!, 'SIGKILL')
 })
+
+/** Sends `signal` to the process group `pid` leads; false when no process of it is left. */
+function signalGroup(pid: number, signal: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(-pid, signal)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Resolves once no process of the group `pid` leads is left, sending SIGKILL to what remains (a child that
+ * ignored SIGTERM, or one its parent left behind when it died).
+ */
+async function groupGone(pid: number): Promise<void> {
+  for (let i = 0; signalGroup(pid, 0); i++) {
+    if (i % 50 === 49) signalGroup(pid, 'SIGKILL')
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
 
 /** A port nothing listens on right now. */
 export function freePort(): Promise<number> {
@@ -34,7 +57,10 @@ export interface Running {
   output(): string
   /** Resolves with the exit code (null when killed by a signal) once the process has exited. */
   readonly exited: Promise<number | null>
-  /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code once it has exited. */
+  /**
+   * SIGTERM to its process group, then SIGKILL after `graceMs`; resolves with the exit code once it and every
+   * process of its group have exited.
+   */
   stop(graceMs?: number): Promise<number | null>
 }
 
@@ -44,10 +70,23 @@ export function run(
   args: string[] = [],
   env: Record<string, string | undefined> = {},
 ): Running {
-  const child = spawn(process.execPath, [script, ...args], {
+  return start(process.execPath, [script, ...args], env)
+}
+
+/**
+ * Starts `command` from the repository root, with `env` added to this process's environment, as the leader
+ * of a process group of its own: stopping it ends the group, whatever `command` started.
+ */
+export function start(
+  command: string,
+  args: string[] = [],
+  env: Record<string, string | undefined> = {},
+): Running {
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   })
   live.add(child)
   let text = ''
@@ -58,21 +97,20 @@ export function run(
     text += chunk
   })
   const exited = new Promise<number | null>((resolve) => {
-    child.once('exit', (code) => {
-      live.delete(child)
-      resolve(code)
-    })
+    child.once('exit', (code) => resolve(code))
   })
+  const pid = child.pid!
   return {
-    pid: child.pid!,
+    pid,
     output: () => text,
     exited,
     async stop(graceMs = 5000) {
-      if (child.exitCode !== null || child.signalCode !== null) return exited
-      child.kill('SIGTERM')
-      const force = setTimeout(() => child.kill('SIGKILL'), graceMs)
+      signalGroup(pid, 'SIGTERM')
+      const force = setTimeout(() => signalGroup(pid, 'SIGKILL'), graceMs)
       const code = await exited
       clearTimeout(force)
+      await groupGone(pid)
+      live.delete(child)
       return code
     },
   }
@@ -115,17 +153,13 @@ export async function startServer(
   return Object.assign(running, { url: `http://127.0.0.1:${port}` })
 }
 
-/** Kills every process started here that is still running. */
+/** Kills every process started here that is still running, with every child it started. */
 export async function stopExamples(): Promise<void> {
   await Promise.all(
-    [...live].map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve()
-          child.once('exit', () => resolve())
-          child.kill('SIGKILL')
-        }),
-    ),
+    [...live].map(async (child) => {
+      signalGroup(child.pid!, 'SIGKILL')
+      await groupGone(child.pid!)
+    }),
   )
   live.clear()
 }

@@ -1,3 +1,4 @@
+import { cpSync } from 'node:fs'
 import { defineConfig } from 'tsup'
 
 /**
@@ -5,7 +6,8 @@ import { defineConfig } from 'tsup'
  * from `@sluice/core`), bundled into one ES module for the browser: dist/page/grammar.js, which the
  * handler serves as assets/grammar.js. Node's built-ins stay outside, marked free of side effects, so
  * that the imports of them the grammar never uses (a concurrency lease's `randomUUID`) fall away; a test
- * checks that the served file imports nothing.
+ * checks that the served file imports nothing. The page's own files (HTML, CSS, the icon, its modules) are
+ * copied beside it, so the package ships dist/ alone.
  */
 export default defineConfig({
   entry: { 'page/grammar': 'page/grammar.ts' },
@@ -21,6 +23,9 @@ export default defineConfig({
   sourcemap: false,
   splitting: false,
   treeshake: true,
+  onSuccess: async () => {
+    cpSync('page', 'dist/page', { recursive: true, filter: (path) => !/\.(ts|json)$/.test(path) })
+  },
   esbuildPlugins: [
     {
       name: 'node-built-ins-unused',

@@ -78,14 +78,6 @@ export function limitOption(option: string, value: unknown): number {
   return value
 }
 
-/** One of `choices`. */
-export function oneOfOption<T extends string>(option: string, value: unknown, choices: readonly T[]): T {
-  if (typeof value !== 'string' || !(choices as readonly string[]).includes(value)) {
-    throw new InvalidOptionError(option, value, `one of ${choices.map((c) => `'${c}'`).join(', ')}`)
-  }
-  return value as T
-}
-
 /** A function. */
 export function functionOption<F>(option: string, value: unknown): F {
   if (typeof value !== 'function') throw new InvalidOptionError(option, value, 'a function')

@@ -554,36 +554,3 @@ describe('RequestRecord and the response-end phase', () => {
     limit.limiter.close()
   })
 })
-
-describe('former names', () => {
-  it('RequestLimit.limitRequest consumes as RequestLimit.consume does, and warns once (SLUICE_DEP_HTTP_KIT)', () => {
-    const warnings: unknown[] = []
-    const emit = vi.spyOn(process, 'emitWarning').mockImplementation(((message: string, options: unknown) => {
-      warnings.push([message, (options as { code?: string }).code])
-    }) as typeof process.emitWarning)
-    const store = new MemoryStore({ clock: () => 0 })
-    const view: RequestView<FakeRequest> = { ip: (r) => r.ip, route: (r) => r.route, header: () => undefined }
-    const limit = buildRequestLimit(
-      parseHttpOptions<FakeRequest>('t', { rules: [fixedWindow({ limit: 2, windowMs: 1000 })], store }),
-      adapterFor(view),
-    )
-    try {
-      const req = (): FakeRequest => ({ ip: '10.0.0.1', method: 'GET', route: '/', headers: {} })
-      expect(limit.limitRequest(req(), new FakeResponse())).toMatchObject({
-        action: 'allow',
-        decision: { remaining: 1 },
-      })
-      expect(limit.limitRequest(req(), new FakeResponse())).toMatchObject({
-        action: 'allow',
-        decision: { remaining: 0 },
-      })
-      expect(limit.consume(req(), new FakeResponse())).toMatchObject({ action: 'deny' })
-    } finally {
-      emit.mockRestore()
-      limit.limiter.close()
-    }
-    expect(warnings).toEqual([
-      ['RequestLimit.limitRequest is deprecated: use RequestLimit.consume.', 'SLUICE_DEP_HTTP_KIT'],
-    ])
-  })
-})

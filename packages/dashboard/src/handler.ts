@@ -49,26 +49,26 @@ interface Asset {
 
 /**
  * The page's files, read once per process: the handler serves them itself (no CDN, works offline). The
- * page is ES modules (page/*.js, each `// @ts-check`ed by page/tsconfig.json) and core's rule grammar,
- * bundled by the build (dist/page/grammar.js), which the page imports as `./grammar.js`.
+ * page is ES modules (page/*.js, each `// @ts-check`ed by page/tsconfig.json, copied to dist/page/ by the
+ * build) and core's rule grammar, bundled by the build (dist/page/grammar.js), which the page imports as
+ * `./grammar.js`.
  */
 let assets: Map<string, Asset> | undefined
 
 function loadAssets(): Map<string, Asset> {
   if (assets !== undefined) return assets
-  // From src/ and from dist/ alike: the package's own page/ and dist/page/.
-  const page = new URL('../page/', import.meta.url)
-  const built = new URL('../dist/page/', import.meta.url)
+  // From src/ and from dist/ alike: the build copies the page into dist/page/, beside its bundled grammar.
+  const page = new URL('../dist/page/', import.meta.url)
   const script = (body: Buffer): Asset => ({ type: 'text/javascript; charset=utf-8', body })
-  const modules = readdirSync(page).filter((name) => name.endsWith('.js'))
   let grammar: Buffer
   try {
-    grammar = readFileSync(new URL('grammar.js', built))
+    grammar = readFileSync(new URL('grammar.js', page))
   } catch (error) {
     throw new Error(
       `@sluice/dashboard is not built: ${(error as Error).message} (run its build, which bundles the page's rule grammar).`,
     )
   }
+  const modules = readdirSync(page).filter((name) => name.endsWith('.js') && name !== 'grammar.js')
   assets = new Map([
     ['index.html', { type: 'text/html; charset=utf-8', body: readFileSync(new URL('index.html', page)) }],
     ...modules.map((name): [string, Asset] => [`assets/${name}`, script(readFileSync(new URL(name, page)))]),

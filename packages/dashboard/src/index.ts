@@ -22,6 +22,6 @@ export {
   type DashboardTable,
   type TableAuditRecord,
 } from './options.ts'
-export { MAX_RULES_PER_ENTRY, parseDuration, parseSpec, parseSpecs, SPEC_FORMS } from './spec.ts'
+export { MAX_RULES_PER_ENTRY } from './spec.ts'
 export { type RunningDashboard, type StartDashboardOptions, startDashboard } from './standalone.ts'
 export type { InstanceView, LimiterView, StatsView } from './stats.ts'

@@ -20,18 +20,6 @@ export {
   type RequestView,
 } from './adapter.ts'
 export {
-  compileKey,
-  DEFAULT_HEADER_DRAFT,
-  describeValue,
-  HEADER_DRAFTS,
-  HTTP_OPTION_NAMES,
-  holdResponse,
-  NO_HEADERS,
-  retryAfterSeconds,
-  stackedHeaders,
-  whenResponseEnds,
-} from './deprecated.ts'
-export {
   type HeaderDraft,
   type HeaderOptions,
   type ResolvedHeaderOptions,

@@ -11,7 +11,6 @@
  * request's path would be spread over several files.
  */
 import { httpChannel } from '../channels.ts'
-import { warnDeprecated } from '../deprecate.ts'
 import { InvalidOptionError } from '../errors.ts'
 import { hold } from '../limiter/hold.ts'
 import { createLimiter, type Limiter } from '../limiter/limiter.ts'
@@ -47,11 +46,6 @@ export interface RequestLimit<Req, Res> {
    * cost, skip, rules, message) throws; adapters pass that on to their framework's error path.
    */
   consume(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome>
-  /**
-   * `consume`, under its former name.
-   * @deprecated Use `consume` (one verb per act); warns once (`SLUICE_DEP_HTTP_KIT`). Removed next release.
-   */
-  limitRequest(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome>
   /** Runs `callback` once when the response to `req` ends (see `RequestRecord.onEnd`). */
   onResponseEnd(req: Req, res: Res, callback: EndCallback): void
   /**
@@ -147,11 +141,6 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     this.#shedDecision = this.#guard === undefined ? undefined : shed(this.#guard.bucketMs)
     this.#held = new HeldRequests(parsed.queuePerClient ?? DEFAULT_QUEUE_PER_CLIENT)
     this.#end = new EndPhase(limiter, adapter, countWhen)
-  }
-
-  limitRequest(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
-    warnDeprecated('SLUICE_DEP_HTTP_KIT', 'RequestLimit.limitRequest', 'use RequestLimit.consume.')
-    return this.consume(req, res)
   }
 
   consume(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {

@@ -38,14 +38,3 @@ export {
   tooManyEntries,
 } from '../table.ts'
 export type { Adjustment, Store, StoreAnswer, StoreMode, StorePlace } from '../types.ts'
-export {
-  algorithmOf,
-  blockLength,
-  durationLabel,
-  isValidPrefix,
-  MAX_BLOCK_HISTORY,
-  oneOfOption,
-  positiveOption,
-  RULE_KINDS,
-  storeOption,
-} from './deprecated.ts'
