@@ -251,7 +251,8 @@ export interface ReadPublishedStatsOptions {
   maxInstances?: number
   /**
    * Told of every instance whose value is skipped: past the bounds (`STATS_BOUNDS`), not a snapshot, or past
-   * the bytes one read fetches. `instance` is the name as the index holds it, cut at 200 characters.
+   * the bytes one read fetches. `instance` is the name as the index holds it, cut at 200 characters
+   * (ending in `…`).
    * Default: a process warning (`SLUICE_STATS_SKIPPED`) naming the instance and why.
    */
   onSkip?: (instance: string, reason: string) => void
@@ -287,7 +288,7 @@ export async function readPublishedStats(options: ReadPublishedStatsOptions): Pr
     throw new InvalidOptionError('readPublishedStats.onSkip', onSkip, 'a function')
   const skip = (instance: string, reason: string): void => {
     try {
-      onSkip(instance.slice(0, MAX_INSTANCE), reason)
+      onSkip(instance.length > MAX_INSTANCE ? `${instance.slice(0, MAX_INSTANCE - 1)}…` : instance, reason)
     } catch {
       // A caller's handler failing must not fail the read of every other instance.
     }
