@@ -19,8 +19,11 @@ export const STATS_BOUNDS = {
   metaBytes: 4096,
   /** Bytes of one published value as JSON: what one process writes per `intervalMs` (default 1 s). */
   valueBytes: 4 * 1024 * 1024,
-  /** Bytes one read (one dashboard poll) fetches over every instance; the most recent are read first. */
-  readBytes: 16 * 1024 * 1024,
+  /**
+   * Bytes one read (one dashboard poll) fetches over every instance, the most recent first: a dozen
+   * processes at every bound, or some sixty publishing 900 s of 10 limiters.
+   */
+  readBytes: 32 * 1024 * 1024,
 } as const
 
 /** A denied key as recorded and published: at most `STATS_BOUNDS.keyLength` characters. */
