@@ -166,7 +166,7 @@ describe("sluice limits at a table's edges (issue 45 item 4, issue 44 item 7)", 
     expect(await server.cli('XLEN', 'sluice:table:{junk}:audit')).toBe('1\n')
   })
 
-  it('gives up within its timeout on a Redis stopped by SIGSTOP (exit 2), where it took twice as long', async () => {
+  it('gives up within its timeout on a Redis stopped by SIGSTOP (exit 2), limits and dashboard, where they took twice as long', async () => {
     const stopped = await startRedis()
     const pid = stopped.pid!
     process.kill(pid, 'SIGSTOP')
@@ -181,6 +181,14 @@ describe("sluice limits at a table's edges (issue 45 item 4, issue 44 item 7)", 
       // Measured, not asserted (the machine's load sets it): the command's whole run, Node's start included.
       console.info(
         `sluice limits list on a stopped Redis, --timeout 2000: exit after ${Math.round(result.ms)} ms`,
+      )
+      const served = await sluice('dashboard', '--redis', target, '--port', '0', '--timeout', '2000')
+      expect(served.code).toBe(2)
+      expect(served.stderr).toBe(
+        `ERR_SLUICE_STORE: Cannot reach Redis at ${target}: no answer within 2000 ms\n`,
+      )
+      console.info(
+        `sluice dashboard on a stopped Redis, --timeout 2000: exit after ${Math.round(served.ms)} ms`,
       )
     } finally {
       process.kill(pid, 'SIGCONT')

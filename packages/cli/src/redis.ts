@@ -8,16 +8,16 @@ import { ErrorCode, InvalidOptionError, StoreError } from '@sluice/core'
 import { Redis, type RedisOptions } from 'ioredis'
 
 export async function connect(url: string, timeoutMs: number, reconnect = false): Promise<Redis> {
+  // Nothing the command waits for is pending when it disconnects: a Redis that never answers the
+  // connection's close (stopped) must not hold the process for ioredis's default 2 s.
   const options: RedisOptions = reconnect
-    ? { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 1 }
+    ? { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 1, disconnectTimeout: 0 }
     : {
         lazyConnect: true,
         connectTimeout: timeoutMs,
         enableOfflineQueue: false,
         maxRetriesPerRequest: 0,
         retryStrategy: () => null,
-        // Nothing is pending when a one-shot command disconnects: a Redis that never answers the
-        // connection's close (stopped) must not hold the process for ioredis's default 2 s.
         disconnectTimeout: 0,
       }
   let client: Redis
