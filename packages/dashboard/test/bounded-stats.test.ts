@@ -150,6 +150,19 @@ describe('api/stats against hostile published stats (issue 45 item 1)', () => {
     expect(sent).toBeLessThanOrEqual(STATS_BOUNDS.readBytes + 100_000)
   })
 
+  it('a key of another type where a value should be is skipped, not the whole read', async () => {
+    vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    const url = await setUp()
+    await client.hset(`${prefix}:instance:hash`, 'at', '1')
+    await client.zadd(`${prefix}:instances`, Date.now(), 'hash')
+    const reply = await send(`${url}/api/stats`)
+    expect(reply.json.redisError).toBeUndefined()
+    expect(reply.json.instances.map((i: { instance: string }) => i.instance)).toEqual(['good:1'])
+    expect(reply.json.skipped).toEqual([
+      { instance: 'hash', reason: expect.stringMatching(/^Redis cannot read it as text \(WRONGTYPE/) },
+    ])
+  })
+
   it('a huge meta is skipped with its size named; every poll stays small', async () => {
     const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     const url = await setUp()

@@ -302,13 +302,17 @@ export async function readPublishedStats(options: ReadPublishedStatsOptions): Pr
     else skip(name, `its name is longer than ${MAX_INSTANCE} characters`)
   }
   // Lengths first, most recent instance first: what one read fetches is known before anything is fetched.
-  const lengths = await Promise.all(instances.map((i) => send(['STRLEN', instanceKey(prefix, i)])))
+  // A key of another type (WRONGTYPE) fails its own command only: that instance is skipped, not the read.
+  const lengths = await Promise.all(
+    instances.map((i) => send(['STRLEN', instanceKey(prefix, i)]).catch((error: unknown) => error)),
+  )
   const gone: string[] = []
   const wanted: string[] = []
   let budget: number = STATS_BOUNDS.readBytes
   for (const [i, instance] of instances.entries()) {
     const length = Number(lengths[i])
-    if (!(length > 0)) gone.push(instance)
+    if (lengths[i] instanceof Error) skip(instance, `Redis cannot read it as text (${lengths[i].message})`)
+    else if (!(length > 0)) gone.push(instance)
     else if (length > STATS_BOUNDS.valueBytes) {
       skip(instance, `its value is ${length} bytes, past the bound of ${STATS_BOUNDS.valueBytes}`)
     } else if (length > budget) {
