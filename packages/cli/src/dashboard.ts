@@ -11,7 +11,7 @@ import { type Access, dashboard, type RunningDashboard, startDashboard } from '@
 import { RedisLimitTable } from '@sluice/redis'
 import { readArgs } from './args.ts'
 import type { Io } from './io.ts'
-import { connect, redisUrl, shownUrl } from './redis.ts'
+import { connect, requiredUrl, shownUrl } from './redis.ts'
 
 export const DASHBOARD_USAGE = `Usage: sluice dashboard --redis URL [options]
 
@@ -69,14 +69,7 @@ export async function dashboardCommand(argv: readonly string[], io: Io): Promise
   if (positionals.length > 0) {
     throw new InvalidOptionError('dashboard', positionals.join(' '), 'no arguments, only options')
   }
-  const url = redisUrl(options.get('redis'))
-  if (url === undefined) {
-    throw new InvalidOptionError(
-      '--redis',
-      options.get('redis'),
-      'a Redis URL such as redis://127.0.0.1:6379 (or SLUICE_REDIS_URL in the environment)',
-    )
-  }
+  const url = requiredUrl(options.get('redis'))
   const portText = options.get('port') ?? '8080'
   const port = Number(portText)
   if (typeof portText !== 'string' || !/^\d{1,5}$/.test(portText) || port > 65_535) {

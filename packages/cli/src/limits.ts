@@ -8,9 +8,10 @@ import { hostname, userInfo } from 'node:os'
 import { InvalidOptionError, parseRuleSpecs, type Rule } from '@sluice/core'
 import { checkEntryName, parseEntry, prefixOption } from '@sluice/core/store'
 import { RedisLimitTable } from '@sluice/redis'
+import type { Redis } from 'ioredis'
 import { readArgs } from './args.ts'
 import type { Io } from './io.ts'
-import { connect, redisUrl } from './redis.ts'
+import { connect, requiredUrl, withinTimeout } from './redis.ts'
 
 export const LIMITS_USAGE = `Usage: sluice limits <command> --table NAME [--redis URL] [options]
 
@@ -18,17 +19,18 @@ Commands:
   list                      every entry of the table, as JSON
   get ENTRY                 one entry: its own rules, and the rules that apply to it ("*" for a missing entry)
   set ENTRY SPEC...         set an entry's rules (checked before anything is written)
-  delete ENTRY              remove an entry (it then falls to "*")
+  delete ENTRY              remove an entry (it then falls to "*"); "deleted": false when the table does
+                            not hold it; a table Redis does not hold is refused (exit 1)
   audit [--count N]         the last N changes (default 20), newest first
 
 Options:
   --table NAME              the table (required)
-  --redis URL               where the table is; default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379
-                            (a database number, /N, must exist: Redis is asked)
+  --redis URL               where the table is, e.g. redis://10.0.0.5:6379/0 (required, unless
+                            SLUICE_REDIS_URL is set; a database number, /N, must exist: Redis is asked)
   --prefix PREFIX           the table's key prefix (default sluice)
   --actor NAME              who makes the change, for the audit trail: 1 to 128 characters without
                             control or format characters (default user@host)
-  --timeout MS              how long to wait for Redis (default 2000)
+  --timeout MS              how long the whole command waits for Redis (default 2000)
 
 Specs:
   slidingLog:100/1s         100 in any second, exactly
@@ -42,7 +44,8 @@ Specs:
   -1                        not limited (alone: with other specs it is refused)
   '{"kind":"slidingLog","limit":100,"windowMs":1000}'   JSON: a spec or a list of them
 
-Exit codes: 0 done, 1 invalid input, 2 Redis could not be reached.`
+Exit codes: 0 done, 1 invalid input (nothing written), 2 Redis could not be reached, did not answer
+within the timeout, or holds a table that cannot be read.`
 
 const VALUED = ['table', 'redis', 'prefix', 'actor', 'timeout', 'count']
 const FLAGS = ['help']
@@ -117,9 +120,18 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
       arity(command, rest, 1)
       const entry = checkEntryName(rest[0])
       run = async (t) => {
+        if (t.version === 0) {
+          // No such table (a typo, or Redis lost it): nothing to delete, and nothing is written.
+          throw new InvalidOptionError(
+            '--table',
+            table,
+            `a table this Redis holds (it has none named ${JSON.stringify(table)}); nothing was deleted`,
+          )
+        }
+        // An entry the table does not hold is not asked of Redis: nothing changes, nothing is recorded.
+        if (!t.entries().has(entry)) return { table, version: t.version, entry, deleted: false }
         const before = t.version
         await t.delete(entry, { actor })
-        // A removal that changed the table raised its version; one of an entry it does not hold did not.
         return { table, version: t.version, entry, deleted: t.version !== before }
       }
       break
@@ -132,9 +144,15 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
       throw new InvalidOptionError('limits', command, 'one of list, get, set, delete, audit')
   }
 
-  const url = redisUrl(options.get('redis')) ?? 'redis://127.0.0.1:6379'
-  const client = await connect(url, timeoutMs)
-  try {
+  const url = requiredUrl(options.get('redis'))
+
+  // One deadline for the whole command (connecting, reading, writing), so it gives up within --timeout.
+  let client: Redis | undefined
+  let done = false
+  const work = async (): Promise<unknown> => {
+    client = await connect(url, timeoutMs)
+    // Connected just after the deadline: close at once, or the connection would hold the process open.
+    if (done) client.disconnect()
     const t = await RedisLimitTable.open({
       client,
       name: table,
@@ -142,12 +160,19 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
       timeoutMs,
       ...(typeof prefix === 'string' && { prefix }),
     })
-    const result = await run(t)
-    await t.close()
+    try {
+      return await run(t)
+    } finally {
+      await t.close()
+    }
+  }
+  try {
+    const result = await withinTimeout(work(), timeoutMs, url)
     io.out(JSON.stringify(result, replacer, 2))
     return 0
   } finally {
-    client.disconnect()
+    done = true
+    client?.disconnect()
   }
 }
 

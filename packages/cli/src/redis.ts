@@ -8,14 +8,17 @@ import { ErrorCode, InvalidOptionError, StoreError } from '@sluice/core'
 import { Redis, type RedisOptions } from 'ioredis'
 
 export async function connect(url: string, timeoutMs: number, reconnect = false): Promise<Redis> {
+  // Nothing the command waits for is pending when it disconnects: a Redis that never answers the
+  // connection's close (stopped) must not hold the process for ioredis's default 2 s.
   const options: RedisOptions = reconnect
-    ? { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 1 }
+    ? { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 1, disconnectTimeout: 0 }
     : {
         lazyConnect: true,
         connectTimeout: timeoutMs,
         enableOfflineQueue: false,
         maxRetriesPerRequest: 0,
         retryStrategy: () => null,
+        disconnectTimeout: 0,
       }
   let client: Redis
   try {
@@ -63,6 +66,51 @@ export async function connect(url: string, timeoutMs: number, reconnect = false)
     )
   }
   return client
+}
+
+/**
+ * The Redis URL that `--redis` or `SLUICE_REDIS_URL` names; `InvalidOptionError` when neither does: a
+ * command never guesses which Redis to read or write.
+ */
+export function requiredUrl(given: string | true | undefined): string {
+  const url = redisUrl(given)
+  if (url === undefined) {
+    throw new InvalidOptionError(
+      '--redis',
+      given === true ? '' : given,
+      'a Redis URL: pass --redis redis://HOST:PORT[/DB], or set SLUICE_REDIS_URL in the environment',
+    )
+  }
+  return url
+}
+
+/**
+ * Resolves as `work` does, or rejects with `StoreError` `ERR_SLUICE_STORE_TIMEOUT` once `timeoutMs` has
+ * passed: one deadline for a whole command, however many steps it takes.
+ */
+export async function withinTimeout<T>(work: Promise<T>, timeoutMs: number, url: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () =>
+            reject(
+              new StoreError(
+                ErrorCode.STORE_TIMEOUT,
+                `Redis at ${shownUrl(url)} did not answer within ${timeoutMs} ms.`,
+              ),
+            ),
+          timeoutMs,
+        )
+      }),
+    ])
+  } finally {
+    clearTimeout(timer)
+    // The work given up on may still fail later (its connection closed under it): nobody waits for it.
+    work.catch(() => {})
+  }
 }
 
 /** The Redis URL: `--redis`, else the environment's `SLUICE_REDIS_URL`; undefined when neither says. */

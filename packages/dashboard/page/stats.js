@@ -30,6 +30,13 @@ const state = {
   limiters: new Map(),
   /** @type {InstanceView[]} */
   instances: [],
+  /**
+   * Instances whose published value the dashboard skipped (past the bounds, or not a snapshot), with why.
+   * @type {import('@sluice/dashboard').SkippedInstance[]}
+   */
+  skipped: [],
+  /** Limiters the answer left out past its bound. */
+  omitted: 0,
   until: 0,
   seconds: 0,
   /**
@@ -64,6 +71,8 @@ function merge(stats) {
   state.until = stats.until
   state.seconds = stats.seconds
   state.instances = stats.instances
+  state.skipped = stats.skipped ?? []
+  state.omitted = stats.omittedLimiters ?? 0
   const oldest = stats.until - Math.max(stats.seconds, 1) + 1
   const seen = new Set()
   let unknown = false
@@ -223,6 +232,13 @@ export function renderLimiters() {
     )
     return
   }
+  const omitted =
+    state.omitted > 0
+      ? h('p', {
+          class: 'empty',
+          text: `${state.omitted} more limiter${state.omitted === 1 ? '' : 's'} not shown: one answer holds a bounded number.`,
+        })
+      : null
   const rows = [...state.limiters].map(([name, held]) => {
     const points = pointsOf(held, range)
     return { name, held, points, total: sums(points), recent: recentRates(held) }
@@ -232,7 +248,7 @@ export function renderLimiters() {
   const room = box.clientWidth || 1200
   const columns = Math.max(1, Math.floor((room + 16) / (560 + 16)))
   const width = Math.max(260, Math.floor((room - 16 * (columns - 1)) / columns) - 38)
-  box.replaceChildren(...rows.map((row) => limiterCard(row, width)))
+  box.replaceChildren(...rows.map((row) => limiterCard(row, width)), ...(omitted === null ? [] : [omitted]))
 }
 
 /**
@@ -326,14 +342,25 @@ function deniedKeys(top, shadowOnly) {
 function renderInstances() {
   const body = /** @type {HTMLTableElement} */ ($('instances')).tBodies[0]
   if (body === undefined) return
+  // An instance whose value was skipped is named with why, beside the healthy ones.
+  const skipped = state.skipped.map((s) =>
+    h(
+      'tr',
+      { class: 'skipped' },
+      h('td', { class: 'mono', text: s.instance }),
+      h('td', { colspan: 4, text: `skipped: ${s.reason}` }),
+    ),
+  )
   if (state.instances.length === 0) {
     body.replaceChildren(
       h('tr', {}, h('td', { colspan: 5, class: 'empty', text: 'No instance is publishing.' })),
+      ...skipped,
     )
     return
   }
   const now = Date.now()
   body.replaceChildren(
+    ...skipped,
     ...state.instances.map((i) => {
       const stale = now - i.lastSeen > 5000
       return h(
@@ -342,7 +369,12 @@ function renderInstances() {
         h('td', { class: 'mono', text: i.instance }),
         h('td', {}, h('span', { class: `dot ${stale ? 'off' : 'on'}` }), ago(now - i.lastSeen)),
         h('td', { text: spanLabel(i.seconds) }),
-        h('td', { class: 'mono', text: i.limiters.join(', ') }),
+        h('td', {
+          class: 'mono',
+          text:
+            i.limiters.join(', ') +
+            (i.limiterCount > i.limiters.length ? `, … (${i.limiterCount} in all)` : ''),
+        }),
         h('td', { class: 'mono' }, ...metaParts(i.meta)),
       )
     }),

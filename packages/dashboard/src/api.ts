@@ -26,6 +26,23 @@ export class DashboardError extends Error {
 export interface StatsAnswer extends StatsView {
   /** Set when Redis could not be read: the page says so and shows what it has. */
   redisError?: { code: string; message: string }
+  /**
+   * Instances whose published value was skipped (past the bounds of published stats, or not a snapshot),
+   * with why; absent when none was. The others are shown as usual.
+   */
+  skipped?: SkippedInstance[]
+}
+
+/** An instance whose published value the dashboard did not use, and why. */
+export interface SkippedInstance {
+  instance: string
+  reason: string
+}
+
+/** One read of the published stats: the snapshots used, and the instances skipped. */
+interface PublishedRead {
+  snapshots: InstanceSnapshot[]
+  skipped: SkippedInstance[]
 }
 
 /** Published stats are read at most this often, however many pages poll. */
@@ -56,7 +73,9 @@ export interface TableView {
 
 export class DashboardApi<Request extends IncomingMessage> {
   readonly #config: DashboardConfig<Request>
-  #read: { at: number; promise: Promise<InstanceSnapshot[]> } | undefined
+  #read: { at: number; promise: Promise<PublishedRead> } | undefined
+  /** The instances skipped at the last read, by name, with why: each is warned about once while skipped. */
+  #warned = new Map<string, string>()
 
   constructor(config: DashboardConfig<Request>) {
     this.#config = config
@@ -66,9 +85,12 @@ export class DashboardApi<Request extends IncomingMessage> {
     const config = this.#config
     const snapshots: InstanceSnapshot[] = []
     let redisError: StatsAnswer['redisError']
+    let skipped: SkippedInstance[] = []
     if (config.client !== undefined) {
       try {
-        snapshots.push(...(await this.#published()))
+        const read = await this.#published()
+        snapshots.push(...read.snapshots)
+        skipped = read.skipped
       } catch (error) {
         redisError = { code: DashboardErrorCode.UNAVAILABLE, message: `Redis: ${messageOf(error)}` }
       }
@@ -82,17 +104,23 @@ export class DashboardApi<Request extends IncomingMessage> {
       ...(since === undefined ? {} : { since }),
     })
     if (redisError !== undefined) view.redisError = redisError
+    if (skipped.length > 0) view.skipped = skipped
     return view
   }
 
   /** The latest read, or a new one when it is older than READ_EVERY_MS; a failed read is not kept. */
-  #published(): Promise<InstanceSnapshot[]> {
+  #published(): Promise<PublishedRead> {
     const now = this.#config.clock()
     const last = this.#read
     if (last !== undefined && now - last.at < READ_EVERY_MS && now >= last.at) return last.promise
+    const skipped: SkippedInstance[] = []
     const promise = readPublishedStats({
       client: this.#config.client!,
       ...(this.#config.statsPrefix === undefined ? {} : { prefix: this.#config.statsPrefix }),
+      onSkip: (instance, reason) => skipped.push({ instance, reason }),
+    }).then((snapshots) => {
+      this.#warnSkipped(skipped)
+      return { snapshots, skipped }
     })
     const read = { at: now, promise }
     this.#read = read
@@ -100,6 +128,23 @@ export class DashboardApi<Request extends IncomingMessage> {
       if (this.#read === read) this.#read = undefined
     })
     return promise
+  }
+
+  /**
+   * Warns once per instance newly skipped (or skipped for another reason); one no longer skipped is
+   * forgotten, so the map holds at most one read's instances.
+   */
+  #warnSkipped(skipped: readonly SkippedInstance[]): void {
+    const now = new Map<string, string>()
+    for (const { instance, reason } of skipped) {
+      now.set(instance, reason)
+      if (this.#warned.get(instance) === reason) continue
+      process.emitWarning(
+        `sluice dashboard: skipped the published stats of ${JSON.stringify(instance)}: ${reason}; the other instances are shown.`,
+        { code: 'SLUICE_STATS_SKIPPED' },
+      )
+    }
+    this.#warned = now
   }
 
   /** The local instance publishes its tables' versions, as a published process would. */

@@ -7,6 +7,7 @@
  */
 export {
   DashboardError,
+  type SkippedInstance,
   type StatsAnswer,
   type TableEntryView,
   type TableSummary,

@@ -18,8 +18,10 @@ export interface InstanceView {
   seconds: number
   /** What it publishes beside its counts, e.g. `{ tableVersion: 12 }`. */
   meta: StatsMeta
-  /** The limiters it reported, sorted. */
+  /** The limiters it reported, sorted: the first 50 (`limiterCount` says how many in all). */
   limiters: string[]
+  /** How many limiters it reported. */
+  limiterCount: number
 }
 
 /** One limiter summed over every instance. */
@@ -41,9 +43,23 @@ export interface StatsView {
   /** Seconds of history available: the longest any instance keeps, at most the dashboard's `seconds`. */
   seconds: number
   instances: InstanceView[]
-  /** Sorted by limiter name. */
+  /** Sorted by limiter name; the first that fit the answer's bound (`VIEW_BOUNDS`). */
   limiters: LimiterView[]
+  /** Limiters left out past the answer's bound (the last by name); absent when none was. */
+  omittedLimiters?: number
 }
+
+/**
+ * What one `api/stats` answer holds at most, whatever the publishers wrote: points over every series (the
+ * limiters shown are as many as fit at the span of history, so the same ones on every poll), most denied
+ * keys over every limiter, and limiter names listed per instance.
+ */
+export const VIEW_BOUNDS = {
+  points: 120_000,
+  limiters: 1000,
+  deniedKeys: 4000,
+  instanceLimiters: 50,
+} as const
 
 /** A snapshot with the instance it came from; `readPublishedStats` returns these. */
 export interface InstanceSnapshot extends LiveStatsSnapshot {
@@ -97,6 +113,14 @@ export function combineSnapshots(
   const from = options.since === undefined ? first : Math.max(first, options.since + 1)
   const length = Math.max(0, until - from + 1)
 
+  // The limiters shown: as many as fit the answer's bound at the whole span, first by name, so a poll
+  // for a few seconds shows the same ones as a poll for all of them.
+  const union = new Set<string>()
+  for (const s of snapshots) for (const name of Object.keys(s.limiters)) union.add(name)
+  const fit = Math.min(VIEW_BOUNDS.limiters, Math.floor(VIEW_BOUNDS.points / Math.max(1, seconds)))
+  const shown = new Set([...union].sort(byName).slice(0, fit))
+  const topKeys = Math.min(options.topKeys, Math.floor(VIEW_BOUNDS.deniedKeys / Math.max(1, shown.size)))
+
   const limiters = new Map<
     string,
     { series: SecondCounts[]; denied: Map<string, number>; instances: string[] }
@@ -109,9 +133,11 @@ export function combineSnapshots(
       lastSeen: s.at,
       seconds: s.seconds,
       meta: s.meta !== null && typeof s.meta === 'object' && !Array.isArray(s.meta) ? s.meta : {},
-      limiters: names,
+      limiters: names.slice(0, VIEW_BOUNDS.instanceLimiters),
+      limiterCount: names.length,
     })
     for (const name of names) {
+      if (!shown.has(name)) continue
       const stats = s.limiters[name]
       // Published by another process, as JSON: anything but an object counts nothing.
       if (!isObject(stats)) continue
@@ -145,12 +171,14 @@ export function combineSnapshots(
   for (const [limiter, c] of limiters) {
     const topDenied = [...c.denied].map(([key, n]) => ({ key, count: n }))
     topDenied.sort((a, b) => b.count - a.count || byName(a.key, b.key))
-    topDenied.length = Math.min(topDenied.length, options.topKeys)
+    topDenied.length = Math.min(topDenied.length, topKeys)
     views.push({ limiter, series: c.series, topDenied, instances: c.instances.sort(byName) })
   }
   views.sort((a, b) => byName(a.limiter, b.limiter))
   instances.sort((a, b) => byName(a.instance, b.instance))
-  return { at: now, until, seconds, instances, limiters: views }
+  const view: StatsView = { at: now, until, seconds, instances, limiters: views }
+  if (union.size > shown.size) view.omittedLimiters = union.size - shown.size
+  return view
 }
 
 /** A snapshot whose figures can be trusted to compute with (they come from other processes, as JSON). */

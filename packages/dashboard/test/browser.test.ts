@@ -7,6 +7,7 @@
  *
  * - the page loads with no console error and no CSP violation, and its charts move with the load;
  * - a denied key named like markup is shown as text, and no dialog ever opens;
+ * - an instance whose published value is past the bounds is named, with why, beside the healthy ones;
  * - an entry edited in the form reaches the table in Redis, both processes publish its new version, and
  *   their decisions change; the audit trail shows who changed what; a refused edit shows the API's code;
  *   a reader sees no form;
@@ -308,7 +309,8 @@ describe('the dashboard in Chromium', () => {
 
   it('shows hostile names as text one can read: a bidi override visible, a 100 KB name cut (issue 25 item 14)', async () => {
     // A publisher that writes to Redis directly (publishStats bounds its own name): a bidi override that
-    // would show "exe.txt" reversed, then 100,000 characters.
+    // would show "exe.txt" reversed, then 100,000 characters. Past a publisher's 200 characters the
+    // instance is skipped, and named cut at 200 (issue 45 item 1).
     const shown = 'evil\\u{202E}txt.exe'
     const name = `evil\u202Etxt.exe${'x'.repeat(100_000)}`
     const snapshot = { at: Date.now(), seconds: 60, limiters: {}, instance: name, meta: {} }
@@ -318,7 +320,10 @@ describe('the dashboard in Chromium', () => {
       const { page, errors } = await open('read')
       const row = page.locator('#instances tbody tr', { hasText: shown })
       await row.waitFor({ timeout: 10_000 })
-      expect(await row.locator('td').first().textContent()).toBe(`${shown}${'x'.repeat(300 - shown.length)}…`)
+      expect(await row.locator('td').first().textContent()).toBe(`${shown}${'x'.repeat(187)}…`)
+      expect(await row.locator('td').nth(1).textContent()).toBe(
+        'skipped: its name is longer than 200 characters',
+      )
       // The row stays within the page's width (a 100 KB name made a 48,000 px row).
       expect(await row.evaluate((tr) => tr.getBoundingClientRect().width)).toBeLessThanOrEqual(1440)
       expect(errors).toEqual([])
@@ -328,7 +333,33 @@ describe('the dashboard in Chromium', () => {
     }
   })
 
-  it("edits entries named '.' and '..', which a URL path cannot carry (issue 25 item 14)", async () => {
+  it('shows the healthy instances beside one whose value would crash it, named with why (issue 45 item 1)', async () => {
+    // A value naming 60,000 limiters (709 KB) ran `api/stats` out of heap.
+    const limiters: Record<string, object> = {}
+    for (let i = 0; i < 60_000; i++) limiters[`l${i}`] = {}
+    const snapshot = { at: Date.now(), seconds: 60, limiters, instance: 'wide', meta: {} }
+    await client.set('sluice:stats:instance:wide', JSON.stringify(snapshot), 'EX', 30)
+    await client.zadd('sluice:stats:instances', Date.now(), 'wide')
+    try {
+      const { page, errors } = await open('read')
+      await expect
+        .poll(() => page.locator('#instances tbody tr').allTextContents(), { timeout: 10_000 })
+        .toEqual([
+          'wideskipped: it names 60000 limiters, past the bound of 1000',
+          expect.stringMatching(/^worker-1/),
+          expect.stringMatching(/^worker-2/),
+        ])
+      expect(await page.locator('#instances tbody tr.skipped').count()).toBe(1)
+      await page.locator('.card.limiter[data-limiter="api"]').waitFor({ timeout: 10_000 })
+      expect(await page.locator('.card.limiter').count()).toBeLessThan(10)
+      expect(errors).toEqual([])
+    } finally {
+      await client.del('sluice:stats:instance:wide')
+      await client.zrem('sluice:stats:instances', 'wide')
+    }
+  })
+
+  it("edits and deletes entries named '.' and '..', which a URL path cannot carry (issue 25 item 14, issue 45 item 4)", async () => {
     const { page, errors } = await open('write')
     const card = page.locator('.card.table[data-table="channels"]')
     try {
@@ -347,6 +378,23 @@ describe('the dashboard in Chromium', () => {
         await expect
           .poll(() => card.locator(`tr[data-entry="${entry}"] .rules`).textContent())
           .toBe('slidingLog:7/1s')
+      }
+      // And from their rows (issue 45 item 4): edit fills the form with the entry, delete removes it.
+      for (const entry of ['.', '..']) {
+        await card.locator('input[name="entry"]').fill('')
+        await card.locator(`tr[data-entry="${entry}"] button`, { hasText: 'edit' }).click()
+        expect(await card.locator('input[name="entry"]').inputValue()).toBe(entry)
+        await card.locator('input[name="rules"]').fill('slidingLog:9/1s')
+        await card.locator('button', { hasText: 'Save entry' }).click()
+        await expect
+          .poll(() => card.locator(`tr[data-entry="${entry}"] .rules`).textContent())
+          .toBe('slidingLog:9/1s')
+        await card.locator('button', { hasText: 'Delete entry' }).click()
+        await expect
+          .poll(() => card.locator('.message').textContent())
+          .toMatch(new RegExp(`^Deleted ${entry.replaceAll('.', '\\.')} \\(version \\d+\\)\\.$`))
+        await expect.poll(() => card.locator(`tr[data-entry="${entry}"]`).count()).toBe(0)
+        expect(table.entries().has(entry)).toBe(false)
       }
       expect(errors).toEqual([])
     } finally {

@@ -81,6 +81,39 @@ describe('combineSnapshots with a bad or skewed publisher (issue 25)', () => {
   })
 })
 
+describe('combineSnapshots within the bound of one answer (issue 45 item 1)', () => {
+  it('shows as many limiters as fit the span, the same ones on a poll for a few seconds, and says how many it left out', () => {
+    const wide = (instance: string) => {
+      const limiters: Parameters<typeof snapshot>[3] = {}
+      for (let i = 0; i < 200; i++)
+        limiters[`${instance}-${String(i).padStart(3, '0')}`] = {
+          counts: () => ({ allowed: 1 }),
+          top: [['k', 1]],
+        }
+      return snapshot(instance, T0, 900, limiters)
+    }
+    const snapshots = [wide('a'), wide('b'), wide('c')]
+    const all = combineSnapshots(snapshots, T0 * 1000 + 500, { maxSeconds: 900, topKeys: 1000 })
+    // 120,000 points at 900 seconds: 133 limiters, the first by name.
+    expect(all.limiters).toHaveLength(133)
+    expect(all.limiters[0]!.limiter).toBe('a-000')
+    expect(all.limiters.at(-1)!.limiter).toBe('a-132')
+    expect(all.omittedLimiters).toBe(600 - 133)
+    expect(all.limiters.reduce((n, l) => n + l.series.length, 0)).toBe(133 * 900)
+    // 4000 denied keys over every limiter: 30 each at most, here the one each holds.
+    expect(all.limiters.every((l) => l.topDenied.length === 1)).toBe(true)
+    expect(all.instances[0]).toMatchObject({ instance: 'a', limiterCount: 200 })
+    expect(all.instances[0]!.limiters).toHaveLength(50)
+    const recent = combineSnapshots(snapshots, T0 * 1000 + 500, {
+      maxSeconds: 900,
+      topKeys: 1000,
+      since: T0 - 5,
+    })
+    expect(recent.limiters.map((l) => l.limiter)).toEqual(all.limiters.map((l) => l.limiter))
+    expect(recent.omittedLimiters).toBe(600 - 133)
+  })
+})
+
 describe('combineSnapshots', () => {
   it('sums instances second by second over the longest history held, at most maxSeconds', () => {
     const a = snapshot('a', T0, 900, { api: { counts: (t) => ({ allowed: 2, denied: t === T0 ? 5 : 0 }) } })

@@ -4,6 +4,7 @@
  *
  * @module @sluice/metrics
  */
+export { STATS_BOUNDS } from './bounds.ts'
 export {
   type DeniedKey,
   type LimiterStats,

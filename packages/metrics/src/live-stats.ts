@@ -16,17 +16,23 @@
 import type { DecisionMessage, HttpMessage } from '@sluice/core'
 import { InvalidOptionError } from '@sluice/core'
 import { readOptions } from '@sluice/core/store'
+import { boundedKey, STATS_BOUNDS } from './bounds.ts'
 import { CHANNELS, resultOf, wasShed } from './messages.ts'
 import { subscribe } from './shared.ts'
 
 export interface LiveStatsOptions {
   /** Seconds of history per limiter, and the length of a `topDenied` period. Integer 1 to 3600. Default 300. */
   seconds?: number
-  /** Most denied keys reported per limiter. Integer 0 (none tracked) to 1000. Default 20. */
+  /**
+   * Most denied keys reported per limiter. Integer 0 (none tracked) to 1000, and `maxLimiters × topKeys` at
+   * most 4000. Default 20. Keys longer than 128 characters are recorded cut, ending in `…`.
+   */
   topKeys?: number
   /**
-   * Limiters tracked at once. Integer 1 to 100,000. Default 1000. A limiter with nothing recorded for
-   * `seconds` seconds is forgotten; past the bound, new limiters are not tracked until one is.
+   * Limiters tracked at once. Integer 1 to 1000, and `seconds × maxLimiters` at most 36,000 (what one
+   * process may publish). Default 100, or fewer where `seconds` or `topKeys` needs it (40 at 900 s). A
+   * limiter with nothing recorded for `seconds` seconds is forgotten; past the bound, new limiters are not
+   * tracked until one is.
    */
   maxLimiters?: number
   /** Milliseconds since the epoch. Default `Date.now`. */
@@ -96,12 +102,35 @@ export function liveStatsConfig(options: LiveStatsOptions = {}): LiveStatsConfig
   const given = readOptions<LiveStatsOptions>('liveStats', options, OPTION_NAMES)
   const clock = given.clock ?? Date.now
   if (typeof clock !== 'function') throw new InvalidOptionError('liveStats.clock', clock, 'a function')
-  return {
-    seconds: integerOption('liveStats.seconds', given.seconds ?? 300, 1, 3600),
-    topKeys: integerOption('liveStats.topKeys', given.topKeys ?? 20, 0, 1000),
-    maxLimiters: integerOption('liveStats.maxLimiters', given.maxLimiters ?? 1000, 1, 100_000),
-    clock,
+  const seconds = integerOption('liveStats.seconds', given.seconds ?? 300, 1, 3600)
+  const topKeys = integerOption('liveStats.topKeys', given.topKeys ?? 20, 0, 1000)
+  // What one snapshot may hold (see bounds.ts): a default fits it; a value given past it is refused.
+  const fits = Math.min(
+    STATS_BOUNDS.limiters,
+    Math.floor(STATS_BOUNDS.points / seconds),
+    topKeys === 0 ? STATS_BOUNDS.limiters : Math.floor(STATS_BOUNDS.deniedKeys / topKeys),
+  )
+  const maxLimiters = integerOption(
+    'liveStats.maxLimiters',
+    given.maxLimiters ?? Math.min(100, fits),
+    1,
+    STATS_BOUNDS.limiters,
+  )
+  if (seconds * maxLimiters > STATS_BOUNDS.points) {
+    throw new InvalidOptionError(
+      'liveStats.maxLimiters',
+      maxLimiters,
+      `at most ${fits} with seconds ${seconds}: seconds × maxLimiters is at most ${STATS_BOUNDS.points}, the points one process may publish`,
+    )
   }
+  if (maxLimiters * topKeys > STATS_BOUNDS.deniedKeys) {
+    throw new InvalidOptionError(
+      'liveStats.topKeys',
+      topKeys,
+      `at most ${Math.floor(STATS_BOUNDS.deniedKeys / maxLimiters)} with maxLimiters ${maxLimiters}: maxLimiters × topKeys is at most ${STATS_BOUNDS.deniedKeys}, the denied keys one process may publish`,
+    )
+  }
+  return { seconds, topKeys, maxLimiters, clock }
 }
 
 /** Counters a denied-key sketch holds per wanted key: enough that the top `topKeys` are found reliably. */
@@ -110,7 +139,8 @@ export const SKETCH_FACTOR = 4
 /**
  * Subscribes to `sluice:decision` (consumes: allowed, queued, denied, and the denied keys) and `sluice:http`
  * (shadow) and keeps live per-second statistics per limiter. Memory is bounded by `maxLimiters` ×
- * (`seconds` slots + 2 × 4 × `topKeys` keys), whatever the traffic.
+ * (`seconds` slots + 2 × 4 × `topKeys` keys of at most 128 characters), whatever the traffic, and a
+ * snapshot by what one process may publish (`STATS_BOUNDS`).
  */
 export function liveStats(options: LiveStatsOptions = {}): LiveStats {
   const config = liveStatsConfig(options)
@@ -148,7 +178,7 @@ class Recorder {
     if (series === undefined) return
     const result = resultOf(message.decision)
     series.count(second, result === 'allowed' ? ALLOWED : result === 'queued' ? QUEUED : DENIED)
-    if (result === 'denied') series.deny(second, message.key)
+    if (result === 'denied') series.deny(second, boundedKey(message.key))
   }
 
   http(message: HttpMessage): void {

@@ -233,6 +233,10 @@ describe('liveStats', () => {
     [{ topKeys: -1 }, 'liveStats.topKeys'],
     [{ topKeys: 1001 }, 'liveStats.topKeys'],
     [{ maxLimiters: 0 }, 'liveStats.maxLimiters'],
+    // What one process may publish (issue 45 item 1): 20,000 limiters of 300 s wrote 373 MB a second.
+    [{ maxLimiters: 20_000 }, 'liveStats.maxLimiters'],
+    [{ seconds: 900, maxLimiters: 41 }, 'liveStats.maxLimiters'],
+    [{ maxLimiters: 100, topKeys: 41 }, 'liveStats.topKeys'],
     [{ clock: 5 }, 'liveStats.clock'],
     [{ secnds: 5 }, 'liveStats.secnds'],
   ])('rejects %o naming %s', (options, option) => {
@@ -244,6 +248,33 @@ describe('liveStats', () => {
     }
     expect(error).toBeInstanceOf(InvalidOptionError)
     expect(error).toMatchObject({ code: ErrorCode.INVALID_OPTION, option })
+  })
+})
+
+describe('liveStats within what one process may publish (issue 45 item 1)', () => {
+  it('defaults to as many limiters as fit the bound of points and keys, and accepts the bound itself', () => {
+    const tracked = (options: LiveStatsOptions) => {
+      const s = stats({ ...options, seconds: options.seconds ?? 300 })
+      now = 5_000_000
+      for (let i = 0; i < 1000; i++) deny(`l${i}`, 'k')
+      return Object.keys(s.snapshot().limiters).length
+    }
+    expect(tracked({})).toBe(100)
+    expect(tracked({ seconds: 900 })).toBe(40)
+    expect(tracked({ seconds: 3600 })).toBe(10)
+    expect(tracked({ topKeys: 1000 })).toBe(4)
+    expect(tracked({ seconds: 36, maxLimiters: 1000, topKeys: 4 })).toBe(1000)
+  })
+
+  it('records a denied key longer than 128 characters cut, ending in …', () => {
+    const s = stats({ seconds: 1, topKeys: 2 })
+    now = 7_000_000
+    deny('api', 'k'.repeat(10_000))
+    deny('api', 'short')
+    expect(s.snapshot().limiters.api!.topDenied).toEqual([
+      { key: `${'k'.repeat(127)}…`, count: 1 },
+      { key: 'short', count: 1 },
+    ])
   })
 })
 

@@ -303,6 +303,9 @@ describe('publishStats options', () => {
     [{ maxInstances: 0 }, 'publishStats.maxInstances'],
     [{ stats: {} }, 'publishStats.stats'],
     [{ meta: 5 }, 'publishStats.meta'],
+    // A huge meta (issue 45 item 1) is refused here rather than written every second.
+    [{ meta: { notes: 'n'.repeat(5000) } }, 'publishStats.meta'],
+    [{ meta: { big: 1n } }, 'publishStats.meta'],
     [{ onError: 'log' }, 'publishStats.onError'],
     [{ every: 5 }, 'publishStats.every'],
   ])('rejects %o naming %s', (bad, option) => {
@@ -342,6 +345,43 @@ describe('publishStats options', () => {
       ['DEL', 'sluice:stats:instance:i'],
       ['ZREM', 'sluice:stats:instances', 'i'],
     ])
+  })
+
+  it('publishes {} for a meta function whose answer is past 4096 bytes, and tells onError (issue 45 item 1)', async () => {
+    const sent: string[][] = []
+    const errors: unknown[] = []
+    const seam = { sendCommand: async (args: string[]) => sent.push(args), isReady: true }
+    const p = publishStats({
+      stats,
+      client: seam,
+      instance: 'i',
+      meta: () => ({ notes: 'n'.repeat(5000) }),
+      onError: (error) => errors.push(error),
+    })
+    await p.publishNow()
+    await p.close()
+    expect(JSON.parse(sent[0]![2]!).meta).toEqual({})
+    expect(errors[0]).toBeInstanceOf(InvalidOptionError)
+    expect(errors[0]).toMatchObject({ option: 'publishStats.meta' })
+  })
+
+  it('never writes a snapshot past 4 MiB as JSON: onError says so, with the option to change', async () => {
+    const sent: string[] = []
+    const errors: unknown[] = []
+    const seam = { sendCommand: async (args: string[]) => sent.push(args[0]!), isReady: true }
+    const limiters = Object.create(null)
+    limiters.api = { series: [], topDenied: [{ key: 'k'.repeat(5_000_000), count: 1 }] }
+    const p = publishStats({
+      stats: { snapshot: () => ({ at: 0, seconds: 1, limiters }) },
+      client: seam,
+      instance: 'i',
+      onError: (error) => errors.push(error),
+    })
+    await p.publishNow()
+    await p.close()
+    expect(sent).toEqual(['DEL', 'ZREM'])
+    expect(errors).toHaveLength(2)
+    expect(errors[0]).toMatchObject({ code: ErrorCode.INVALID_OPTION, option: 'publishStats.stats' })
   })
 
   it('closes without waiting for a write Redis never answers, and starts no write after close', async () => {

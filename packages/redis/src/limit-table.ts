@@ -183,6 +183,10 @@ export class RedisLimitTable implements LimitTable {
   /** True while Redis is known to be behind this process (warned once per episode). */
   #behind = false
   #closed = false
+  /** Set once `open` read a table: a table Redis holds that cannot be read then warns instead of rejecting. */
+  #opened = false
+  /** Why the last read could not read Redis's table; undefined when it could. */
+  #unreadable: string | undefined
 
   private constructor(options: RedisLimitTableOptions) {
     const o = readOptions('RedisLimitTable', options, KNOWN_OPTIONS, true)
@@ -215,8 +219,10 @@ export class RedisLimitTable implements LimitTable {
   /**
    * Opens the table `name` in Redis: checks the options (`InvalidOptionError`), waits for a client that
    * is still connecting (up to `timeoutMs`), reads the table (rejects with `StoreError` when Redis cannot
-   * be reached), and, unless `follow` is false, subscribes to its changes and starts the version check.
-   * A table never written is empty, at version 0. It only ever rejects: it never throws elsewhere.
+   * be reached, or when it holds a table that cannot be read: no valid version, or past the bound of
+   * entries, since a process that holds no table yet would serve nothing), and, unless `follow` is false,
+   * subscribes to its changes and starts the version check. A table never written is empty, at version 0.
+   * It only ever rejects: it never throws elsewhere.
    */
   static async open(options: RedisLimitTableOptions): Promise<RedisLimitTable> {
     const table = new RedisLimitTable(options)
@@ -230,6 +236,11 @@ export class RedisLimitTable implements LimitTable {
       throw storeError(error)
     }
     await table.#read()
+    if (table.#unreadable !== undefined) {
+      // A process opening the table holds none yet, so it would serve nothing: every key unlimited.
+      throw new StoreError(ErrorCode.STORE_ERROR, `${table.#unreadable}; the table cannot be opened.`)
+    }
+    table.#opened = true
     if (follow) {
       try {
         table.#subscriber = await subscribe(options.client, table.#channel, table.#timeoutMs, {
@@ -422,19 +433,18 @@ export class RedisLimitTable implements LimitTable {
     const version = Number(reply[0])
     const stamp = String(reply[1])
     if (!Number.isSafeInteger(version) || version < 0) {
-      this.#warnOnce(
+      return this.#cannotRead(
         'version',
-        `Limit table "${this.name}" in Redis has no valid version (${describe(String(reply[0]))}); this process keeps serving its table.`,
+        `Limit table "${this.name}" in Redis has no valid version (${describe(String(reply[0]))})`,
       )
-      return
     }
     if (!Array.isArray(reply[2])) {
-      this.#warnOnce(
+      return this.#cannotRead(
         'size',
-        `Limit table "${this.name}" in Redis holds ${Number(reply[2])} entries, past the bound of ${TABLE_BOUNDS.entries}; it is not read, and this process keeps serving its table.`,
+        `Limit table "${this.name}" in Redis holds ${Number(reply[2])} entries, past the bound of ${TABLE_BOUNDS.entries}; it is not read`,
       )
-      return
     }
+    this.#unreadable = undefined
     const trail = (reply[3] as unknown[]).map(trailRecord)
     const held = this.#state.version
     if (stamp === this.#stamp) {
@@ -556,10 +566,15 @@ export class RedisLimitTable implements LimitTable {
 
   #warned = new Set<string>()
 
-  #warnOnce(what: string, message: string): void {
-    if (this.#warned.has(what)) return
+  /**
+   * Redis holds a table this process cannot read: once open, it keeps serving the table it holds and warns
+   * once; while opening, when it holds none, `open` rejects with `why`.
+   */
+  #cannotRead(what: string, why: string): void {
+    this.#unreadable = why
+    if (!this.#opened || this.#warned.has(what)) return
     this.#warned.add(what)
-    process.emitWarning(message, { code: 'SLUICE_TABLE_UNREADABLE' })
+    process.emitWarning(`${why}; this process keeps serving its table.`, { code: 'SLUICE_TABLE_UNREADABLE' })
   }
 
   /** Redis is behind this process or apart from it: warn once per episode. */
