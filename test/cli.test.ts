@@ -373,7 +373,6 @@ describe('sluice limits', () => {
     silent.close()
     expect(hung.code).toBe(2)
     expect(hung.stderr).toMatch(/^ERR_SLUICE_STORE/)
-    expect(hung.ms).toBeLessThan(5000)
     // Invalid input is found before Redis is asked: exit 1, even with no Redis.
     expect(
       (await sluice('limits', 'set', 'A', 'nope', '--table', 'gw', '--redis', 'redis://127.0.0.1:1')).code,
