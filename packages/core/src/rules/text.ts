@@ -37,7 +37,7 @@ import { KINDS, kindOf, RULE_KINDS, type RuleSpec, ruleFromSpec } from './spec.t
 import { type RuleInput, UNLIMITED } from './unlimited.ts'
 
 /** The kind a bare rate (`100/1m`, no kind) is read as: the one the docs recommend to start with. */
-const BARE_RATE_KIND = 'slidingWindow'
+const BARE_RATE_KIND: RuleKind = 'slidingWindow'
 
 const EXPECTED = `-1, JSON, KIND:NUMBERS[@NAME] with one of: ${KINDS.map((kind) => RULE_KINDS[kind].text.form).join('; ')}; or a bare rate LIMIT/WINDOW[@NAME], read as ${BARE_RATE_KIND}`
 
