@@ -13,8 +13,8 @@
  */
 import { InvalidOptionError } from './errors.ts'
 import { given, integerOption, readOptions } from './options.ts'
-import { ruleDecision } from './rules/algorithm.ts'
 import { MAX_FIGURE } from './rules/bounds.ts'
+import { ruleDecision } from './rules/index.ts'
 import type { BlockPolicy, Rule, RuleDecision } from './types.ts'
 
 export type { BlockPolicy } from './types.ts'

@@ -11,12 +11,11 @@
  * of rules and creates no closure or table per rule. Each rule's params are read from ARGV in place
  * (after now, mode, cost and deadline, in the order of the rules).
  */
-import type { Rule } from '@sluice/core'
+import type { RuleKind as Kind } from '@sluice/core'
 import { type Script, script } from './client.ts'
-import { CONSUME_LUA, PRELUDE_LUA, RULE_LUA } from './scripts.generated.ts'
+import { REDIS_KINDS } from './kinds.ts'
+import { PRELUDE_LUA } from './scripts.generated.ts'
 import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, REPLY_FIELDS, RETURN_EXTRAS } from './wire.ts'
-
-type Kind = Rule['kind']
 
 /** Lua reading a rule's params from ARGV: `tonumber(ARGV[first])`, `tonumber(ARGV[first + 1])`, ... */
 function paramsOf(kind: Kind, first: number): string {
@@ -28,14 +27,6 @@ function paramsOf(kind: Kind, first: number): string {
  * store that prefetches, consume a batch of units (`fetch`) and return unspent ones (`return`).
  */
 export type Act = 'apply' | 'penalize' | 'refund' | 'refundCall' | 'unqueue' | 'release' | 'fetch' | 'return'
-
-/**
- * Whether units of this kind can be prefetched: its chunk defines `<kind>Return`, which takes a batch's
- * unspent units back (the one place that decides it).
- */
-export function canReturn(kind: Kind): boolean {
-  return RULE_LUA[kind].includes(`local function ${kind}Return(`)
-}
 
 /**
  * A fetch takes no more than this share of what any of its rules has left: 1/16 of it, rounded down, so
@@ -146,12 +137,11 @@ function markFoot({ kinds, params, extras }: Rules, act: 'unqueue' | 'release'):
   const lines: string[] = []
   kinds.forEach((kind, i) => {
     const mark = `ARGV[${extras + i}]`
-    if (act === 'unqueue' && kind === 'leakyBucket') {
-      lines.push(
-        `if ${mark} ~= '' then leakyBucketUnqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`,
-      )
-    } else if (act === 'release' && kind === 'concurrency') {
-      lines.push(`if ${mark} ~= '' then concurrencyRelease(KEYS[${i + 1}], ${mark}) end`)
+    const held = REDIS_KINDS[kind].mark
+    if (act === 'unqueue' && held === 'queue') {
+      lines.push(`if ${mark} ~= '' then ${kind}Unqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`)
+    } else if (act === 'release' && held === 'lease') {
+      lines.push(`if ${mark} ~= '' then ${kind}Release(KEYS[${i + 1}], ${mark}) end`)
     }
   })
   lines.push(OK)
@@ -207,7 +197,7 @@ function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
     )
   }
   // A call with a concurrency rule brings its lease id (made by the store) after the params.
-  if (kinds.includes('concurrency')) head.push(`local lease = ARGV[${extras}]`)
+  if (kinds.some((kind) => REDIS_KINDS[kind].mark === 'lease')) head.push(`local lease = ARGV[${extras}]`)
   return head
 }
 
@@ -215,9 +205,10 @@ function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
 function admitOf(rules: Rules, i: number, indent: string, mark: string, waitMs: string): string[] {
   const kind = rules.kinds[i]!
   const call = `${kind}Admit(KEYS[${i + 1}], now, cost, ${rules.params[i]}, ${stateOf(rules.kinds.length, i)}`
-  if (kind === 'leakyBucket')
+  const held = REDIS_KINDS[kind].mark
+  if (held === 'queue')
     return [`${indent}local m = ${call})`, `${indent}if ${waitMs} > 0 then ${mark} = m end`]
-  if (kind === 'concurrency') return [`${indent}${call}, lease)`, `${indent}${mark} = lease`]
+  if (held === 'lease') return [`${indent}${call}, lease)`, `${indent}${mark} = lease`]
   return [`${indent}${call})`]
 }
 
@@ -226,7 +217,7 @@ function oneRuleFoot(rules: Rules, act: Act, withBlock: boolean, head: string[],
   const params = rules.params[0]
   const decide = `${kind}Decide(KEYS[1], now, cost, ${params})`
   // A kind with `<kind>Consume` decides and admits a consume of a cost above 0 in one go.
-  const oneGo = act === 'apply' && RULE_LUA[kind].includes(`local function ${kind}Consume(`)
+  const oneGo = act === 'apply' && REDIS_KINDS[kind].consumesInOneGo
   return [
     ...head,
     ...(oneGo
@@ -276,9 +267,11 @@ function severalRulesFoot(rules: Rules, withBlock: boolean, head: string[], tail
   lines.push('if admitted then', '  if consume then')
   kinds.forEach((kind, index) => {
     const o = index * F
-    if (kind === 'leakyBucket') lines.push('    do')
+    // A queue mark's admit declares a local (`m`): each in a block of its own.
+    const queue = REDIS_KINDS[kind].mark === 'queue'
+    if (queue) lines.push('    do')
     lines.push(...admitOf(rules, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`))
-    if (kind === 'leakyBucket') lines.push('    end')
+    if (queue) lines.push('    end')
   })
   lines.push(
     '  end',
@@ -326,7 +319,7 @@ export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock 
   let s = scripts.get(id)
   if (s === undefined) {
     const chunks = [PRELUDE_LUA]
-    for (const kind of new Set(kinds)) chunks.push(RULE_LUA[kind])
+    for (const kind of new Set(kinds)) chunks.push(REDIS_KINDS[kind].chunk)
     const foot = footOf(kinds, act, withBlock)
     s = script(`${withoutUnused(chunks.join('\n'), foot)}\n${foot}`)
     if (scripts.size >= MAX_SCRIPTS) scripts.clear()
@@ -352,7 +345,7 @@ export function releasesScript(): Script {
       'end',
       OK,
     ].join('\n')
-    releases = script(`${withoutUnused(`${PRELUDE_LUA}\n${RULE_LUA.concurrency}`, foot)}\n${foot}`)
+    releases = script(`${withoutUnused(`${PRELUDE_LUA}\n${REDIS_KINDS.concurrency.chunk}`, foot)}\n${foot}`)
   }
   return releases
 }
@@ -372,7 +365,7 @@ export function consumeScriptFor(kinds: readonly Kind[]): Script | undefined {
   const kind = kinds[0]!
   let s = consumes.get(kind)
   if (s === undefined) {
-    const lua = CONSUME_LUA[kind]
+    const lua = REDIS_KINDS[kind].consume
     if (lua === undefined) return undefined
     s = script(lua)
     consumes.set(kind, s)

@@ -4,7 +4,8 @@
  */
 import type { Rule } from '@sluice/core'
 import type { Script } from './client.ts'
-import { type Act, canReturn, consumeScriptFor, scriptFor } from './compose.ts'
+import { type Act, consumeScriptFor, scriptFor } from './compose.ts'
+import { REDIS_KINDS } from './kinds.ts'
 import { ruleArgs } from './wire.ts'
 
 /** What the store sends for one combination of rules, computed once and kept. */
@@ -97,7 +98,7 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
     script: scriptFor(kinds, 'apply', false),
     consume: consumeScriptFor(kinds),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
-    leases: kinds.includes('concurrency'),
-    batchable: kinds.every(canReturn),
+    leases: kinds.some((kind) => REDIS_KINDS[kind].mark === 'lease'),
+    batchable: kinds.every((kind) => REDIS_KINDS[kind].prefetch),
   }
 }

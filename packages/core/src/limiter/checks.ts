@@ -14,8 +14,9 @@ import {
   SluiceError,
 } from '../errors.ts'
 import { isPromise } from '../options.ts'
-import { MAX_FIGURE, maxCost } from '../rules/bounds.ts'
-import { isFactoryRule } from '../rules/index.ts'
+import { MAX_FIGURE } from '../rules/bounds.ts'
+import { isFactoryRule, maxCost } from '../rules/index.ts'
+import { KINDS } from '../rules/spec.ts'
 import { parseRuleSpec } from '../rules/text.ts'
 import { isUnlimited, type RuleInput } from '../rules/unlimited.ts'
 import type { Rule } from '../types.ts'
@@ -179,12 +180,7 @@ function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode):
   for (let i = 0; i < list.length; i++) {
     const rule = list[i]!
     if (!isFactoryRule(rule)) {
-      throw rulesError(
-        code,
-        where,
-        rule,
-        'rules built by fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency or warmUp',
-      )
+      throw rulesError(code, where, rule, FACTORY_RULES)
     }
     if (isUnlimited(rule)) {
       rules ??= list.slice(0, i) as Rule[]
@@ -199,6 +195,9 @@ function checkRules(list: readonly RuleInput[], where: string, code: ErrorCode):
   }
   return rules ?? (list as readonly Rule[])
 }
+
+/** What a rule must be, naming every kind's factory: `rules built by fixedWindow, …, concurrency or warmUp`. */
+const FACTORY_RULES = `rules built by ${KINDS.slice(0, -1).join(', ')} or ${KINDS[KINDS.length - 1]}`
 
 function rulesError(code: ErrorCode, where: string, value: unknown, expected: string): SluiceError {
   if (code === ErrorCode.INVALID_OPTION) return new InvalidOptionError(where, value, expected)

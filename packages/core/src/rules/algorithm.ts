@@ -10,10 +10,10 @@ import type { ConcurrencyRule, Rule, RuleDecision } from '../types.ts'
 
 export interface Algorithm<R extends Rule, S> {
   /**
-   * Set on the algorithms whose admitted decision carries where the call left the state: a leaky bucket's
-   * queue slot, a concurrency lease. The store marks those decisions after admitting the call.
+   * Whether an admitted decision carries where the call left the state: a leaky bucket's queue slot, a
+   * concurrency lease. The store marks those decisions after admitting the call.
    */
-  readonly marks?: true
+  readonly marks: boolean
   /** State for a key this rule has never seen (or has forgotten). */
   create(rule: R, now: number): S
   /**
@@ -101,18 +101,19 @@ export function leaseDecision(
   }
 }
 
-/** Any rule's answer, by its kind: for the answers no algorithm makes (a blocked key's). */
-export function ruleDecision(
-  rule: Rule,
+/**
+ * The answer of a rule whose decisions carry its `limit` (every kind but tokenBucket, which carries its
+ * capacity, and concurrency, `leaseDecision`), for the answers no algorithm makes (a blocked key's).
+ */
+export function limitDecision(
+  rule: Rule & { readonly limit: number },
   allowed: boolean,
   remaining: number,
   resetMs: number,
   retryAfterMs: number,
   waitMs: number,
 ): RuleDecision {
-  if (rule.kind === 'concurrency') return leaseDecision(rule, allowed, remaining, resetMs, retryAfterMs)
-  const limit = rule.kind === 'tokenBucket' ? rule.capacity : rule.limit
-  return decisionOf(rule, limit, allowed, remaining, resetMs, retryAfterMs, waitMs)
+  return decisionOf(rule, rule.limit, allowed, remaining, resetMs, retryAfterMs, waitMs)
 }
 
 export function atLeastZero(n: number): number {

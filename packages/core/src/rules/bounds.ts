@@ -8,7 +8,6 @@
  * `x` ms and one of `x + 1` ms can be the same double, and a loop stepping from one to the other would
  * never end.
  */
-import type { Rule } from '../types.ts'
 
 /** The longest wait (ms) or the most units a rule may have to reckon with. About 35,700 years in ms. */
 export const MAX_FIGURE = 2 ** 50
@@ -21,39 +20,17 @@ export const MAX_FIGURE = 2 ** 50
 export const FIXUP_STEPS = 2
 
 /** The largest whole number whose thousandths are exact doubles: a token bucket's level is kept in thousandths. */
-const MAX_THOUSANDTHS = Math.floor(Number.MAX_SAFE_INTEGER / 1000)
+export const MAX_THOUSANDTHS = Math.floor(Number.MAX_SAFE_INTEGER / 1000)
 
 /**
- * The most units one consume (`penalty` false) or one penalty may bring to `rule`, with why, so that the
- * limiter refuses the rest with a coded error before any store is asked. A consume: what the rule can ever
- * admit (its limit or capacity), except for the meters, which admit a call whose slot is free whatever its
- * cost (the cost delays what follows), so long as that delay stays within `MAX_FIGURE` ms. A penalty: as
- * many as keep the wait it leaves within `MAX_FIGURE` ms, so both stores keep exact figures and a Redis
- * key's expiry stays a whole number Redis takes (past about 1e17 ms Lua writes it in exponent notation).
+ * A counting kind's `maxCost` (see kind.ts): a consume brings at most what the rule can ever admit, its
+ * `limit`; a penalty at most `MAX_FIGURE`, which keeps both stores' figures exact and a Redis key's expiry a
+ * whole number Redis takes (past about 1e17 ms Lua writes it in exponent notation).
  */
-export function maxCost(rule: Rule, penalty: boolean): { max: number; why: string } {
-  switch (rule.kind) {
-    case 'leakyBucket':
-      return {
-        max: Math.floor(MAX_FIGURE / rule.intervalMs) - (penalty ? rule.limit : 0),
-        why: `rule ${rule.name} would queue past 2^50 ms`,
-      }
-    case 'warmUp':
-      return {
-        max: Math.floor(MAX_FIGURE / rule.stableMs),
-        why: `rule ${rule.name} would queue past 2^50 ms`,
-      }
-    case 'tokenBucket':
-      if (!penalty) {
-        return { max: rule.capacity, why: `rule ${rule.name} can never admit more than ${rule.capacity}` }
-      }
-      return {
-        max:
-          Math.min(Math.floor((MAX_FIGURE * rule.refillPerSecond) / 1000), MAX_THOUSANDTHS) - rule.capacity,
-        why: `rule ${rule.name} would take past 2^50 ms to refill`,
-      }
-    default:
-      if (penalty) return { max: MAX_FIGURE, why: 'expected an integer from 1 to 2^50' }
-      return { max: rule.limit, why: `rule ${rule.name} can never admit more than ${rule.limit}` }
-  }
+export function countingMaxCost(
+  rule: { readonly limit: number; readonly name: string },
+  penalty: boolean,
+): { max: number; why: string } {
+  if (penalty) return { max: MAX_FIGURE, why: 'expected an integer from 1 to 2^50' }
+  return { max: rule.limit, why: `rule ${rule.name} can never admit more than ${rule.limit}` }
 }

@@ -19,8 +19,10 @@ import { InvalidOptionError } from '../errors.ts'
 import { given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { ConcurrencyRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, leaseDecision } from './algorithm.ts'
-import { MAX_FIGURE } from './bounds.ts'
+import { countingMaxCost, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
+import { DURATION, formatDuration, INTEGER, parseDuration } from './grammar.ts'
+import type { RuleKindEntry } from './kind.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface ConcurrencyOptions {
@@ -40,7 +42,7 @@ export const MAX_CONCURRENCY = 10_000
 
 /** A rule holding at most `limit` units at once per key. */
 export function concurrency(options: ConcurrencyOptions): ConcurrencyRule | UnlimitedRule {
-  const o = ruleOptions('concurrency', options, ['limit', 'leaseMs', 'name'])
+  const o = ruleOptions('concurrency', options, concurrencyKind.options)
   const limit = limitOption('concurrency.limit', o.limit)
   const leaseMs = integerOption('concurrency.leaseMs', given(o.leaseMs, 60_000), 1, MAX_FIGURE)
   const name = o.name === undefined ? undefined : labelOption('concurrency.name', o.name)
@@ -55,7 +57,7 @@ export function concurrency(options: ConcurrencyOptions): ConcurrencyRule | Unli
   // The state identity holds `leaseMs` (the shape: how long each lease is scored to last), not `limit`.
   return defineRule<ConcurrencyRule>(
     { kind: 'concurrency', limit, leaseMs },
-    [leaseMs],
+    concurrencyKind.identity,
     name,
     `${limit}-concurrent`,
     { policyWindowSeconds: Math.ceil(leaseMs / 1000) },
@@ -326,4 +328,28 @@ function leaseNumber(lease: string): number {
     number = number * 16 + digit
   }
   return Number.NaN
+}
+
+const CONCURRENT = new RegExp(`^(${INTEGER})(?:~(${DURATION}))?$`)
+
+/** concurrency as core knows it: see kind.ts. */
+export const concurrencyKind: RuleKindEntry<'concurrency'> = {
+  factory: concurrency,
+  options: ['limit', 'leaseMs', 'name'],
+  identity: ['leaseMs'],
+  algorithm: concurrencyAlgorithm as RuleKindEntry<'concurrency'>['algorithm'],
+  decision: leaseDecision,
+  text: {
+    form: 'concurrency:LIMIT[~LEASE], e.g. concurrency:10~30s',
+    read(body) {
+      const m = CONCURRENT.exec(body)
+      if (m === null) return undefined
+      const spec = { limit: Number(m[1]) }
+      return m[2] === undefined ? spec : { ...spec, leaseMs: parseDuration(m[2]) }
+    },
+    write: (rule) => `${rule.limit}${rule.leaseMs === 60_000 ? '' : `~${formatDuration(rule.leaseMs)}`}`,
+  },
+  maxCost: countingMaxCost,
+  // Refunds do not apply to leases: a call gives its units back by its release.
+  refundMark: () => undefined,
 }

@@ -25,12 +25,12 @@ export function ruleIdentity(kind: string, shape: readonly number[], name: strin
 
 /**
  * Builds a frozen rule: `spec` (kind first, then the options in the factory's order) and `name`, when
- * given, as enumerable fields; `id` (from `shape` and `name`), the default name when none was given, and
- * `derived` as non-enumerable ones.
+ * given, as enumerable fields; `id` (from the figures of the kind's `identity` options and `name`), the
+ * default name when none was given, and `derived` as non-enumerable ones.
  */
 export function defineRule<R extends Rule>(
   spec: { readonly kind: R['kind'] } & Readonly<Record<string, number | string>>,
-  shape: readonly number[],
+  identity: readonly string[],
   name: string | undefined,
   defaultName: string,
   derived: Readonly<Record<string, number>>,
@@ -41,7 +41,15 @@ export function defineRule<R extends Rule>(
   const rule: Record<string, unknown> = {}
   for (const field of Object.keys(spec)) rule[field] = spec[field]
   if (name !== undefined) rule.name = name
-  hidden(rule, 'id', ruleIdentity(spec.kind, shape, name))
+  hidden(
+    rule,
+    'id',
+    ruleIdentity(
+      spec.kind,
+      identity.map((option) => spec[option] as number),
+      name,
+    ),
+  )
   if (name === undefined) hidden(rule, 'name', defaultName)
   for (const field of Object.keys(derived)) hidden(rule, field, derived[field])
   return Object.freeze(rule) as unknown as R

@@ -5,8 +5,11 @@
  */
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { FixedWindowRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, alignedStart, atLeastZero, decisionOf } from './algorithm.ts'
+import { type Algorithm, alignedStart, atLeastZero, decisionOf, limitDecision } from './algorithm.ts'
+import { countingMaxCost } from './bounds.ts'
 import { defineRule } from './define.ts'
+import { formatDuration, parseDuration, WINDOW } from './grammar.ts'
+import type { RuleKindEntry } from './kind.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface FixedWindowOptions {
@@ -20,14 +23,14 @@ export interface FixedWindowOptions {
 
 /** A rule admitting `limit` units per aligned window of `windowMs`. */
 export function fixedWindow(options: FixedWindowOptions): FixedWindowRule | UnlimitedRule {
-  const o = ruleOptions('fixedWindow', options, ['limit', 'windowMs', 'name'])
+  const o = ruleOptions('fixedWindow', options, fixedWindowKind.options)
   const limit = limitOption('fixedWindow.limit', o.limit)
   const windowMs = integerOption('fixedWindow.windowMs', o.windowMs, 1)
   const name = o.name === undefined ? undefined : labelOption('fixedWindow.name', o.name)
   if (limit === -1) return UNLIMITED
   return defineRule<FixedWindowRule>(
     { kind: 'fixedWindow', limit, windowMs },
-    [windowMs],
+    fixedWindowKind.identity,
     name,
     `${limit}-per-${durationLabel(windowMs)}`,
     { policyWindowSeconds: Math.ceil(windowMs / 1000) },
@@ -41,6 +44,7 @@ export interface FixedWindowState {
 }
 
 export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> = {
+  marks: false,
   create: (rule, now) => ({ start: alignedStart(now, rule.windowMs), count: 0 }),
 
   decide(state, rule, now, cost) {
@@ -93,4 +97,24 @@ export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> 
     }
     state.count = Math.max(state.count, Math.min(state.count + cost, rule.limit + cost))
   },
+}
+
+/** fixedWindow as core knows it: see kind.ts. */
+export const fixedWindowKind: RuleKindEntry<'fixedWindow'> = {
+  factory: fixedWindow,
+  options: ['limit', 'windowMs', 'name'],
+  identity: ['windowMs'],
+  algorithm: fixedWindowAlgorithm as RuleKindEntry<'fixedWindow'>['algorithm'],
+  decision: limitDecision,
+  text: {
+    form: 'fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h',
+    read(body) {
+      const m = WINDOW.exec(body)
+      if (m === null || m[3] !== undefined) return undefined
+      return { limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
+    },
+    write: (rule) => `${rule.limit}/${formatDuration(rule.windowMs)}`,
+  },
+  maxCost: countingMaxCost,
+  refundMark: (_rule, _d, at) => String(at),
 }

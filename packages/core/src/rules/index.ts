@@ -1,32 +1,28 @@
 /**
- * @module The algorithm of each rule kind, for stores that run rules in process, and the check that a rule
- * is one a factory built.
+ * @module What core asks of a rule, by its kind's entry (spec.ts `RULE_KINDS`): its algorithm, for stores
+ * that run rules in process, its refund mark and its largest cost; and the check that a rule is one a
+ * factory built.
  */
-import type { Rule, RuleDecision, RuleKind } from '../types.ts'
+import type { Rule, RuleDecision } from '../types.ts'
 import type { Algorithm } from './algorithm.ts'
-import { concurrencyAlgorithm } from './concurrency.ts'
-import { fixedWindowAlgorithm } from './fixed-window.ts'
-import { leakyBucketAlgorithm } from './leaky-bucket.ts'
-import { slidingLogAlgorithm } from './sliding-log.ts'
-import { slidingWindowAlgorithm } from './sliding-window.ts'
-import { RULE_KINDS, type RuleSpec, ruleFromSpec } from './spec.ts'
-import { tokenBucketAlgorithm } from './token-bucket.ts'
+import { kindOf, RULE_KINDS, type RuleSpec, ruleFromSpec } from './spec.ts'
 import { type RuleInput, UNLIMITED } from './unlimited.ts'
-import { warmUpAlgorithm } from './warm-up.ts'
-
-export const algorithms: { readonly [K in RuleKind]: Algorithm<Extract<Rule, { kind: K }>, unknown> } = {
-  fixedWindow: fixedWindowAlgorithm as Algorithm<Extract<Rule, { kind: 'fixedWindow' }>, unknown>,
-  slidingLog: slidingLogAlgorithm as Algorithm<Extract<Rule, { kind: 'slidingLog' }>, unknown>,
-  slidingWindow: slidingWindowAlgorithm as Algorithm<Extract<Rule, { kind: 'slidingWindow' }>, unknown>,
-  tokenBucket: tokenBucketAlgorithm as Algorithm<Extract<Rule, { kind: 'tokenBucket' }>, unknown>,
-  leakyBucket: leakyBucketAlgorithm as Algorithm<Extract<Rule, { kind: 'leakyBucket' }>, unknown>,
-  concurrency: concurrencyAlgorithm as Algorithm<Extract<Rule, { kind: 'concurrency' }>, unknown>,
-  warmUp: warmUpAlgorithm as Algorithm<Extract<Rule, { kind: 'warmUp' }>, unknown>,
-}
 
 /** The algorithm that runs `rule`. */
 export function algorithmOf(rule: Rule): Algorithm<Rule, unknown> {
-  return algorithms[rule.kind] as Algorithm<Rule, unknown>
+  return kindOf(rule).algorithm
+}
+
+/** Any rule's answer, by its kind's entry: for the answers no algorithm makes (a blocked key's). */
+export function ruleDecision(
+  rule: Rule,
+  allowed: boolean,
+  remaining: number,
+  resetMs: number,
+  retryAfterMs: number,
+  waitMs: number,
+): RuleDecision {
+  return kindOf(rule).decision(rule, allowed, remaining, resetMs, retryAfterMs, waitMs)
 }
 
 /**
@@ -34,19 +30,19 @@ export function algorithmOf(rule: Rule): Algorithm<Rule, unknown> {
  * (`Store.adjust`, `'refund'`): from the call's `Decision.countedAt` (the store's ms it was counted at) and its
  * RuleDecision `d`. The ms itself for the counting rules; for a meter, the ms the call left its pointer at:
  * leakyBucket its slot (`at + waitMs`), warmUp its next slot (`at + resetMs`). Undefined for a
- * concurrency rule, which refunds do not apply to.
+ * concurrency rule, which refunds do not apply to. Each kind's entry says which (kind.ts).
  */
 export function refundMark(rule: Rule, d: RuleDecision, at: number): string | undefined {
-  switch (rule.kind) {
-    case 'concurrency':
-      return undefined
-    case 'leakyBucket':
-      return String(at + d.waitMs)
-    case 'warmUp':
-      return String(at + d.resetMs)
-    default:
-      return String(at)
-  }
+  return kindOf(rule).refundMark(rule, d, at)
+}
+
+/**
+ * The most units one consume (`penalty` false) or one penalty may bring to `rule`, with why, so that the
+ * limiter refuses the rest with a coded error before any store is asked: each kind's entry says (kind.ts),
+ * within the range bounds.ts holds.
+ */
+export function maxCost(rule: Rule, penalty: boolean): { max: number; why: string } {
+  return kindOf(rule).maxCost(rule, penalty)
 }
 
 /** Rules already found to be what their factory builds. */

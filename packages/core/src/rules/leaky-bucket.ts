@@ -7,9 +7,11 @@
 import { InvalidOptionError } from '../errors.ts'
 import { given, integerOption, labelOption, MAX_TIMER_MS, positiveOption, ruleOptions } from '../options.ts'
 import type { LeakyBucketRule } from '../types.ts'
-import { type Algorithm, decisionOf } from './algorithm.ts'
+import { type Algorithm, decisionOf, limitDecision } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
+import { DECIMAL, DURATION, parseDuration, perSecond, queueText } from './grammar.ts'
+import type { RuleKindEntry } from './kind.ts'
 
 export interface LeakyBucketOptions {
   /**
@@ -36,7 +38,7 @@ export interface LeakyBucketOptions {
 
 /** A rule letting calls through at `ratePerSecond`, each waiting at most `maxQueueMs` for its turn. */
 export function leakyBucket(options: LeakyBucketOptions): LeakyBucketRule {
-  const o = ruleOptions('leakyBucket', options, ['ratePerSecond', 'maxQueueMs', 'name'])
+  const o = ruleOptions('leakyBucket', options, leakyBucketKind.options)
   const ratePerSecond = positiveOption('leakyBucket.ratePerSecond', o.ratePerSecond)
   // A held request waits on a timer, so the queue can be no longer than a timer holds.
   const maxQueueMs = integerOption('leakyBucket.maxQueueMs', given(o.maxQueueMs, 0), 0, MAX_TIMER_MS)
@@ -69,7 +71,7 @@ export function leakyBucket(options: LeakyBucketOptions): LeakyBucketRule {
   const limit = unitsWithin(ratePerSecond, maxQueueMs) + 1
   return defineRule<LeakyBucketRule>(
     { kind: 'leakyBucket', ratePerSecond, maxQueueMs },
-    [],
+    leakyBucketKind.identity,
     name,
     `${ratePerSecond}-per-s-queue-${maxQueueMs}ms`,
     { policyWindowSeconds: Math.ceil(limit / ratePerSecond), intervalMs, limit },
@@ -253,4 +255,33 @@ export function unqueue(
   mark: string,
 ): void {
   if (queueMark(state) === mark) leakyBucketAlgorithm.refund(state, rule, now, cost)
+}
+
+const LEAKY = new RegExp(`^(${DECIMAL})/(${DURATION})(?:~(${DURATION}))?$`)
+
+/** leakyBucket as core knows it: see kind.ts. */
+export const leakyBucketKind: RuleKindEntry<'leakyBucket'> = {
+  factory: leakyBucket,
+  options: ['ratePerSecond', 'maxQueueMs', 'name'],
+  identity: [],
+  algorithm: leakyBucketAlgorithm as RuleKindEntry<'leakyBucket'>['algorithm'],
+  decision: limitDecision,
+  text: {
+    form: 'leakyBucket:RATE/PER[~MAXQUEUE], e.g. leakyBucket:5/s~2s',
+    read(body) {
+      const m = LEAKY.exec(body)
+      if (m === null) return undefined
+      const spec = { ratePerSecond: perSecond(m[1]!, m[2]!) }
+      return m[3] === undefined ? spec : { ...spec, maxQueueMs: parseDuration(m[3]) }
+    },
+    write: (rule) => `${rule.ratePerSecond}/s${queueText(rule.maxQueueMs)}`,
+  },
+  // A meter admits a call whose slot is free whatever its cost (the cost delays what follows), so long as
+  // that delay stays within 2^50 ms.
+  maxCost: (rule, penalty) => ({
+    max: Math.floor(MAX_FIGURE / rule.intervalMs) - (penalty ? rule.limit : 0),
+    why: `rule ${rule.name} would queue past 2^50 ms`,
+  }),
+  // The slot the call left its pointer at.
+  refundMark: (_rule, d, at) => String(at + d.waitMs),
 }

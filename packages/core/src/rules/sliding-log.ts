@@ -7,9 +7,11 @@
 import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingLogRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, atLeastZero, decisionOf } from './algorithm.ts'
-import { MAX_FIGURE } from './bounds.ts'
+import { type Algorithm, atLeastZero, decisionOf, limitDecision } from './algorithm.ts'
+import { countingMaxCost, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
+import { formatDuration, parseDuration, WINDOW } from './grammar.ts'
+import type { RuleKindEntry } from './kind.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface SlidingLogOptions {
@@ -23,7 +25,7 @@ export interface SlidingLogOptions {
 
 /** A rule admitting at most `limit` units in every window of `windowMs`, exactly. */
 export function slidingLog(options: SlidingLogOptions): SlidingLogRule | UnlimitedRule {
-  const o = ruleOptions('slidingLog', options, ['limit', 'windowMs', 'name'])
+  const o = ruleOptions('slidingLog', options, slidingLogKind.options)
   const limit = limitOption('slidingLog.limit', o.limit)
   const windowMs = integerOption('slidingLog.windowMs', o.windowMs, 1)
   const name = o.name === undefined ? undefined : labelOption('slidingLog.name', o.name)
@@ -34,7 +36,7 @@ export function slidingLog(options: SlidingLogOptions): SlidingLogRule | Unlimit
   }
   return defineRule<SlidingLogRule>(
     { kind: 'slidingLog', limit, windowMs },
-    [windowMs],
+    slidingLogKind.identity,
     name,
     `${limit}-per-${durationLabel(windowMs)}`,
     { policyWindowSeconds: Math.ceil(windowMs / 1000) },
@@ -93,6 +95,7 @@ function expire(state: SlidingLogState, rule: SlidingLogRule, now: number): void
 }
 
 export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
+  marks: false,
   create: () => ({ times: [], ends: [], head: 0 }),
 
   decide(state, rule, now, cost) {
@@ -182,4 +185,24 @@ export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
     state.times.length > state.head
       ? state.times[state.times.length - 1]! + rule.windowMs
       : Number.NEGATIVE_INFINITY,
+}
+
+/** slidingLog as core knows it: see kind.ts. */
+export const slidingLogKind: RuleKindEntry<'slidingLog'> = {
+  factory: slidingLog,
+  options: ['limit', 'windowMs', 'name'],
+  identity: ['windowMs'],
+  algorithm: slidingLogAlgorithm as RuleKindEntry<'slidingLog'>['algorithm'],
+  decision: limitDecision,
+  text: {
+    form: 'slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s',
+    read(body) {
+      const m = WINDOW.exec(body)
+      if (m === null || m[3] !== undefined) return undefined
+      return { limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
+    },
+    write: (rule) => `${rule.limit}/${formatDuration(rule.windowMs)}`,
+  },
+  maxCost: countingMaxCost,
+  refundMark: (_rule, _d, at) => String(at),
 }

@@ -8,8 +8,11 @@
 import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingWindowRule, UnlimitedRule } from '../types.ts'
-import { type Algorithm, atLeastZero, decisionOf } from './algorithm.ts'
+import { type Algorithm, atLeastZero, decisionOf, limitDecision } from './algorithm.ts'
+import { countingMaxCost } from './bounds.ts'
 import { defineRule } from './define.ts'
+import { formatDuration, parseDuration, WINDOW } from './grammar.ts'
+import type { RuleKindEntry } from './kind.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface SlidingWindowOptions {
@@ -28,7 +31,7 @@ export const MAX_BUCKETS = 1000
 
 /** A rule admitting at most `limit` units across the last `buckets` buckets. */
 export function slidingWindow(options: SlidingWindowOptions): SlidingWindowRule | UnlimitedRule {
-  const o = ruleOptions('slidingWindow', options, ['limit', 'windowMs', 'buckets', 'name'])
+  const o = ruleOptions('slidingWindow', options, slidingWindowKind.options)
   const limit = limitOption('slidingWindow.limit', o.limit)
   const windowMs = integerOption('slidingWindow.windowMs', o.windowMs, 1)
   const buckets = integerOption('slidingWindow.buckets', given(o.buckets, 10), 1)
@@ -46,7 +49,7 @@ export function slidingWindow(options: SlidingWindowOptions): SlidingWindowRule 
   if (limit === -1) return UNLIMITED
   return defineRule<SlidingWindowRule>(
     { kind: 'slidingWindow', limit, windowMs, buckets },
-    [windowMs, buckets],
+    slidingWindowKind.identity,
     name,
     `${limit}-per-${durationLabel(windowMs)}`,
     { policyWindowSeconds: Math.ceil(windowMs / 1000), bucketMs: windowMs / buckets },
@@ -65,6 +68,7 @@ function slotOf(rule: SlidingWindowRule, start: number): number {
 }
 
 export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowState> = {
+  marks: false,
   create: (rule) => ({
     starts: new Float64Array(rule.buckets).fill(Number.NEGATIVE_INFINITY),
     counts: new Float64Array(rule.buckets),
@@ -163,4 +167,26 @@ export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowS
     for (let i = 0; i < rule.buckets; i++) if (state.starts[i]! > newest) newest = state.starts[i]!
     return newest + rule.windowMs
   },
+}
+
+/** slidingWindow as core knows it: see kind.ts. */
+export const slidingWindowKind: RuleKindEntry<'slidingWindow'> = {
+  factory: slidingWindow,
+  options: ['limit', 'windowMs', 'buckets', 'name'],
+  identity: ['windowMs', 'buckets'],
+  algorithm: slidingWindowAlgorithm as RuleKindEntry<'slidingWindow'>['algorithm'],
+  decision: limitDecision,
+  text: {
+    form: 'slidingWindow:LIMIT/WINDOW[/BUCKETS], e.g. slidingWindow:600/1m/10',
+    read(body) {
+      const m = WINDOW.exec(body)
+      if (m === null) return undefined
+      const spec = { limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
+      return m[3] === undefined ? spec : { ...spec, buckets: Number(m[3]) }
+    },
+    write: (rule) =>
+      `${rule.limit}/${formatDuration(rule.windowMs)}${rule.buckets === 10 ? '' : `/${rule.buckets}`}`,
+  },
+  maxCost: countingMaxCost,
+  refundMark: (_rule, _d, at) => String(at),
 }

@@ -1,18 +1,20 @@
 /**
- * @module Rules as data. A rule's spec is `{ kind, ...the factory's options }`; `ruleFromSpec` builds the
- * rule with the factory's own checks, and `JSON.stringify(rule)` gives the spec back. Kinds are looked up
- * in one registry: adding a kind is one entry here.
+ * @module The registry of rule kinds, and rules as data. `RULE_KINDS` lists each kind's entry (kind.ts:
+ * everything core asks of a kind, declared beside its factory and algorithm); adding a kind is one line
+ * here. A rule's spec is `{ kind, ...the factory's options }`; `ruleFromSpec` builds the rule with the
+ * factory's own checks, and `JSON.stringify(rule)` gives the spec back.
  */
 import { InvalidOptionError, InvalidSpecError } from '../errors.ts'
-import type { RuleKind } from '../types.ts'
-import { type ConcurrencyOptions, concurrency } from './concurrency.ts'
-import { type FixedWindowOptions, fixedWindow } from './fixed-window.ts'
-import { type LeakyBucketOptions, leakyBucket } from './leaky-bucket.ts'
-import { type SlidingLogOptions, slidingLog } from './sliding-log.ts'
-import { type SlidingWindowOptions, slidingWindow } from './sliding-window.ts'
-import { type TokenBucketOptions, tokenBucket } from './token-bucket.ts'
+import type { Rule, RuleKind } from '../types.ts'
+import { type ConcurrencyOptions, concurrencyKind } from './concurrency.ts'
+import { type FixedWindowOptions, fixedWindowKind } from './fixed-window.ts'
+import type { RuleKindEntry } from './kind.ts'
+import { type LeakyBucketOptions, leakyBucketKind } from './leaky-bucket.ts'
+import { type SlidingLogOptions, slidingLogKind } from './sliding-log.ts'
+import { type SlidingWindowOptions, slidingWindowKind } from './sliding-window.ts'
+import { type TokenBucketOptions, tokenBucketKind } from './token-bucket.ts'
 import { type RuleInput, UNLIMITED } from './unlimited.ts'
-import { type WarmUpOptions, warmUp } from './warm-up.ts'
+import { type WarmUpOptions, warmUpKind } from './warm-up.ts'
 
 /**
  * A rule as data: its kind and the options its factory takes, as `JSON.stringify(rule)` writes it and
@@ -29,24 +31,24 @@ export type RuleSpec =
   | ({ readonly kind: 'warmUp' } & Readonly<WarmUpOptions>)
   | { readonly kind: 'unlimited' }
 
-/** What the registry knows of a kind: its factory and the option names a spec of it may hold. */
-export interface RuleKindEntry {
-  readonly factory: (options: never) => RuleInput
-  readonly options: readonly string[]
+/** Every kind a rule may be, by its entry. */
+export const RULE_KINDS: { readonly [K in RuleKind]: RuleKindEntry<K> } = {
+  fixedWindow: fixedWindowKind,
+  slidingLog: slidingLogKind,
+  slidingWindow: slidingWindowKind,
+  tokenBucket: tokenBucketKind,
+  leakyBucket: leakyBucketKind,
+  concurrency: concurrencyKind,
+  warmUp: warmUpKind,
 }
 
-/** Every kind a spec may name. */
-export const RULE_KINDS: { readonly [K in RuleKind]: RuleKindEntry } = {
-  fixedWindow: { factory: fixedWindow, options: ['limit', 'windowMs', 'name'] },
-  slidingLog: { factory: slidingLog, options: ['limit', 'windowMs', 'name'] },
-  slidingWindow: { factory: slidingWindow, options: ['limit', 'windowMs', 'buckets', 'name'] },
-  tokenBucket: { factory: tokenBucket, options: ['capacity', 'refillPerSecond', 'name'] },
-  leakyBucket: { factory: leakyBucket, options: ['ratePerSecond', 'maxQueueMs', 'name'] },
-  concurrency: { factory: concurrency, options: ['limit', 'leaseMs', 'name'] },
-  warmUp: { factory: warmUp, options: ['ratePerSecond', 'warmUpMs', 'coldFactor', 'maxQueueMs', 'name'] },
-}
+/** The kinds, in the registry's order (the order error messages list them in). */
+export const KINDS = Object.keys(RULE_KINDS) as readonly RuleKind[]
 
-const KINDS = Object.keys(RULE_KINDS) as RuleKind[]
+/** The entry of `rule`'s kind, typed for any rule. */
+export function kindOf(rule: Rule): RuleKindEntry {
+  return RULE_KINDS[rule.kind] as RuleKindEntry
+}
 
 /**
  * Builds the rule a spec describes, `{ kind, ...options }`, with its factory's checks: a bad value throws

@@ -30,39 +30,16 @@
  * the factories (`InvalidOptionError`, `ERR_SLUICE_INVALID_OPTION`, naming the option).
  */
 import { InvalidSpecError } from '../errors.ts'
-import type { Rule } from '../types.ts'
+import type { RuleKind } from '../types.ts'
+import { parseDuration, WINDOW } from './grammar.ts'
 import { isFactoryRule } from './index.ts'
-import { type RuleSpec, ruleFromSpec } from './spec.ts'
+import { KINDS, kindOf, RULE_KINDS, type RuleSpec, ruleFromSpec } from './spec.ts'
 import { type RuleInput, UNLIMITED } from './unlimited.ts'
 
-const INTEGER = '-?\\d+'
-const DECIMAL = '\\d+(?:\\.\\d+)?(?:e[+-]?\\d+)?'
-const DURATION = '(?:\\d+(?:\\.\\d+)?)?(?:ms|s|m|h|d)'
-const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
-/** Units from the largest, for writing a duration as the largest unit it is a whole number of. */
-const UNITS_DOWN = ['d', 'h', 'm', 's'] as const
-
-const WINDOW = new RegExp(`^(${INTEGER})/(${DURATION})(?:/(\\d+))?$`)
-const TOKENS = new RegExp(`^(${INTEGER})\\+(${DECIMAL})/(${DURATION})$`)
-const LEAKY = new RegExp(`^(${DECIMAL})/(${DURATION})(?:~(${DURATION}))?$`)
-const CONCURRENT = new RegExp(`^(${INTEGER})(?:~(${DURATION}))?$`)
-const WARM = new RegExp(`^(${DECIMAL})/(${DURATION}),(${DURATION})(?:x(${DECIMAL}))?(?:~(${DURATION}))?$`)
-
-/** What each kind's text looks like, for error messages. */
-const FORMS: Readonly<Record<Rule['kind'], string>> = {
-  fixedWindow: 'fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h',
-  slidingLog: 'slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s',
-  slidingWindow: 'slidingWindow:LIMIT/WINDOW[/BUCKETS], e.g. slidingWindow:600/1m/10',
-  tokenBucket: 'tokenBucket:CAPACITY+REFILL/PER, e.g. tokenBucket:50+10/s',
-  leakyBucket: 'leakyBucket:RATE/PER[~MAXQUEUE], e.g. leakyBucket:5/s~2s',
-  concurrency: 'concurrency:LIMIT[~LEASE], e.g. concurrency:10~30s',
-  warmUp: 'warmUp:RATE/PER,WARMUP[xCOLD][~MAXQUEUE], e.g. warmUp:100/s,30sx3~1s',
-}
-
 /** The kind a bare rate (`100/1m`, no kind) is read as: the one the docs recommend to start with. */
-const BARE_RATE_KIND = 'slidingWindow'
+const BARE_RATE_KIND: RuleKind = 'slidingWindow'
 
-const EXPECTED = `-1, JSON, KIND:NUMBERS[@NAME] with one of: ${Object.values(FORMS).join('; ')}; or a bare rate LIMIT/WINDOW[@NAME], read as ${BARE_RATE_KIND}`
+const EXPECTED = `-1, JSON, KIND:NUMBERS[@NAME] with one of: ${KINDS.map((kind) => RULE_KINDS[kind].text.form).join('; ')}; or a bare rate LIMIT/WINDOW[@NAME], read as ${BARE_RATE_KIND}`
 
 /** Text longer than this is refused before it is read: a rule is a line, never a payload. */
 const MAX_TEXT = 4096
@@ -161,104 +138,16 @@ export function formatRuleSpec(rule: RuleInput): string {
   if (rule.kind === 'unlimited') return '-1'
   // The given name only: a default name is not part of the rule's spec.
   const name = Object.getOwnPropertyDescriptor(rule, 'name')?.enumerable ? rule.name : undefined
-  return `${rule.kind}:${bodyOf(rule)}${name === undefined ? '' : `@${name}`}`
+  return `${rule.kind}:${kindOf(rule).text.write(rule)}${name === undefined ? '' : `@${name}`}`
 }
 
-function bodyOf(rule: Rule): string {
-  switch (rule.kind) {
-    case 'fixedWindow':
-    case 'slidingLog':
-      return `${rule.limit}/${formatDuration(rule.windowMs)}`
-    case 'slidingWindow':
-      return `${rule.limit}/${formatDuration(rule.windowMs)}${rule.buckets === 10 ? '' : `/${rule.buckets}`}`
-    case 'tokenBucket':
-      return `${rule.capacity}+${rule.refillPerSecond}/s`
-    case 'leakyBucket':
-      return `${rule.ratePerSecond}/s${queue(rule.maxQueueMs)}`
-    case 'concurrency':
-      return `${rule.limit}${rule.leaseMs === 60_000 ? '' : `~${formatDuration(rule.leaseMs)}`}`
-    case 'warmUp': {
-      const cold = rule.coldFactor === 3 ? '' : `x${rule.coldFactor}`
-      return `${rule.ratePerSecond}/s,${formatDuration(rule.warmUpMs)}${cold}${queue(rule.maxQueueMs)}`
-    }
-  }
-}
-
-function queue(maxQueueMs: number): string {
-  return maxQueueMs === 0 ? '' : `~${formatDuration(maxQueueMs)}`
-}
-
-/** Whole ms as the largest unit they are a whole number of: `1h`, `90s`, `1500ms`. */
-function formatDuration(ms: number): string {
-  for (const unit of UNITS_DOWN) {
-    if (ms % UNIT_MS[unit]! === 0) return `${ms / UNIT_MS[unit]!}${unit}`
-  }
-  return `${ms}ms`
-}
-
-/** A duration's ms: `250ms`, `1s`, `s`, `1.5m`. */
-function parseDuration(text: string): number {
-  const match = /^(\d+(?:\.\d+)?)?(ms|s|m|h|d)$/.exec(text)!
-  const unit = UNIT_MS[match[2]!]!
-  if (match[1] === undefined) return unit
-  const count = Number(match[1])
-  // A whole count is exact as it is; 1.5s is 1500 ms once the float's error is rounded away (a factory
-  // refuses what is still a fraction of a ms).
-  return Number.isInteger(count) ? count * unit : Math.round(count * unit * 1e6) / 1e6
-}
-
-/** Units per second from "COUNT per DURATION": `10/s` is 10 exactly, `600/1m` is 10. */
-function perSecond(count: string, per: string): number {
-  const ms = parseDuration(per)
-  return ms === 1000 ? Number(count) : (Number(count) * 1000) / ms
-}
-
+/** The spec `<kind>:<body>` gives, read by the kind's entry (kind.ts); text of no kind or form throws. */
 function specOf(kind: string, body: string, text: string): Record<string, unknown> {
-  if (!Object.hasOwn(FORMS, kind)) {
-    throw new InvalidSpecError(text, `a known kind (${Object.keys(FORMS).join(', ')}): ${EXPECTED}`)
+  if (!Object.hasOwn(RULE_KINDS, kind)) {
+    throw new InvalidSpecError(text, `a known kind (${KINDS.join(', ')}): ${EXPECTED}`)
   }
-  const fail = () => new InvalidSpecError(text, FORMS[kind as Rule['kind']])
-  switch (kind as Rule['kind']) {
-    case 'fixedWindow':
-    case 'slidingLog': {
-      const m = WINDOW.exec(body)
-      if (m === null || m[3] !== undefined) throw fail()
-      return { kind, limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
-    }
-    case 'slidingWindow': {
-      const m = WINDOW.exec(body)
-      if (m === null) throw fail()
-      const spec = { kind, limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
-      return m[3] === undefined ? spec : { ...spec, buckets: Number(m[3]) }
-    }
-    case 'tokenBucket': {
-      const m = TOKENS.exec(body)
-      if (m === null) throw fail()
-      return { kind, capacity: Number(m[1]), refillPerSecond: perSecond(m[2]!, m[3]!) }
-    }
-    case 'leakyBucket': {
-      const m = LEAKY.exec(body)
-      if (m === null) throw fail()
-      const spec = { kind, ratePerSecond: perSecond(m[1]!, m[2]!) }
-      return m[3] === undefined ? spec : { ...spec, maxQueueMs: parseDuration(m[3]) }
-    }
-    case 'concurrency': {
-      const m = CONCURRENT.exec(body)
-      if (m === null) throw fail()
-      const spec = { kind, limit: Number(m[1]) }
-      return m[2] === undefined ? spec : { ...spec, leaseMs: parseDuration(m[2]) }
-    }
-    case 'warmUp': {
-      const m = WARM.exec(body)
-      if (m === null) throw fail()
-      const spec: Record<string, unknown> = {
-        kind,
-        ratePerSecond: perSecond(m[1]!, m[2]!),
-        warmUpMs: parseDuration(m[3]!),
-      }
-      if (m[4] !== undefined) spec.coldFactor = Number(m[4])
-      if (m[5] !== undefined) spec.maxQueueMs = parseDuration(m[5])
-      return spec
-    }
-  }
+  const entry = RULE_KINDS[kind as RuleKind]
+  const options = entry.text.read(body)
+  if (options === undefined) throw new InvalidSpecError(text, entry.text.form)
+  return { kind, ...options }
 }

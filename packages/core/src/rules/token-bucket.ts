@@ -8,8 +8,10 @@ import { InvalidOptionError } from '../errors.ts'
 import { integerOption, labelOption, positiveOption, ruleOptions } from '../options.ts'
 import type { TokenBucketRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, decisionOf } from './algorithm.ts'
-import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
+import { FIXUP_STEPS, MAX_FIGURE, MAX_THOUSANDTHS } from './bounds.ts'
 import { defineRule } from './define.ts'
+import { DECIMAL, DURATION, INTEGER, perSecond } from './grammar.ts'
+import type { RuleKindEntry } from './kind.ts'
 import { UNLIMITED } from './unlimited.ts'
 
 export interface TokenBucketOptions {
@@ -29,7 +31,7 @@ export interface TokenBucketOptions {
 
 /** A rule holding up to `capacity` tokens, refilled at `refillPerSecond`. Starts full. */
 export function tokenBucket(options: TokenBucketOptions): TokenBucketRule | UnlimitedRule {
-  const o = ruleOptions('tokenBucket', options, ['capacity', 'refillPerSecond', 'name'])
+  const o = ruleOptions('tokenBucket', options, tokenBucketKind.options)
   const capacity = o.capacity === -1 ? -1 : integerOption('tokenBucket.capacity', o.capacity, 1, MAX_CAPACITY)
   const refillPerSecond = positiveOption('tokenBucket.refillPerSecond', o.refillPerSecond)
   const name = o.name === undefined ? undefined : labelOption('tokenBucket.name', o.name)
@@ -45,7 +47,7 @@ export function tokenBucket(options: TokenBucketOptions): TokenBucketRule | Unli
   }
   return defineRule<TokenBucketRule>(
     { kind: 'tokenBucket', capacity, refillPerSecond },
-    [],
+    tokenBucketKind.identity,
     name,
     `${capacity}-burst-${refillPerSecond}-per-s`,
     { policyWindowSeconds: Math.ceil(capacity / refillPerSecond) },
@@ -97,6 +99,7 @@ function msUntil(rule: TokenBucketRule, milli0: number, t0: number, target: numb
 }
 
 export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> = {
+  marks: false,
   create: (rule, now) => ({ milli: rule.capacity * 1000, last: now, until: Number.NEGATIVE_INFINITY }),
 
   decide(live, rule, now, cost) {
@@ -164,4 +167,35 @@ export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> 
     if (now > state.last) state.last = now
     state.until = state.last + msUntil(rule, state.milli, state.last, rule.capacity * 1000, state.last)
   },
+}
+
+const TOKENS = new RegExp(`^(${INTEGER})\\+(${DECIMAL})/(${DURATION})$`)
+
+/** tokenBucket as core knows it: see kind.ts. */
+export const tokenBucketKind: RuleKindEntry<'tokenBucket'> = {
+  factory: tokenBucket,
+  options: ['capacity', 'refillPerSecond', 'name'],
+  identity: [],
+  algorithm: tokenBucketAlgorithm as RuleKindEntry<'tokenBucket'>['algorithm'],
+  decision: (rule, allowed, remaining, resetMs, retryAfterMs, waitMs) =>
+    decisionOf(rule, rule.capacity, allowed, remaining, resetMs, retryAfterMs, waitMs),
+  text: {
+    form: 'tokenBucket:CAPACITY+REFILL/PER, e.g. tokenBucket:50+10/s',
+    read(body) {
+      const m = TOKENS.exec(body)
+      if (m === null) return undefined
+      return { capacity: Number(m[1]), refillPerSecond: perSecond(m[2]!, m[3]!) }
+    },
+    write: (rule) => `${rule.capacity}+${rule.refillPerSecond}/s`,
+  },
+  maxCost(rule, penalty) {
+    if (!penalty) {
+      return { max: rule.capacity, why: `rule ${rule.name} can never admit more than ${rule.capacity}` }
+    }
+    return {
+      max: Math.min(Math.floor((MAX_FIGURE * rule.refillPerSecond) / 1000), MAX_THOUSANDTHS) - rule.capacity,
+      why: `rule ${rule.name} would take past 2^50 ms to refill`,
+    }
+  },
+  refundMark: (_rule, _d, at) => String(at),
 }

@@ -21,9 +21,11 @@ import {
   ruleOptions,
 } from '../options.ts'
 import type { WarmUpRule } from '../types.ts'
-import { type Algorithm, decisionOf } from './algorithm.ts'
+import { type Algorithm, decisionOf, limitDecision } from './algorithm.ts'
 import { FIXUP_STEPS, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
+import { DECIMAL, DURATION, formatDuration, parseDuration, perSecond, queueText } from './grammar.ts'
+import type { RuleKindEntry } from './kind.ts'
 import { unitsWithin } from './leaky-bucket.ts'
 
 export interface WarmUpOptions {
@@ -41,7 +43,7 @@ export interface WarmUpOptions {
 
 /** A meter passing `ratePerSecond` once warm, starting `coldFactor` times slower. */
 export function warmUp(options: WarmUpOptions): WarmUpRule {
-  const o = ruleOptions('warmUp', options, ['ratePerSecond', 'warmUpMs', 'coldFactor', 'maxQueueMs', 'name'])
+  const o = ruleOptions('warmUp', options, warmUpKind.options)
   const ratePerSecond = positiveOption('warmUp.ratePerSecond', o.ratePerSecond)
   const warmUpMs = integerOption('warmUp.warmUpMs', o.warmUpMs, 1, MAX_FIGURE)
   const coldFactor = given(o.coldFactor, 3)
@@ -76,7 +78,7 @@ export function warmUp(options: WarmUpOptions): WarmUpRule {
   // The state identity is the kind and a given name only, as a token bucket's: no figure of the rate.
   return defineRule<WarmUpRule>(
     { kind: 'warmUp', ratePerSecond, warmUpMs, coldFactor, maxQueueMs },
-    [],
+    warmUpKind.identity,
     name,
     `${ratePerSecond}-per-s-warm-${durationLabel(warmUpMs)}`,
     {
@@ -164,6 +166,7 @@ function resetIn(ahead: number): number {
 }
 
 export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
+  marks: false,
   // A key never seen starts cold.
   create: (rule, now) => ({ next: now, stored: rule.maxPermits, until: Number.NEGATIVE_INFINITY }),
 
@@ -248,4 +251,40 @@ export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
     state.next = Math.max(state.next, Math.min(moved, cap))
     state.until = coldAt(state, rule)
   },
+}
+
+const WARM = new RegExp(`^(${DECIMAL})/(${DURATION}),(${DURATION})(?:x(${DECIMAL}))?(?:~(${DURATION}))?$`)
+
+/** warmUp as core knows it: see kind.ts. */
+export const warmUpKind: RuleKindEntry<'warmUp'> = {
+  factory: warmUp,
+  options: ['ratePerSecond', 'warmUpMs', 'coldFactor', 'maxQueueMs', 'name'],
+  identity: [],
+  algorithm: warmUpAlgorithm as RuleKindEntry<'warmUp'>['algorithm'],
+  decision: limitDecision,
+  text: {
+    form: 'warmUp:RATE/PER,WARMUP[xCOLD][~MAXQUEUE], e.g. warmUp:100/s,30sx3~1s',
+    read(body) {
+      const m = WARM.exec(body)
+      if (m === null) return undefined
+      const spec: Record<string, unknown> = {
+        ratePerSecond: perSecond(m[1]!, m[2]!),
+        warmUpMs: parseDuration(m[3]!),
+      }
+      if (m[4] !== undefined) spec.coldFactor = Number(m[4])
+      if (m[5] !== undefined) spec.maxQueueMs = parseDuration(m[5])
+      return spec
+    },
+    write(rule) {
+      const cold = rule.coldFactor === 3 ? '' : `x${rule.coldFactor}`
+      return `${rule.ratePerSecond}/s,${formatDuration(rule.warmUpMs)}${cold}${queueText(rule.maxQueueMs)}`
+    },
+  },
+  // A meter, as leakyBucket: a penalty leaves as long a wait as a consume.
+  maxCost: (rule) => ({
+    max: Math.floor(MAX_FIGURE / rule.stableMs),
+    why: `rule ${rule.name} would queue past 2^50 ms`,
+  }),
+  // The next slot the call left its pointer at.
+  refundMark: (_rule, d, at) => String(at + d.resetMs),
 }

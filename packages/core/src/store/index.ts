@@ -24,10 +24,10 @@ export {
   prefixOption,
   readOptions,
 } from '../options.ts'
-export { type Algorithm, ruleDecision } from '../rules/algorithm.ts'
+export type { Algorithm } from '../rules/algorithm.ts'
 export { newLease } from '../rules/concurrency.ts'
-export { refundMark } from '../rules/index.ts'
-export type { RuleKindEntry } from '../rules/spec.ts'
+export { refundMark, ruleDecision } from '../rules/index.ts'
+export type { RuleKindEntry } from '../rules/kind.ts'
 export {
   checkEntryName,
   type ParsedEntry,
