@@ -40,7 +40,11 @@ export interface OverloadOptions<R = unknown> {
   minRtDecayMs?: number
   /** A request `critical` marks is admitted while in flight < estimate × this (>= 1). Default 1.5. */
   criticalHeadroom?: number
-  /** Marks a request as critical (health checks, payments); the adapters ask it. Default: none is. */
+  /**
+   * Marks a request as critical (payments, health checks): the adapters ask it of a request the guard would
+   * shed, and give it the headroom once its client's own limits admit it. Mark by what authentication
+   * established, never by a path alone (anyone may ask for a path). Default: none is.
+   */
   critical?: (request: R) => boolean
   /** HTTP status the adapters answer a shed request with, from 400 to 599. Default 503. */
   status?: number
@@ -117,7 +121,8 @@ export function isOverload(value: unknown): value is Overload<never> {
  * `InvalidOptionError` naming them (`overload.<name>`).
  *
  * @example
- * const guard = overload({ maxEventLoopDelayMs: 100, critical: (req) => req.url === '/health' })
+ * // `req.account` is set by your authentication, before the limit: a client cannot mark itself critical.
+ * const guard = overload({ maxEventLoopDelayMs: 100, critical: (req) => req.account?.plan === 'payments' })
  * app.use(rateLimit({ rules, overload: guard }))
  */
 export function overload<R = unknown>(options: OverloadOptions<R>): Overload<R> {
