@@ -2,12 +2,13 @@
  * @module overload: sheds load by the server's own state, in the process, the way a congestion window
  * sizes itself by delivery rate and round-trip time. Per-client limits cannot see the sum of every client; this
  * guard admits a request while the requests in flight stay under what the server has shown it sustains
- * (Little's law: the most completions a second times the best latency), and only while an overload signal is
- * over its threshold: the event loop's delay or utilization (a server short of CPU), or requests piling up in
- * flight past that estimate while their mean latency climbs well above the best (a server waiting on a slow
- * dependency, whose event loop stays idle). The best latency is remembered for tens of seconds, rising only
- * slowly: a queue's own latency would otherwise become the best within a second, and the rise would never
- * show. Time and the signals are inputs (`clock`, `signals`), so every behaviour is decided by them alone.
+ * (Little's law: the most completions a second times the best latency), and only while the server is
+ * overloaded: its event loop's delay or utilization is over a threshold (a server short of CPU), or its
+ * requests pile up in flight while their latency climbs well above the best it has shown, whatever the event
+ * loop says (a server waiting on a slow dependency). That best latency is remembered for tens of seconds, rising only slowly: a
+ * queue's own latency would otherwise become the best within a second, the rise would never show, and an
+ * estimate sized by it would keep the queue. Time and the signals are inputs (`clock`, `signals`), so every
+ * behaviour is decided by them alone.
  */
 import { type EventLoopUtilization, monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { InvalidOptionError } from './errors.ts'
@@ -27,17 +28,18 @@ export interface OverloadOptions<R = unknown> {
   /** Triggered while the event loop's utilization is above this share (0 < x <= 1). Default: not read. */
   maxUtilization?: number
   /**
-   * Triggered while more requests are in flight than the estimate and their recent mean latency (`meanRt`)
-   * is above this many times `minRt` (a finite number > 1): requests piling up while their latency climbs,
-   * whatever the event loop says (a slow dependency). Held while the guard keeps shedding. Default 2.
+   * A pile-up: triggered while more requests are in flight than the server sustains at its best latency
+   * (`maxPass × bestRt`) and their recent mean latency (`meanRt`) is above this many times `bestRt` (a
+   * finite number > 1), whatever the event loop says (a server waiting on a slow dependency). Held while
+   * the guard keeps shedding, and sized by `bestRt` meanwhile. Default 2.
    */
   maxLatencyRatio?: number
   /**
-   * How slowly `minRt` (the best latency) forgets, in ms (a finite number > 0): it falls at once to a lower
-   * mean latency, and rises toward a higher one by `1 − e^(−elapsed / minRtDecayMs)` of the gap, only while
-   * the guard is not triggered. Default 30000.
+   * How slowly `bestRt` (the best latency, remembered) forgets, in ms (a finite number > 0): it falls at once
+   * to a lower mean latency, and rises toward a higher one by `1 − e^(−elapsed / bestRtDecayMs)` of the gap,
+   * except while a pile-up holds. Default 30000.
    */
-  minRtDecayMs?: number
+  bestRtDecayMs?: number
   /** A request `critical` marks is admitted while in flight < estimate × this (>= 1). Default 1.5. */
   criticalHeadroom?: number
   /**
@@ -73,17 +75,22 @@ export interface OverloadState {
   readonly inFlight: number
   /** The most completions of one live bucket, scaled to a second; 0 with no evidence. */
   readonly maxPass: number
-  /**
-   * The best latency, in ms: the least mean latency of the live buckets seen at a completion, rising slowly
-   * since (`minRtDecayMs`) while not triggered; 0 before the first completion.
-   */
+  /** The least mean latency of a live bucket, in ms; 0 with no evidence. */
   readonly minRt: number
   /**
+   * The best latency, remembered: the least mean latency of the live buckets seen at a completion, rising
+   * slowly since (`bestRtDecayMs`) except while a pile-up holds, in ms; 0 before the first completion.
+   */
+  readonly bestRt: number
+  /**
    * The mean latency of the completions in this bucket and the one before (this one alone with `buckets: 1`),
-   * in ms; 0 with none. What the pile-up signal compares with `minRt`.
+   * in ms; 0 with none. What the pile-up signal compares with `bestRt`.
    */
   readonly meanRt: number
-  /** `max(1, maxPass × minRt / 1000)`, unrounded; `Infinity` with no evidence (nothing is shed). */
+  /**
+   * `max(1, maxPass × minRt / 1000)`, or while a pile-up holds `max(1, maxPass × bestRt / 1000)`; unrounded;
+   * `Infinity` with no evidence (nothing is shed).
+   */
   readonly estimate: number
   /**
    * Whether the guard sheds past the estimate in this bucket: decided at its first `enter` or `state`, by the
@@ -158,7 +165,7 @@ function guardSettings<R>(options: OverloadOptions<R>): GuardSettings<R> {
       'maxEventLoopDelayMs',
       'maxUtilization',
       'maxLatencyRatio',
-      'minRtDecayMs',
+      'bestRtDecayMs',
       'criticalHeadroom',
       'critical',
       'status',
@@ -179,7 +186,7 @@ function guardSettings<R>(options: OverloadOptions<R>): GuardSettings<R> {
   if (typeof latencyRatio !== 'number' || !Number.isFinite(latencyRatio) || latencyRatio <= 1) {
     throw new InvalidOptionError('overload.maxLatencyRatio', latencyRatio, 'a finite number > 1')
   }
-  const decayMs = positiveOption('overload.minRtDecayMs', given(o.minRtDecayMs, 30_000))
+  const decayMs = positiveOption('overload.bestRtDecayMs', given(o.bestRtDecayMs, 30_000))
   const headroom = given(o.criticalHeadroom, 1.5)
   if (typeof headroom !== 'number' || !Number.isFinite(headroom) || headroom < 1) {
     throw new InvalidOptionError('overload.criticalHeadroom', headroom, 'a finite number >= 1')
@@ -255,22 +262,26 @@ class Completions {
   }
 
   /**
-   * `[maxPass, mean latency]` over the live buckets (the bucket `index` and the `buckets − 1` before it): the
-   * most completions of one, scaled to a second, and the mean latency of all their completions (0 with none).
+   * `[maxPass, minRt, mean latency]` over the live buckets (the bucket `index` and the `buckets − 1` before
+   * it): the most completions of one, scaled to a second, the least mean latency of one (Infinity with
+   * none), and the mean latency of all their completions (0 with none).
    */
-  evidence(index: number): [number, number] {
+  evidence(index: number): [number, number, number] {
     const buckets = this.#buckets
     let most = 0
+    let least = Number.POSITIVE_INFINITY
     let count = 0
     let latency = 0
     for (let slot = 0; slot < buckets; slot++) {
       const passes = this.#passes[slot]!
       if (passes === 0 || this.#indexes[slot]! <= index - buckets) continue
       if (passes > most) most = passes
+      const mean = this.#latencies[slot]! / passes
+      if (mean < least) least = mean
       count += passes
       latency += this.#latencies[slot]!
     }
-    return [(most * 1000) / this.#bucketMs, count === 0 ? 0 : latency / count]
+    return [(most * 1000) / this.#bucketMs, least, count === 0 ? 0 : latency / count]
   }
 
   /**
@@ -309,9 +320,9 @@ class OverloadGuard<R> implements Overload<R> {
   #shedSince = false
   /** The bucket whose first `enter` or `state` decided the trigger; it is not decided again in it. */
   #decidedIn = -1
-  /** The best latency (`minRt`) as of the last completion, which came at `#minRtAt`; Infinity before one. */
-  #minRt = Number.POSITIVE_INFINITY
-  #minRtAt = 0
+  /** The best latency (`bestRt`) as of the last completion, which came at `#bestRtAt`; Infinity before one. */
+  #bestRt = Number.POSITIVE_INFINITY
+  #bestRtAt = 0
 
   constructor(settings: GuardSettings<R>) {
     this.#settings = settings
@@ -328,7 +339,7 @@ class OverloadGuard<R> implements Overload<R> {
     if (index !== this.#decidedIn) this.#decide(index)
     if (!this.#triggered) return this.#admit(now)
     // With no completion in the window the estimate is Infinity: no evidence, so nothing is shed.
-    const estimate = this.#estimate(this.#completions.evidence(index)[0])
+    const estimate = this.#estimate(index)
     const room = request?.critical === true ? estimate * this.#settings.headroom : estimate
     if (this.#inFlight < room) return this.#admit(now)
     this.#shedSince = true
@@ -338,11 +349,16 @@ class OverloadGuard<R> implements Overload<R> {
   readonly state = (): OverloadState => {
     const index = this.#completions.bucketOf(this.#now())
     if (index !== this.#decidedIn) this.#decide(index)
-    const maxPass = this.#completions.evidence(index)[0]
-    const minRt = Number.isFinite(this.#minRt) ? this.#minRt : 0
-    const meanRt = this.#completions.recentMean(index)
-    const estimate = this.#estimate(maxPass)
-    return { inFlight: this.#inFlight, maxPass, minRt, meanRt, estimate, triggered: this.#triggered }
+    const [maxPass, minRt] = this.#completions.evidence(index)
+    return {
+      inFlight: this.#inFlight,
+      maxPass,
+      minRt: maxPass === 0 ? 0 : minRt,
+      bestRt: Number.isFinite(this.#bestRt) ? this.#bestRt : 0,
+      meanRt: this.#completions.recentMean(index),
+      estimate: this.#estimate(index),
+      triggered: this.#triggered,
+    }
   }
 
   readonly close = (): void => {
@@ -354,15 +370,21 @@ class OverloadGuard<R> implements Overload<R> {
     return clock()
   }
 
-  /** `max(1, maxPass × minRt / 1000)`; Infinity with no completion in the window. */
-  #estimate(maxPass: number): number {
-    return maxPass === 0 ? Number.POSITIVE_INFINITY : Math.max(1, (maxPass * this.#minRt) / 1000)
+  /**
+   * `max(1, maxPass × minRt / 1000)`, or by `bestRt` while a pile-up holds (the window's best is then the
+   * queue's own latency); Infinity with no completion in the window.
+   */
+  #estimate(index: number): number {
+    const [maxPass, minRt] = this.#completions.evidence(index)
+    if (maxPass === 0) return Number.POSITIVE_INFINITY
+    return Math.max(1, (maxPass * (this.#piledUp ? this.#bestRt : minRt)) / 1000)
   }
 
   /**
    * Decides the trigger for the bucket `index`: an event-loop signal over its threshold, or a pile-up: more
-   * requests in flight than the estimate while the recent mean latency is over `maxLatencyRatio` × minRt.
-   * A pile-up holds while requests are shed: the shedding that keeps the latency down must not end it.
+   * requests in flight than the server sustains at its best latency while their recent mean latency is over
+   * `maxLatencyRatio` × bestRt, whatever the event loop says. A pile-up holds while requests are shed: the
+   * shedding that keeps the latency down must not end it.
    */
   #decide(index: number): void {
     this.#decidedIn = index
@@ -370,10 +392,12 @@ class OverloadGuard<R> implements Overload<R> {
     const read = signals?.()
     const busy = read !== undefined && (read.eventLoopDelayMs > maxDelay || read.utilization > maxUtilization)
     const completions = this.#completions
+    const maxPass = completions.evidence(index)[0]
     this.#piledUp =
       (this.#piledUp && this.#shedSince) ||
-      (this.#inFlight > this.#estimate(completions.evidence(index)[0]) &&
-        completions.recentMean(index) > latencyRatio * this.#minRt)
+      (maxPass > 0 &&
+        this.#inFlight > Math.max(1, (maxPass * this.#bestRt) / 1000) &&
+        completions.recentMean(index) > latencyRatio * this.#bestRt)
     this.#shedSince = false
     this.#triggered = busy || this.#piledUp
   }
@@ -391,25 +415,25 @@ class OverloadGuard<R> implements Overload<R> {
         const now = this.#now()
         const completions = this.#completions
         completions.add(now, Math.max(0, now - enteredAt))
-        this.#remember(now, completions.evidence(completions.bucketOf(now))[1])
+        this.#remember(now, completions.evidence(completions.bucketOf(now))[2])
       },
     }
   }
 
   /**
    * Follows the best latency at a completion: down at once to the live buckets' mean latency when that is
-   * lower, else, while not triggered, up toward it by `1 − e^(−elapsed / minRtDecayMs)` of the gap, elapsed
-   * since the last completion. While triggered it does not rise: the latency of a queue the guard lets in
-   * is not the server's, and following it would let the estimate, and the queue, grow without end.
+   * lower, else up toward it by `1 − e^(−elapsed / bestRtDecayMs)` of the gap, elapsed since the last
+   * completion, except while a pile-up holds: the latency of the queue the guard then lets in is not the
+   * server's, and following it would let the estimate, and the queue, grow without end.
    */
   #remember(now: number, meanRt: number): void {
-    const best = this.#minRt
-    if (meanRt <= best) this.#minRt = meanRt
-    else if (!this.#triggered) {
-      const kept = Math.exp(-Math.max(0, now - this.#minRtAt) / this.#settings.decayMs)
-      this.#minRt = best + (meanRt - best) * (1 - kept)
+    const best = this.#bestRt
+    if (meanRt <= best) this.#bestRt = meanRt
+    else if (!this.#piledUp) {
+      const kept = Math.exp(-Math.max(0, now - this.#bestRtAt) / this.#settings.decayMs)
+      this.#bestRt = best + (meanRt - best) * (1 - kept)
     }
-    this.#minRtAt = now
+    this.#bestRtAt = now
   }
 }
 

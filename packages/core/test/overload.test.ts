@@ -9,7 +9,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 
 function rig(
-  options: { windowMs?: number; buckets?: number; criticalHeadroom?: number; minRtDecayMs?: number } = {},
+  options: { windowMs?: number; buckets?: number; criticalHeadroom?: number; bestRtDecayMs?: number } = {},
 ) {
   let now = 0
   let signal: OverloadSignals = { eventLoopDelayMs: 0, utilization: 0 }
@@ -65,6 +65,7 @@ describe('overload: the formulas', () => {
       inFlight: 0,
       maxPass: 200,
       minRt: 10,
+      bestRt: 10,
       meanRt: 10,
       estimate: 2,
       triggered: true,
@@ -127,7 +128,8 @@ describe('overload: the formulas', () => {
     expect(r.guard.state()).toEqual({
       inFlight: 0,
       maxPass: 0,
-      minRt: 10,
+      minRt: 0,
+      bestRt: 10,
       meanRt: 0,
       estimate: Number.POSITIVE_INFINITY,
       triggered: true,
@@ -272,7 +274,15 @@ describe('overload: cold start, trigger, critical headroom', () => {
     ticket.done()
     enter()
     expect(enter()).toEqual({ admitted: false, retryAfterMs: 100 })
-    expect(state()).toEqual({ inFlight: 1, maxPass: 10, minRt: 10, meanRt: 10, estimate: 1, triggered: true })
+    expect(state()).toEqual({
+      inFlight: 1,
+      maxPass: 10,
+      minRt: 10,
+      bestRt: 10,
+      meanRt: 10,
+      estimate: 1,
+      triggered: true,
+    })
     close()
     expect(new Set(thisSeen)).toEqual(new Set([undefined]))
   })
@@ -298,7 +308,7 @@ function slowDependency(options: { slots: number; serviceMs: number; decayMs?: n
   const guard = overload({
     maxEventLoopDelayMs: 100,
     maxUtilization: 0.9,
-    ...(options.decayMs === undefined ? {} : { minRtDecayMs: options.decayMs }),
+    ...(options.decayMs === undefined ? {} : { bestRtDecayMs: options.decayMs }),
     clock: () => now,
     signals: () => {
       reads++
@@ -366,6 +376,7 @@ describe('overload: a slow dependency (requests pile up in flight, the event loo
       inFlight: 10,
       maxPass: 100,
       minRt: 100,
+      bestRt: 100,
       meanRt: 100,
       estimate: 10,
       triggered: false,
@@ -396,12 +407,14 @@ describe('overload: a slow dependency (requests pile up in flight, the event loo
     const server = slowDependency(pool)
     server.run(0, 5000, 10, 1)
     server.run(5000, 25_000, 10, 3)
-    const { minRt, estimate } = server.guard.state()
+    const { minRt, bestRt, estimate } = server.guard.state()
     // Twenty seconds of 3×: the best latency rose only in the 300 ms before the trigger, by 0.04 ms, and not
     // at all while the guard was shedding, where the queue's latency would have raised it to 700 ms.
-    expect(minRt).toBeGreaterThan(100)
-    expect(minRt).toBeLessThan(100.05)
-    expect(estimate).toBe((100 * minRt) / 1000)
+    expect(bestRt).toBeGreaterThan(100)
+    expect(bestRt).toBeLessThan(100.05)
+    // The window's best is the latency the guard lets in (10 ms of wait); the estimate is sized by bestRt.
+    expect(minRt).toBe(110)
+    expect(estimate).toBe((100 * bestRt) / 1000)
   })
   it('needs no event-loop threshold: a guard given none reads no signals and sheds a pile-up alone', () => {
     let now = 0
@@ -430,33 +443,21 @@ describe('overload: a slow dependency (requests pile up in flight, the event loo
   })
 })
 
-describe('overload: the best latency (minRt) decays as documented', () => {
-  it('falls at once to a lower mean, and rises toward a higher one by 1 − e^(−elapsed / minRtDecayMs) of the gap', () => {
-    const r = rig({ minRtDecayMs: 30_000 })
+describe('overload: the best latency (bestRt) decays as documented', () => {
+  it('falls at once to a lower mean, and rises toward a higher one by 1 − e^(−elapsed / bestRtDecayMs) of the gap', () => {
+    const r = rig({ bestRtDecayMs: 30_000 })
     complete(r, 0, 1, 100) // done at 100: the window's mean is 100 ms, the best 100 ms
-    expect(r.guard.state()).toMatchObject({ minRt: 100, meanRt: 100 })
+    expect(r.guard.state()).toMatchObject({ bestRt: 100, meanRt: 100 })
     r.at(20_000) // no completion since: nothing moves
-    expect(r.guard.state()).toMatchObject({ minRt: 100, meanRt: 0, maxPass: 0 })
+    expect(r.guard.state()).toMatchObject({ bestRt: 100, meanRt: 0, maxPass: 0 })
     // Done at 30 100, 30 s after the last completion, taking 200 ms: alone in the window, mean 200 ms.
     complete(r, 29_900, 1, 200)
     const risen = 100 + (200 - 100) * (1 - Math.exp(-30_000 / 30_000))
-    expect(r.guard.state()).toMatchObject({ minRt: risen, meanRt: 200 })
+    expect(r.guard.state()).toMatchObject({ bestRt: risen, meanRt: 200, minRt: 200 })
     expect(risen).toBeCloseTo(163.21, 2)
     // Done at 30 150 in 50 ms: the window's mean is (200 + 50) / 2 = 125 ms, below the best: taken at once.
     complete(r, 30_100, 1, 50)
-    expect(r.guard.state()).toMatchObject({ minRt: 125, meanRt: 125 })
-  })
-
-  it('sizes the estimate by the remembered best, not by the window alone', () => {
-    const r = rig()
-    complete(r, 0, 20, 10) // best 10 ms, 200/s: estimate 2
-    // A second later the window holds only slow completions, 20 of 50 ms: the best barely rises.
-    complete(r, 1200, 20, 50)
-    const { minRt, estimate, meanRt } = r.guard.state()
-    expect(meanRt).toBe(50)
-    expect(minRt).toBeGreaterThan(10)
-    expect(minRt).toBeLessThan(13)
-    expect(estimate).toBe(Math.max(1, (200 * minRt) / 1000))
+    expect(r.guard.state()).toMatchObject({ bestRt: 125, meanRt: 125, minRt: 125 })
   })
 })
 
@@ -474,8 +475,8 @@ describe('overload: options', () => {
     ['a latency ratio of 1', { maxLatencyRatio: 1 }, 'overload.maxLatencyRatio'],
     ['a latency ratio of Infinity', { maxLatencyRatio: Infinity }, 'overload.maxLatencyRatio'],
     ['a latency ratio that is a string', { maxLatencyRatio: '2' }, 'overload.maxLatencyRatio'],
-    ['a decay of 0 ms', { minRtDecayMs: 0 }, 'overload.minRtDecayMs'],
-    ['a decay of NaN', { minRtDecayMs: Number.NaN }, 'overload.minRtDecayMs'],
+    ['a decay of 0 ms', { bestRtDecayMs: 0 }, 'overload.bestRtDecayMs'],
+    ['a decay of NaN', { bestRtDecayMs: Number.NaN }, 'overload.bestRtDecayMs'],
     ['headroom below 1', { maxEventLoopDelayMs: 100, criticalHeadroom: 0.5 }, 'overload.criticalHeadroom'],
     [
       'headroom infinite',
@@ -518,7 +519,7 @@ describe('overload: options', () => {
 /**
  * The reference: docs/overload.md's formulas computed from scratch on every question, from a log of every
  * completion (time and latency), with the few facts the guard carries from one moment to the next kept as
- * the docs state them: the bucket the trigger was decided in, whether a pile-up holds, and the best latency.
+ * the docs state them: the bucket the trigger was decided in, whether a pile-up holds, and bestRt.
  */
 class Model {
   readonly completions: { t: number; rt: number }[] = []
@@ -527,8 +528,8 @@ class Model {
   piledUp = false
   shedSince = false
   decidedIn = Number.NaN
-  minRt = Infinity
-  minRtAt = 0
+  bestRt = Infinity
+  bestRtAt = 0
   constructor(
     readonly windowMs: number,
     readonly buckets: number,
@@ -543,7 +544,7 @@ class Model {
   }
 
   /** Completions by bucket, for the buckets from `from` to `to`. */
-  byBucket(from: number, to: number): Map<number, { n: number; rt: number }> {
+  byBucket(from: number, to: number): { n: number; rt: number }[] {
     const byBucket = new Map<number, { n: number; rt: number }>()
     for (const c of this.completions) {
       const b = Math.floor(c.t / this.bucketMs)
@@ -553,11 +554,11 @@ class Model {
       entry.rt += c.rt
       byBucket.set(b, entry)
     }
-    return byBucket
+    return [...byBucket.values()]
   }
 
   mean(from: number, to: number): number {
-    const entries = [...this.byBucket(from, to).values()]
+    const entries = this.byBucket(from, to)
     const n = entries.reduce((sum, e) => sum + e.n, 0)
     return n === 0 ? 0 : entries.reduce((sum, e) => sum + e.rt, 0) / n
   }
@@ -566,24 +567,30 @@ class Model {
     const b = Math.floor(now / this.bucketMs)
     if (b === this.decidedIn) return
     this.decidedIn = b
-    const s = this.state(now)
+    const busy = signal.eventLoopDelayMs > this.maxDelay
+    const { maxPass, meanRt } = this.state(now)
     this.piledUp =
       (this.piledUp && this.shedSince) ||
-      (s.inFlight > s.estimate && s.meanRt > this.latencyRatio * this.minRt)
+      (maxPass > 0 &&
+        this.inFlight > Math.max(1, (maxPass * this.bestRt) / 1000) &&
+        meanRt > this.latencyRatio * this.bestRt)
     this.shedSince = false
-    this.triggered = signal.eventLoopDelayMs > this.maxDelay || this.piledUp
+    this.triggered = busy || this.piledUp
   }
 
   state(now: number): OverloadState {
     const current = Math.floor(now / this.bucketMs)
-    const live = [...this.byBucket(current - this.buckets + 1, current).values()]
+    const live = this.byBucket(current - this.buckets + 1, current)
     const maxPass = live.length === 0 ? 0 : Math.max(...live.map((e) => (e.n * 1000) / this.bucketMs))
+    const minRt = live.length === 0 ? 0 : Math.min(...live.map((e) => e.rt / e.n))
+    const rt = this.piledUp ? this.bestRt : minRt
     return {
       inFlight: this.inFlight,
       maxPass,
-      minRt: this.minRt === Infinity ? 0 : this.minRt,
+      minRt,
+      bestRt: this.bestRt === Infinity ? 0 : this.bestRt,
       meanRt: this.mean(Math.max(current - 1, current - this.buckets + 1), current),
-      estimate: maxPass === 0 ? Infinity : Math.max(1, (maxPass * this.minRt) / 1000),
+      estimate: maxPass === 0 ? Infinity : Math.max(1, (maxPass * rt) / 1000),
       triggered: this.triggered,
     }
   }
@@ -601,21 +608,14 @@ class Model {
     this.completions.push({ t: now, rt })
     const current = Math.floor(now / this.bucketMs)
     const mean = this.mean(current - this.buckets + 1, current)
-    if (mean <= this.minRt) this.minRt = mean
-    else if (!this.triggered) {
-      const kept = Math.exp(-Math.max(0, now - this.minRtAt) / this.decayMs)
-      this.minRt = this.minRt + (mean - this.minRt) * (1 - kept)
+    if (mean <= this.bestRt) this.bestRt = mean
+    else if (!this.piledUp) {
+      const kept = Math.exp(-Math.max(0, now - this.bestRtAt) / this.decayMs)
+      this.bestRt = this.bestRt + (mean - this.bestRt) * (1 - kept)
     }
-    this.minRtAt = now
+    this.bestRtAt = now
   }
 }
-
-type Op =
-  | { op: 'advance'; ms: number }
-  | { op: 'enter'; critical: boolean }
-  | { op: 'done'; pick: number }
-  | { op: 'state' }
-  | { op: 'signal'; delayMs: number }
 
 /** Every act at random: long and short steps, requests done in any order, the signal changing. */
 const anyActs: fc.Arbitrary<Op> = fc.oneof(
@@ -681,7 +681,7 @@ describe('overload: the reference model on random traces', () => {
           const guard = overload({
             maxEventLoopDelayMs: 100,
             maxLatencyRatio: latencyRatio,
-            minRtDecayMs: decayMs,
+            bestRtDecayMs: decayMs,
             criticalHeadroom: headroom,
             windowMs,
             buckets,

@@ -4,10 +4,10 @@
  * out. The way down reads in order: the overload guard (`enter`), `skip`, the request's record (counted
  * once per limit), the key, the cost, the limiter, then the outcome. A request the guard would shed but
  * marks critical goes down the same way, and takes the guard's critical headroom only once its client's
- * own limits admitted it: a client over its limit is answered 429 and never takes the headroom. What runs when the response ends
- * lives in end-phase.ts; the request's record (record.ts) keeps what the limit counted, so a request
- * passing a limit twice (app and router, or two hooks) is counted once, and stacked limits' headers are
- * rendered together.
+ * own limits admitted it: a client over its limit is answered 429 and never takes the headroom. What
+ * runs when the response ends lives in end-phase.ts; the request's record (record.ts) keeps what the limit
+ * counted, so a request passing a limit twice (app and router, or two hooks) is counted once, and stacked
+ * limits' headers are rendered together.
  *
  * Over 300 lines: the way down is one class read in order, from the guard to the outcome; split, one
  * request's path would be spread over several files.
