@@ -617,6 +617,13 @@ class Model {
   }
 }
 
+type Op =
+  | { op: 'advance'; ms: number }
+  | { op: 'enter'; critical: boolean }
+  | { op: 'done'; pick: number }
+  | { op: 'state' }
+  | { op: 'signal'; delayMs: number }
+
 /** Every act at random: long and short steps, requests done in any order, the signal changing. */
 const anyActs: fc.Arbitrary<Op> = fc.oneof(
   {
