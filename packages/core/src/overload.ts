@@ -1,14 +1,15 @@
 /**
  * @module overload: sheds load by the server's own state, in the process, the way a congestion window
- * sizes itself by delivery rate and round-trip time. Per-client limits cannot see the sum of every client; this
- * guard admits a request while the requests in flight stay under what the server has shown it sustains
- * (Little's law: the most completions a second times the best latency), and only while the server is
- * overloaded: its event loop's delay or utilization is over a threshold (a server short of CPU), or its
- * requests pile up in flight while their latency climbs well above the best it has shown, whatever the event
- * loop says (a server waiting on a slow dependency). That best latency is remembered for tens of seconds, rising only slowly: a
- * queue's own latency would otherwise become the best within a second, the rise would never show, and an
- * estimate sized by it would keep the queue. Time and the signals are inputs (`clock`, `signals`), so every
- * behaviour is decided by them alone.
+ * sizes itself by delivery rate and round-trip time. Per-client limits cannot see the sum of every client;
+ * this guard admits a request while the requests in flight stay under what the server has shown it
+ * sustains (Little's law: the most completions a second times the best latency), and only while the server
+ * is overloaded: its event loop's delay or utilization is over a threshold (a server short of CPU), or its
+ * requests pile up in flight while their latency climbs well above the best it has shown, whatever the
+ * event loop says (a server waiting on a slow dependency). That best latency is also remembered for tens of
+ * seconds, rising only slowly: a queue's own latency becomes the last second's best within a second, so the
+ * rise would never show, and a room sized by it would keep the queue; the room is never sized by more than
+ * `maxLatencyRatio` times the remembered best. Time and the signals are inputs (`clock`, `signals`), so
+ * every behaviour is decided by them alone.
  */
 import { type EventLoopUtilization, monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { InvalidOptionError } from './errors.ts'
@@ -31,7 +32,7 @@ export interface OverloadOptions<R = unknown> {
    * A pile-up: triggered while more requests are in flight than the server sustains at its best latency
    * (`maxPass × bestRt`) and their recent mean latency (`meanRt`) is above this many times `bestRt` (a
    * finite number > 1), whatever the event loop says (a server waiting on a slow dependency). Held while
-   * the guard keeps shedding, and sized by `bestRt` meanwhile. Default 2.
+   * the guard keeps shedding. The room is never sized by more than this many times `bestRt`. Default 2.
    */
   maxLatencyRatio?: number
   /**
@@ -88,8 +89,8 @@ export interface OverloadState {
    */
   readonly meanRt: number
   /**
-   * `max(1, maxPass × minRt / 1000)`, or while a pile-up holds `max(1, maxPass × bestRt / 1000)`; unrounded;
-   * `Infinity` with no evidence (nothing is shed).
+   * `max(1, maxPass × min(minRt, maxLatencyRatio × bestRt) / 1000)`, unrounded; `Infinity` with no evidence
+   * (nothing is shed).
    */
   readonly estimate: number
   /**
@@ -371,13 +372,14 @@ class OverloadGuard<R> implements Overload<R> {
   }
 
   /**
-   * `max(1, maxPass × minRt / 1000)`, or by `bestRt` while a pile-up holds (the window's best is then the
-   * queue's own latency); Infinity with no completion in the window.
+   * `max(1, maxPass × min(minRt, maxLatencyRatio × bestRt) / 1000)`: the last second's best latency, never
+   * counted above what the pile-up signal calls a rise (the window's best is then the queue's own latency);
+   * Infinity with no completion in the window.
    */
   #estimate(index: number): number {
     const [maxPass, minRt] = this.#completions.evidence(index)
     if (maxPass === 0) return Number.POSITIVE_INFINITY
-    return Math.max(1, (maxPass * (this.#piledUp ? this.#bestRt : minRt)) / 1000)
+    return Math.max(1, (maxPass * Math.min(minRt, this.#settings.latencyRatio * this.#bestRt)) / 1000)
   }
 
   /**

@@ -391,14 +391,13 @@ describe('overload: a slow dependency (requests pile up in flight, the event loo
     // In flight passes the estimate at once; the mean latency of the last two buckets passes 2 × 100 ms
     // with the completions of [5200, 5300), and the guard sheds from the bucket after.
     expect(step.triggeredAt).toBe(5300)
-    // The pool's capacity is served (100/s) and the rest shed at once: 2000 and 3999 of 6000.
-    expect(step).toMatchObject({ offered: 6000, served: 2000, shed: 3999 })
-    // The queue let in before the trigger waits 600 ms at most; once it has drained, a request waits 10 ms
-    // for a connection (the estimate, 10.004, lets an 11th in): where no guard would let the wait grow by
-    // 2 ms every ms, to 40 s by the end.
+    // The pool's capacity is served (100/s) and the rest shed at once: 2000 and 4000 of 6000.
+    expect(step).toMatchObject({ offered: 6000, served: 2000, shed: 4000 })
+    // The queue let in before the trigger waits 600 ms at most; once it has drained, no request waits for
+    // a connection: where no guard would let the wait grow by 2 ms every ms, to 40 s by the end.
     expect(Math.max(...step.latencies.map((l) => l.ms))).toBe(700)
     const later = step.latencies.filter((l) => l.arrived >= 6000).map((l) => l.ms)
-    expect(new Set(later)).toEqual(new Set([110]))
+    expect(new Set(later)).toEqual(new Set([100]))
     // The event loop's signals never said a thing, and were read once a bucket.
     expect(server.reads).toBe(250)
   })
@@ -407,14 +406,10 @@ describe('overload: a slow dependency (requests pile up in flight, the event loo
     const server = slowDependency(pool)
     server.run(0, 5000, 10, 1)
     server.run(5000, 25_000, 10, 3)
-    const { minRt, bestRt, estimate } = server.guard.state()
-    // Twenty seconds of 3×: the best latency rose only in the 300 ms before the trigger, by 0.04 ms, and not
-    // at all while the guard was shedding, where the queue's latency would have raised it to 700 ms.
-    expect(bestRt).toBeGreaterThan(100)
-    expect(bestRt).toBeLessThan(100.05)
-    // The window's best is the latency the guard lets in (10 ms of wait); the estimate is sized by bestRt.
-    expect(minRt).toBe(110)
-    expect(estimate).toBe((100 * bestRt) / 1000)
+    // Twenty seconds of 3×: the best latency rose a little in the 300 ms before the trigger, not at all while
+    // the guard was shedding (where the queue's latency would have raised it to 700 ms), and fell back to
+    // 100 ms once the window held only the drained pool's completions. The room is the pool's, 10.
+    expect(server.guard.state()).toMatchObject({ minRt: 100, bestRt: 100, estimate: 10, triggered: true })
   })
   it('needs no event-loop threshold: a guard given none reads no signals and sheds a pile-up alone', () => {
     let now = 0
@@ -458,6 +453,19 @@ describe('overload: the best latency (bestRt) decays as documented', () => {
     // Done at 30 150 in 50 ms: the window's mean is (200 + 50) / 2 = 125 ms, below the best: taken at once.
     complete(r, 30_100, 1, 50)
     expect(r.guard.state()).toMatchObject({ bestRt: 125, meanRt: 125, minRt: 125 })
+  })
+
+  it("never sizes the room by more than maxLatencyRatio × bestRt: the window's best may be a queue's", () => {
+    const r = rig()
+    complete(r, 0, 20, 10) // best 10 ms, 200/s: estimate 2
+    // A second later the window holds only slow completions, 20 of 50 ms: the best barely rises.
+    complete(r, 1200, 20, 50)
+    const { minRt, bestRt, estimate } = r.guard.state()
+    expect(minRt).toBe(50)
+    expect(bestRt).toBe(10 + 40 * (1 - Math.exp(-1240 / 30_000)))
+    // 200/s × min(50, 2 × 11.62) ms: 4.65 in flight, not the 10 the window's best alone would give.
+    expect(estimate).toBe((200 * 2 * bestRt) / 1000)
+    expect(estimate).toBeCloseTo(4.65, 2)
   })
 })
 
@@ -583,7 +591,7 @@ class Model {
     const live = this.byBucket(current - this.buckets + 1, current)
     const maxPass = live.length === 0 ? 0 : Math.max(...live.map((e) => (e.n * 1000) / this.bucketMs))
     const minRt = live.length === 0 ? 0 : Math.min(...live.map((e) => e.rt / e.n))
-    const rt = this.piledUp ? this.bestRt : minRt
+    const rt = Math.min(minRt, this.latencyRatio * this.bestRt)
     return {
       inFlight: this.inFlight,
       maxPass,
