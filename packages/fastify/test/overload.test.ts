@@ -1,8 +1,8 @@
 /**
  * The `overload` option on a real Fastify server, with the guard on a manual clock and an injected signal:
  * a shed request is answered 503 with `Retry-After` before the per-client limit, counts against no client,
- * is published on `sluice:http`; critical requests get the headroom; a request leaves the guard when its
- * response ends.
+ * is published on `sluice:http`; critical requests get the headroom, only once their client's own limit
+ * admits them (and give their count back when it is full); a request leaves the guard when its response ends.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import type { AddressInfo } from 'node:net'
