@@ -1,8 +1,8 @@
 /**
  * The `overload` option on a real Fastify server, with the guard on a manual clock and an injected signal:
  * a shed request is answered 503 with `Retry-After` before the per-client limit, counts against no client,
- * is published on `sluice:http`; critical requests get the headroom; a request leaves the guard when its
- * response ends.
+ * is published on `sluice:http`; critical requests get the headroom, only once their client's own limit
+ * admits them (and give their count back when it is full); a request leaves the guard when its response ends.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import type { AddressInfo } from 'node:net'
@@ -110,6 +110,103 @@ describe('overload on Fastify', () => {
       slow.open()
       again.open()
       unsubscribe('sluice:http', seen)
+      await a.close()
+      guard.close()
+    }
+  })
+
+  it('a client over its own limit never takes the critical headroom: another payer is served while it waits on its limit', async () => {
+    const { store } = clocked()
+    // Overloaded throughout; estimate 1 (one completion of 0 ms), critical room 2.
+    const guard = overload<FastifyRequest>({
+      maxEventLoopDelayMs: 100,
+      criticalHeadroom: 2,
+      // What authentication established (here a bearer token of a paying account), not the path alone.
+      critical: (request) => payers.has(String(request.headers.authorization)),
+      clock: () => 0,
+      signals: () => ({ eventLoopDelayMs: 500, utilization: 1 }),
+    })
+    const payers = new Set(['mallory', 'alice', 'bob'])
+    // The client's identity, looked up by its token (as a session store would answer): mallory's second
+    // lookup is held, so its request waits on its own limit while others arrive.
+    const lookup = gate()
+    let mallorys = 0
+    const slow = gate()
+    const hold = gate()
+    const a = await app(
+      {
+        rules: [fixedWindow({ limit: 1, windowMs: 60_000 })],
+        store,
+        overload: guard,
+        key: async (request) => {
+          const token = String(request.headers.authorization)
+          if (token === 'mallory' && ++mallorys === 2) {
+            lookup.reached()
+            await lookup.opened
+          }
+          return token
+        },
+      },
+      (instance) => {
+        instance.get('/slow', async () => {
+          slow.reached()
+          await slow.opened
+          return { ok: true }
+        })
+        instance.get('/pay', async (request) => {
+          if (request.headers['x-hold'] === '1') {
+            hold.reached()
+            await hold.opened
+          }
+          return { paid: true }
+        })
+        instance.get('/', async () => ({ ok: true }))
+      },
+    )
+    await a.listen({ port: 0, host: '127.0.0.1' })
+    const url = `http://127.0.0.1:${(a.server.address() as AddressInfo).port}`
+    const as = (token: string, headers: Record<string, string> = {}) => ({
+      headers: { authorization: token, ...headers },
+    })
+    try {
+      expect((await fetch(`${url}/`, as('warm'))).status).toBe(200)
+      const held = fetch(`${url}/slow`, as('slow'))
+      await slow.arrived
+      expect(guard.state()).toMatchObject({ inFlight: 1, estimate: 1, triggered: true })
+      expect((await fetch(`${url}/`, as('carol'))).status).toBe(503) // an ordinary request is shed
+
+      // Mallory's first payment is within its limit: it takes the headroom, as a payment should.
+      expect((await fetch(`${url}/pay`, as('mallory'))).status).toBe(200)
+      // Its second waits on its limit (the lookup), and holds no place in the guard meanwhile.
+      const second = fetch(`${url}/pay`, as('mallory'))
+      await lookup.arrived
+      expect(guard.state().inFlight).toBe(1)
+      // So alice's payment finds the headroom free.
+      expect((await fetch(`${url}/pay`, as('alice'))).status).toBe(200)
+      lookup.open()
+      const over = await second
+      expect(over.status).toBe(429) // over its own limit: denied as usual, never shed, never in the guard
+      expect(await over.json()).toMatchObject({ status: 429 })
+      expect(guard.state().inFlight).toBe(1)
+
+      // The headroom full (bob's payment held in it), a payment within its limit is shed, and its count given
+      // back: once there is room, the same client's next payment is admitted by its limit of 1.
+      const bobs = fetch(`${url}/pay`, as('bob', { 'x-hold': '1' }))
+      await hold.arrived
+      expect(guard.state().inFlight).toBe(2)
+      const shed = await fetch(`${url}/pay`, as('dave-the-payer'))
+      expect(shed.status).toBe(503) // not a payer: shed as any request
+      payers.add('erin')
+      expect((await fetch(`${url}/pay`, as('erin'))).status).toBe(503)
+      hold.open()
+      expect((await bobs).status).toBe(200)
+      expect((await fetch(`${url}/pay`, as('erin'))).status).toBe(200)
+      slow.open()
+      expect((await held).status).toBe(200)
+    } finally {
+      slow.open()
+      lookup.open()
+      hold.open()
       await a.close()
       guard.close()
     }

@@ -1,8 +1,9 @@
 /**
  * @module A limit's response-end phase: what runs once a request's response has ended (or its client
  * left), through the request's record: `countWhen` asked and a refund of the request's own units, a
- * concurrency lease released, a queued slot given back. These acts run after the response, so a failure
- * is reported once per limit as a process warning, never thrown at the request.
+ * concurrency lease released, a queued slot given back (at once, for a request refused after its rules
+ * admitted it). These acts run beside the response, so a failure is reported once per limit as a process
+ * warning, never thrown at the request.
  */
 import type { Limiter } from '../limiter/limiter.ts'
 import { isPromise } from '../options.ts'
@@ -75,6 +76,15 @@ export class EndPhase<Req, Res> {
     })
   }
 
+  /**
+   * Gives back what the rules counted for a request sluice then refused (the overload guard shed it after its
+   * client's limits admitted it): a queued slot, or the call's units when the limiter can refund.
+   */
+  giveBack(req: Req, key: string, cost: number | undefined, decision: Decision): void {
+    if (decision.waitMs > 0) this.unqueue(req, key, cost, decision)
+    else if (typeof this.#limiter.refund === 'function') this.#refund(key, cost, req, decision)
+  }
+
   /** `countWhen`'s answer: only `false` refunds; a throw or a promise counts the request, with a warning. */
   #asked(req: Req, res: Res): boolean {
     let answer: unknown
@@ -99,7 +109,7 @@ export class EndPhase<Req, Res> {
   /** Gives back the request's own units: the decision names its call, so a late refund takes no newer one's. */
   #refund(key: string, cost: number | undefined, req: Req, decision: Decision): void {
     this.#limiter.refund(key, { decision, cost, context: req }).catch((error: unknown) => {
-      this.#warnOnce('refund', `a refund (countWhen) failed, so the request stays counted: ${String(error)}`)
+      this.#warnOnce('refund', `a refund failed, so the request stays counted: ${String(error)}`)
     })
   }
 

@@ -2,10 +2,12 @@
  * @module A request limit: parsed options built into a limiter and a key, and the one act an adapter asks
  * of it per request, `consume`, which answers an outcome (outcome.ts) the adapter only has to write
  * out. The way down reads in order: the overload guard (`enter`), `skip`, the request's record (counted
- * once per limit), the key, the cost, the limiter, then the outcome. What runs when the response ends
- * lives in end-phase.ts; the request's record (record.ts) keeps what the limit counted, so a request
- * passing a limit twice (app and router, or two hooks) is counted once, and stacked limits' headers are
- * rendered together.
+ * once per limit), the key, the cost, the limiter, then the outcome. A request the guard would shed but
+ * marks critical goes down the same way, and takes the guard's critical headroom only once its client's
+ * own limits admitted it: a client over its limit is answered 429 and never takes the headroom. What
+ * runs when the response ends lives in end-phase.ts; the request's record (record.ts) keeps what the limit
+ * counted, so a request passing a limit twice (app and router, or two hooks) is counted once, and stacked
+ * limits' headers are rendered together.
  *
  * Over 300 lines: the way down is one class read in order, from the guard to the outcome; split, one
  * request's path would be spread over several files.
@@ -84,6 +86,9 @@ export function buildRequestLimit<Req, Res>(
 
 type AllowOutcome = Extract<HttpOutcome, { action: 'allow' }>
 
+/** What `#enter` answers for a request the guard would shed but marks critical: ask its limits first. */
+const CRITICAL = Symbol('critical')
+
 /** One request limit: the options it was built from, resolved once, and the way down per request. */
 class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
   readonly limiter: Limiter<Req>
@@ -144,22 +149,12 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
   }
 
   consume(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
-    // Without a guard, a request runs exactly the code it ran before the option existed.
-    if (this.#guard !== undefined) {
-      try {
-        const shedding = this.#enter(req, res, this.#guard)
-        if (shedding !== undefined) return shedding
-      } catch (error) {
-        return Promise.reject(error)
-      }
-    }
     try {
-      const skip = this.#skip
-      if (skip === undefined) return this.#count(req, res)
-      const skipped = skip(req)
-      if (!isPromise(skipped)) return skipped ? PASS : this.#count(req, res)
-      // A native promise, whatever thenable `skip` answered with.
-      return Promise.resolve(skipped).then((s) => (s ? PASS : this.#count(req, res)))
+      // Without a guard, a request runs exactly the code it ran before the option existed.
+      if (this.#guard === undefined) return this.#limit(req, res, undefined)
+      const entered = this.#enter(req, res, this.#guard)
+      if (entered === CRITICAL) return this.#limit(req, res, this.#guard)
+      return entered ?? this.#limit(req, res, undefined)
     } catch (error) {
       return Promise.reject(error)
     }
@@ -183,43 +178,79 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
 
   /**
    * Enters the request into the overload guard, once per guard however many limits share it: undefined when
-   * it is admitted (it leaves the guard when its response ends), else the outcome of a shed request. A shed
-   * request counts against no client: no key is built and no rule is asked.
+   * it is admitted (it leaves the guard when its response ends) or entered it before, `CRITICAL` when the
+   * guard sheds it but marks it critical, else the outcome of a shed request. A shed request counts against
+   * no client: no key is built and no rule is asked.
    */
-  #enter(req: Req, res: Res, guard: Overload<Req>): HttpOutcome | undefined {
+  #enter(req: Req, res: Res, guard: Overload<Req>): HttpOutcome | typeof CRITICAL | undefined {
     const record = this.#end.recordOf(req)
     if (!record.claim(guard)) return undefined
-    const critical = guard.critical
-    const ticket = guard.enter(critical === undefined ? undefined : { critical: critical(req) === true })
+    const ticket = guard.enter()
     if (ticket.admitted) {
       this.#end.onResponseEnd(req, res, ticket.done)
       return undefined
     }
+    if (guard.critical?.(req) === true) return CRITICAL
+    return this.#shed(req, record, guard)
+  }
+
+  /** Answers a request the guard shed: the guard's status, or in shadow a pass published as such. */
+  #shed(req: Req, record: RequestRecord, guard: Overload<Req>): HttpOutcome {
     if (!this.#shadow) return this.#deny(req, record, '', this.#shedDecision!, guard.status)
     if (httpChannel.hasSubscribers) this.#publish(req, '', this.#shedDecision, 'shadow')
     return PASS
   }
 
-  /** Counts the request once per limit (and once per owner): a request seen before passes. */
-  #count(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
-    const record = this.#end.recordOf(req)
-    const owner = this.#owner
-    if ((owner !== undefined && !record.claim(owner)) || !record.claim(this.limiter)) return PASS
-    const key = this.#keyOf(req)
-    // A key or cost function that answers by promise waits for it; a synchronous one stays in the tick.
-    if (key instanceof Promise) return key.then((k) => this.#keyed(req, res, record, k))
-    return this.#keyed(req, res, record, key)
+  /**
+   * The per-client limits: `skip`, then the count. `critical` is the guard whose critical headroom the
+   * request may take once its limits admit it; one they let by uncounted (skipped, counted before, a
+   * missing key skipped) was never asked of them, and is shed as any other.
+   */
+  #limit(req: Req, res: Res, critical: Overload<Req> | undefined): HttpOutcome | Promise<HttpOutcome> {
+    const skip = this.#skip
+    if (skip === undefined) return this.#count(req, res, critical)
+    const skipped = skip(req)
+    if (!isPromise(skipped)) return skipped ? this.#pass(req, critical) : this.#count(req, res, critical)
+    // A native promise, whatever thenable `skip` answered with.
+    return Promise.resolve(skipped).then((s) =>
+      s ? this.#pass(req, critical) : this.#count(req, res, critical),
+    )
   }
 
-  #keyed(req: Req, res: Res, record: RequestRecord, key: KeyResult): HttpOutcome | Promise<HttpOutcome> {
+  /** A request this limit lets by uncounted: it passes, or it is shed when it was waiting for the headroom. */
+  #pass(req: Req, critical: Overload<Req> | undefined): HttpOutcome {
+    return critical === undefined ? PASS : this.#shed(req, this.#end.recordOf(req), critical)
+  }
+
+  /** Counts the request once per limit (and once per owner): a request seen before passes. */
+  #count(req: Req, res: Res, critical: Overload<Req> | undefined): HttpOutcome | Promise<HttpOutcome> {
+    const record = this.#end.recordOf(req)
+    const owner = this.#owner
+    if ((owner !== undefined && !record.claim(owner)) || !record.claim(this.limiter)) {
+      return this.#pass(req, critical)
+    }
+    const key = this.#keyOf(req)
+    // A key or cost function that answers by promise waits for it; a synchronous one stays in the tick.
+    if (key instanceof Promise) return key.then((k) => this.#keyed(req, res, record, k, critical))
+    return this.#keyed(req, res, record, key, critical)
+  }
+
+  #keyed(
+    req: Req,
+    res: Res,
+    record: RequestRecord,
+    key: KeyResult,
+    critical: Overload<Req> | undefined,
+  ): HttpOutcome | Promise<HttpOutcome> {
     if (!key.ok) {
-      if (key.policy === 'skip') return PASS
+      if (key.policy === 'skip') return this.#pass(req, critical)
       if (httpChannel.hasSubscribers) this.#publish(req, '', undefined, 'reject')
       return { action: 'reject', status: 400, body: missingKeyBody(key.detail), contentType: PROBLEM_JSON }
     }
     const cost = this.#costOf(req)
-    if (typeof cost === 'object') return cost.then((c) => this.#consume(req, res, record, key.key, c))
-    return this.#consume(req, res, record, key.key, cost)
+    if (typeof cost === 'object')
+      return cost.then((c) => this.#consume(req, res, record, key.key, c, critical))
+    return this.#consume(req, res, record, key.key, cost, critical)
   }
 
   #consume(
@@ -228,12 +259,13 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     record: RequestRecord,
     key: string,
     cost: number | undefined,
+    critical: Overload<Req> | undefined,
   ): HttpOutcome | Promise<HttpOutcome> {
     const decision = this.limiter.consumeNow(key, { cost, context: req })
     if (decision instanceof Promise) {
-      return decision.then((d) => this.#outcomeOf(req, res, record, key, cost, d))
+      return decision.then((d) => this.#outcomeOf(req, res, record, key, cost, d, critical))
     }
-    return this.#outcomeOf(req, res, record, key, cost, decision)
+    return this.#outcomeOf(req, res, record, key, cost, decision, critical)
   }
 
   #outcomeOf(
@@ -243,9 +275,15 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     key: string,
     cost: number | undefined,
     decision: Decision,
+    critical: Overload<Req> | undefined,
   ): HttpOutcome {
     // A concurrency lease lasts while the request runs: it ends with the response, or when the client leaves.
     if (decision.lease !== undefined) this.#end.releaseOnEnd(req, res, key, decision)
+    // Admitted by its client's limits, a critical request may take the headroom; shed, it gives its units back.
+    if (critical !== undefined && decision.allowed && !this.#headroom(req, res, critical)) {
+      this.#end.giveBack(req, key, cost, decision)
+      return this.#shed(req, record, critical)
+    }
     if (this.#shadow) {
       if (decision.allowed) this.#end.countWhen(req, res, key, cost, decision)
       record.counted({ decision, headers: this.#headers })
@@ -269,6 +307,13 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     }
     const blocked = decision.reason === 'blocked' || (this.#blocks && decision.reason === 'rules')
     return this.#deny(req, record, key, decision, blocked ? this.#blockedStatus : this.#status)
+  }
+
+  /** Enters the request into the guard's critical headroom: true when admitted (it leaves with its response). */
+  #headroom(req: Req, res: Res, guard: Overload<Req>): boolean {
+    const ticket = guard.enter({ critical: true })
+    if (ticket.admitted) this.#end.onResponseEnd(req, res, ticket.done)
+    return ticket.admitted
   }
 
   #deny(req: Req, record: RequestRecord, key: string, decision: Decision, status: number): HttpOutcome {

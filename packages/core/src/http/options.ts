@@ -113,8 +113,9 @@ export interface HttpLimitOptions<R, S = unknown> {
   /**
    * A guard built by `overload({ … })` from `@sluice/core`, asked at the start of each request, before the
    * per-client limits: a request it sheds is answered with the guard's `status` (default 503) and
-   * `Retry-After`, and counts against no client. One guard may serve several limits; a request enters it
-   * once. Default: none.
+   * `Retry-After`, and counts against no client. A request it would shed but marks `critical` is asked of
+   * the per-client limits first, and takes the critical headroom only if they admit it (over its client's
+   * limit, it is denied as usual). One guard may serve several limits; a request enters it once. Default: none.
    */
   overload?: Overload<R>
 }
