@@ -25,7 +25,7 @@ export default defineConfig({
     alias: [
       { find: /^@sluice\/core\/(http|store)$/, replacement: `${packages}core/src/$1/index.ts` },
       {
-        find: /^@sluice\/(core|redis|express|fastify|koa|node|nestjs|fetch|hono|metrics|dashboard|cli)$/,
+        find: /^@sluice\/(core|redis|postgres|express|fastify|koa|node|nestjs|fetch|hono|metrics|dashboard|cli)$/,
         replacement: `${packages}$1/src/index.ts`,
       },
     ],
