@@ -12,6 +12,7 @@ const SERIAL = [
   'test/redis-prefetch-processes.test.ts',
   'test/redis-prefetch-reset.test.ts',
   'test/redis-processes.test.ts',
+  'test/postgres-processes.test.ts',
   'test/redis-faults.test.ts',
   'test/redis-cluster.test.ts',
   'test/reliability-cluster.test.ts',
