@@ -79,9 +79,10 @@ function admittedAtOnce(rules: Spec[], calls: number): number {
 
 /** Waits, if needed, until the database's current aligned window of `windowMs` has more than `marginMs` left. */
 async function awayFromWindowEdge(windowMs: number, marginMs: number): Promise<void> {
-  const [{ now }] = await server.query<{ now: number }>(
+  const [row] = await server.query<{ now: number }>(
     'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now',
   )
+  const now = row!.now
   const left = windowMs - (now % windowMs)
   if (left < marginMs) await new Promise((r) => setTimeout(r, left + 5))
 }
