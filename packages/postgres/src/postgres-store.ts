@@ -11,6 +11,7 @@ import {
   type Adjustment,
   type BlockPolicy,
   ErrorCode,
+  type FixedWindowRule,
   InvalidOptionError,
   type Rule,
   type Store,
@@ -28,6 +29,7 @@ import {
   type StorePlace,
 } from '@sluice/core/store'
 import { type Connection, connectionFor, type PostgresClientLike } from './client.ts'
+import { fixedWindowConsume } from './kinds/fixed-window.ts'
 import {
   ACT,
   applyStatement,
@@ -38,7 +40,15 @@ import {
   sweepStatement,
   TABLE_NAME,
 } from './schema.ts'
-import { decode, encode, isLate, rowKey, serverNowOf } from './wire.ts'
+import {
+  decode,
+  decodeFixedWindow,
+  encode,
+  type FixedWindowRow,
+  isLate,
+  rowKey,
+  serverNowOf,
+} from './wire.ts'
 
 export interface PostgresStoreOptions {
   /**
@@ -97,6 +107,7 @@ export class PostgresStore implements Store {
   readonly #kinds: ReturnType<typeof kindsOf>
   readonly #apply: string
   readonly #applyName: string
+  readonly #fixedWindow: string
   readonly #timeoutMs: number
   readonly #clock: (() => number) | undefined
   readonly #sweepBatch: number
@@ -126,6 +137,7 @@ export class PostgresStore implements Store {
     this.#kinds = kindsOf(this.#names)
     this.#apply = applyStatement(this.#names)
     this.#applyName = `sluice_apply_${table}`
+    this.#fixedWindow = fixedWindowConsume(this.#names.table)
     this.#timeoutMs = integerOption('PostgresStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
     this.#clock = o.clock === undefined ? undefined : functionOption('PostgresStore.clock', o.clock)
     this.#sweepBatch = integerOption('PostgresStore.sweepBatch', given(o.sweepBatch, 1000), 1, 100_000)
@@ -159,6 +171,10 @@ export class PostgresStore implements Store {
     block?: BlockPolicy,
   ): Promise<StoreAnswer> {
     const consume = mode === 'consume'
+    const first = rules[0]!
+    if (consume && block === undefined && rules.length === 1 && first.kind === 'fixedWindow') {
+      return this.#consumeFixedWindow(rowKey(prefix, key), first, cost)
+    }
     const lease = consume && rules.some((r) => r.kind === 'concurrency') ? newLease(cost) : undefined
     const marks =
       lease === undefined ? null : rules.map((r) => (r.kind === 'concurrency' ? lease : undefined))
@@ -281,6 +297,39 @@ export class PostgresStore implements Store {
           )
         }
         return reply
+      }),
+    )
+  }
+
+  /** One fixedWindow rule consumed without a block: one upsert, its deadline and lock bound as `#call`'s. */
+  #consumeFixedWindow(key: string, rule: FixedWindowRule, cost: number): Promise<StoreAnswer> {
+    if (this.#closed)
+      return Promise.reject(new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.'))
+    const started = performance.now()
+    const deadline = this.#offset === undefined ? null : Math.floor(started + this.#timeoutMs + this.#offset)
+    const lockMs = `${this.#timeoutMs}ms`
+    const args = [
+      key,
+      rule.id,
+      rule.limit,
+      rule.windowMs,
+      cost,
+      this.#now(),
+      deadline,
+      this.#timeoutMs,
+      lockMs,
+    ]
+    return this.#run(
+      this.#connection.rows(`${this.#applyName}_fw`, this.#fixedWindow, args).then((rows) => {
+        const row = rows[0] as FixedWindowRow | undefined
+        if (row === undefined) {
+          throw new StoreError(
+            ErrorCode.STORE_TIMEOUT,
+            `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
+          )
+        }
+        this.#learnClock(row.server)
+        return decodeFixedWindow(row, rule)
       }),
     )
   }

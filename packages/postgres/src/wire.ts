@@ -2,6 +2,8 @@
  * @module One owner for the apply function's arguments and reply: a call is encoded here and its answer
  * decoded here; nothing else counts positions (schema.ts defines them).
  */
+
+import type { FixedWindowRule } from '@sluice/core'
 import { type BlockPolicy, ErrorCode, type Rule, type RuleDecision, StoreError } from '@sluice/core'
 import { blockedAnswer, ruleDecision, type StoreAnswer } from '@sluice/core/store'
 import { PARAMS_PER_RULE } from './kinds/kind.ts'
@@ -111,5 +113,24 @@ export function decode(
     }
     out.countedAt = reply[2]!
   }
+  return out
+}
+
+/** The row `fixedWindowConsume` returns (pg reads float8 as numbers, as postgres.js does). */
+export interface FixedWindowRow {
+  a: number
+  b: number
+  c: number
+  now: number
+  server: number
+}
+
+/** A fixedWindow consume's answer from its row (kinds/fixed-window.ts); as the memory store decides it. */
+export function decodeFixedWindow(row: FixedWindowRow, rule: FixedWindowRule): StoreAnswer {
+  const allowed = row.c === 1
+  const resetMs = row.b === 0 ? 0 : row.a + rule.windowMs - row.now
+  const d = ruleDecision(rule, allowed, Math.max(rule.limit - row.b, 0), resetMs, allowed ? 0 : resetMs, 0)
+  const out = [d] as RuleDecision[] & { countedAt?: number }
+  if (allowed) out.countedAt = row.now
   return out
 }
