@@ -14,6 +14,7 @@ const SERIAL = [
   'test/redis-processes.test.ts',
   'test/postgres-processes.test.ts',
   'test/redis-faults.test.ts',
+  'test/postgres-faults.test.ts',
   'test/redis-cluster.test.ts',
   'test/reliability-cluster.test.ts',
   'test/reliability-faults.test.ts',
