@@ -156,10 +156,13 @@ export class PostgresStore implements Store {
 
   /**
    * Creates the table, its index and the functions (or replaces the functions with this version's).
-   * Idempotent; processes running it at once take turns. `sluice postgres migrate` does the same.
+   * Idempotent; processes running it at once take turns. `sluice postgres migrate` does the same. Rejects
+   * with a `StoreError` (`ERR_SLUICE_STORE`) when PostgreSQL cannot be reached or refuses.
    */
   async migrate(): Promise<void> {
-    await this.#connection.script(migration(this.#names))
+    await this.#connection.script(migration(this.#names)).catch((error: unknown) => {
+      throw this.#storeError(error)
+    })
   }
 
   apply(
