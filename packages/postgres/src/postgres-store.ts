@@ -14,6 +14,7 @@ import {
   type FixedWindowRule,
   InvalidOptionError,
   type Rule,
+  type SlidingWindowRule,
   type Store,
   type StoreAnswer,
   StoreError,
@@ -30,6 +31,7 @@ import {
 } from '@sluice/core/store'
 import { type Connection, connectionFor, type PostgresClientLike } from './client.ts'
 import { fixedWindowConsume } from './kinds/fixed-window.ts'
+import { slidingWindowConsume } from './kinds/sliding-window.ts'
 import {
   ACT,
   applyStatement,
@@ -43,10 +45,12 @@ import {
 import {
   decode,
   decodeFixedWindow,
+  decodeSlidingWindow,
   encode,
   type FixedWindowRow,
   isLate,
   rowKey,
+  type SlidingWindowRow,
   serverNowOf,
 } from './wire.ts'
 
@@ -108,6 +112,7 @@ export class PostgresStore implements Store {
   readonly #apply: string
   readonly #applyName: string
   readonly #fixedWindow: string
+  readonly #slidingWindow: string
   readonly #timeoutMs: number
   readonly #clock: (() => number) | undefined
   readonly #sweepBatch: number
@@ -138,6 +143,7 @@ export class PostgresStore implements Store {
     this.#apply = applyStatement(this.#names)
     this.#applyName = `sluice_apply_${table}`
     this.#fixedWindow = fixedWindowConsume(this.#names.table)
+    this.#slidingWindow = slidingWindowConsume(this.#names.table)
     this.#timeoutMs = integerOption('PostgresStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
     this.#clock = o.clock === undefined ? undefined : functionOption('PostgresStore.clock', o.clock)
     this.#sweepBatch = integerOption('PostgresStore.sweepBatch', given(o.sweepBatch, 1000), 1, 100_000)
@@ -175,8 +181,9 @@ export class PostgresStore implements Store {
   ): Promise<StoreAnswer> {
     const consume = mode === 'consume'
     const first = rules[0]!
-    if (consume && block === undefined && rules.length === 1 && first.kind === 'fixedWindow') {
-      return this.#consumeFixedWindow(rowKey(prefix, key), first, cost)
+    if (consume && block === undefined && rules.length === 1) {
+      if (first.kind === 'fixedWindow') return this.#consumeFixedWindow(rowKey(prefix, key), first, cost)
+      if (first.kind === 'slidingWindow') return this.#consumeSlidingWindow(rowKey(prefix, key), first, cost)
     }
     const lease = consume && rules.some((r) => r.kind === 'concurrency') ? newLease(cost) : undefined
     const marks =
@@ -333,6 +340,40 @@ export class PostgresStore implements Store {
         }
         this.#learnClock(row.server)
         return decodeFixedWindow(row, rule)
+      }),
+    )
+  }
+
+  /** One slidingWindow rule consumed without a block: one upsert, as `#consumeFixedWindow`. */
+  #consumeSlidingWindow(key: string, rule: SlidingWindowRule, cost: number): Promise<StoreAnswer> {
+    if (this.#closed)
+      return Promise.reject(new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.'))
+    const started = performance.now()
+    const deadline = this.#offset === undefined ? null : Math.floor(started + this.#timeoutMs + this.#offset)
+    const args = [
+      key,
+      rule.id,
+      rule.limit,
+      rule.windowMs,
+      rule.buckets,
+      rule.bucketMs,
+      cost,
+      this.#now(),
+      deadline,
+      this.#timeoutMs,
+      `${this.#timeoutMs}ms`,
+    ]
+    return this.#run(
+      this.#connection.rows(`${this.#applyName}_sw`, this.#slidingWindow, args).then((rows) => {
+        const row = rows[0] as SlidingWindowRow | undefined
+        if (row === undefined) {
+          throw new StoreError(
+            ErrorCode.STORE_TIMEOUT,
+            `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
+          )
+        }
+        this.#learnClock(row.server)
+        return decodeSlidingWindow(row, rule)
       }),
     )
   }

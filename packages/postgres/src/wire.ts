@@ -3,7 +3,7 @@
  * decoded here; nothing else counts positions (schema.ts defines them).
  */
 
-import type { FixedWindowRule } from '@sluice/core'
+import type { FixedWindowRule, SlidingWindowRule } from '@sluice/core'
 import { type BlockPolicy, ErrorCode, type Rule, type RuleDecision, StoreError } from '@sluice/core'
 import { blockedAnswer, ruleDecision, type StoreAnswer } from '@sluice/core/store'
 import { PARAMS_PER_RULE } from './kinds/kind.ts'
@@ -132,5 +132,38 @@ export function decodeFixedWindow(row: FixedWindowRow, rule: FixedWindowRule): S
   const d = ruleDecision(rule, allowed, Math.max(rule.limit - row.b, 0), resetMs, allowed ? 0 : resetMs, 0)
   const out = [d] as RuleDecision[] & { countedAt?: number }
   if (allowed) out.countedAt = row.now
+  return out
+}
+
+/** The row `slidingWindowConsume` returns. */
+export interface SlidingWindowRow {
+  ok: number
+  total: number
+  newest: number | null
+  retry: number | null
+  now: number
+  server: number
+}
+
+/** A slidingWindow consume's answer from its row (kinds/sliding-window.ts); as the memory store decides it. */
+export function decodeSlidingWindow(row: SlidingWindowRow, rule: SlidingWindowRule): StoreAnswer {
+  const { now } = row
+  const allowed = row.ok === 1
+  const remaining = Math.max(rule.limit - row.total, 0)
+  const out = (
+    allowed
+      ? [ruleDecision(rule, true, remaining, now - (now % rule.bucketMs) + rule.windowMs - now, 0, 0)]
+      : [
+          ruleDecision(
+            rule,
+            false,
+            remaining,
+            row.newest! + rule.windowMs - now,
+            row.retry! + rule.windowMs - now,
+            0,
+          ),
+        ]
+  ) as RuleDecision[] & { countedAt?: number }
+  if (allowed) out.countedAt = now
   return out
 }

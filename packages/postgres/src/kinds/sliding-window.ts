@@ -84,3 +84,53 @@ export const slidingWindowSql: KindSql<SlidingWindowRule> = {
     u := least(cc, p1 + cc - tot);
     IF u > 0 THEN ${count} END IF;`,
 }
+
+/**
+ * One slidingWindow rule consumed without a block, as one upsert (no function), as `fixedWindowConsume`
+ * is: it writes the call's bucket when the call fits, and otherwise only marks the row's `c` 0 (`c` is 1
+ * when the call was counted). Its arguments: key, rule id, limit, windowMs, buckets, bucketMs, cost, the
+ * caller's ms (or null), deadline, budget, lock_timeout (text). It returns no row when the call was late,
+ * else `c`, the units the live buckets hold after the call, the newest live bucket holding units, the start
+ * of the bucket whose expiry lets the call fit (a denied call's), the call's ms and the server's ms.
+ */
+export function slidingWindowConsume(table: string): string {
+  const ms = (t: string) => `floor(extract(epoch FROM ${t}) * 1000)::float8`
+  const before = `${ms('clock_timestamp()')} < coalesce($9::float8, ${ms('statement_timestamp()')} + $10::float8)`
+  /** The row's buckets as they count at the call's ms (none when the row has expired). */
+  const live = (xs: string, ys: string) =>
+    `unnest(${xs}, ${ys}) AS u(s, n) WHERE s >= EXCLUDED.a - $4::float8 + $6::float8 AND s <= EXCLUDED.a AND n > 0`
+  const fresh = 'x.expires <= EXCLUDED.c'
+  const total = `(CASE WHEN ${fresh} THEN 0 ELSE (SELECT coalesce(sum(n), 0) FROM ${live('x.xs', 'x.ys')}) END)`
+  const fits = `${total} + $7::float8 <= $3::float8`
+  const slot = '((EXCLUDED.a::bigint / $6::bigint) % $5::bigint)::int + 1'
+  const xs = `ARRAY(SELECT CASE WHEN i = ${slot} THEN EXCLUDED.a WHEN ${fresh} THEN '-Infinity'::float8 ELSE x.xs[i] END FROM generate_series(1, $5::int) AS i)`
+  const ys = `ARRAY(SELECT CASE WHEN i = ${slot} THEN (CASE WHEN NOT ${fresh} AND x.xs[i] = EXCLUDED.a THEN x.ys[i] ELSE 0 END) + $7::float8 WHEN ${fresh} THEN 0 ELSE x.ys[i] END FROM generate_series(1, $5::int) AS i)`
+  /** In RETURNING: the row as written, live at the call's ms (`now` from w). */
+  const after = (what: string) =>
+    `(SELECT ${what} FROM unnest(xs, ys) AS u(s, n), w WHERE s >= w.cur - $4::float8 + $6::float8 AND s <= w.cur AND n > 0)`
+  return `WITH t AS MATERIALIZED (
+  SELECT ${ms('clock_timestamp()')} AS server, set_config('lock_timeout', $11::text, true) AS cfg
+), s AS (
+  SELECT server, coalesce($8::float8, server) AS now FROM t
+), w AS (
+  SELECT server, now, now - (now::bigint % $6::bigint) AS cur FROM s
+)
+INSERT INTO ${table} AS x (k, r, a, b, c, xs, ys, expires)
+SELECT $1::text, $2::text, w.cur, NULL, w.now,
+  ARRAY(SELECT CASE WHEN i = ((w.cur::bigint / $6::bigint) % $5::bigint)::int + 1 THEN w.cur ELSE '-Infinity'::float8 END FROM generate_series(1, $5::int) AS i),
+  ARRAY(SELECT CASE WHEN i = ((w.cur::bigint / $6::bigint) % $5::bigint)::int + 1 THEN $7::float8 ELSE 0 END FROM generate_series(1, $5::int) AS i),
+  w.cur + $4::float8
+FROM w WHERE ${before}
+ON CONFLICT (k, r) DO UPDATE SET
+  xs = CASE WHEN ${fits} THEN ${xs} ELSE x.xs END,
+  ys = CASE WHEN ${fits} THEN ${ys} ELSE x.ys END,
+  c = CASE WHEN ${fits} THEN 1 ELSE 0 END,
+  expires = CASE WHEN ${fits} THEN greatest(CASE WHEN ${fresh} THEN '-Infinity'::float8 ELSE x.expires END, EXCLUDED.expires) ELSE x.expires END
+WHERE ${before}
+RETURNING CASE WHEN c = 0 THEN 0 ELSE 1 END AS ok, ${after('coalesce(sum(n), 0)')} AS total,
+  ${after('max(s)')} AS newest, (SELECT now FROM w) AS now, (SELECT server FROM w) AS server,
+  (SELECT min(s) FROM (
+    SELECT s, sum(n) OVER (ORDER BY s) AS freed
+    FROM unnest(xs, ys) AS u(s, n), w WHERE s >= w.cur - $4::float8 + $6::float8 AND s <= w.cur AND n > 0
+  ) AS walk, w WHERE freed >= ${after('coalesce(sum(n), 0)')} + $7::float8 - $3::float8) AS retry`
+}
