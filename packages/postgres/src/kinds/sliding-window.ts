@@ -87,7 +87,7 @@ export const slidingWindowSql: KindSql<SlidingWindowRule> = {
 
 /**
  * One slidingWindow rule consumed without a block, as one upsert (no function), as `fixedWindowConsume`
- * is: it writes the call's bucket when the call fits, and otherwise only marks the row's `c` 0 (`c` is 1
+ * is (the live total is summed once, in the sub-select that sets the row): it writes the call's bucket when the call fits, and otherwise only marks the row's `c` 0 (`c` is 1
  * when the call was counted). Its arguments: key, rule id, limit, windowMs, buckets, bucketMs, cost, the
  * caller's ms (or null), deadline, budget, lock_timeout (text). It returns no row when the call was late,
  * else `c`, the units the live buckets hold after the call, the newest live bucket holding units, the start
@@ -121,16 +121,21 @@ SELECT $1::text, $2::text, w.cur, NULL, w.now,
   ARRAY(SELECT CASE WHEN i = ((w.cur::bigint / $6::bigint) % $5::bigint)::int + 1 THEN $7::float8 ELSE 0 END FROM generate_series(1, $5::int) AS i),
   w.cur + $4::float8
 FROM w WHERE ${before}
-ON CONFLICT (k, r) DO UPDATE SET
-  xs = CASE WHEN ${fits} THEN ${xs} ELSE x.xs END,
-  ys = CASE WHEN ${fits} THEN ${ys} ELSE x.ys END,
-  c = CASE WHEN ${fits} THEN 1 ELSE 0 END,
-  expires = CASE WHEN ${fits} THEN greatest(CASE WHEN ${fresh} THEN '-Infinity'::float8 ELSE x.expires END, EXCLUDED.expires) ELSE x.expires END
+ON CONFLICT (k, r) DO UPDATE SET (xs, ys, c, expires) = (
+  SELECT
+    CASE WHEN fits THEN ${xs} ELSE x.xs END,
+    CASE WHEN fits THEN ${ys} ELSE x.ys END,
+    CASE WHEN fits THEN 1 ELSE 0 END,
+    CASE WHEN fits THEN greatest(CASE WHEN ${fresh} THEN '-Infinity'::float8 ELSE x.expires END, EXCLUDED.expires)
+      ELSE x.expires END
+  FROM (SELECT ${fits} AS fits) AS q
+)
 WHERE ${before}
 RETURNING CASE WHEN c = 0 THEN 0 ELSE 1 END AS ok, ${after('coalesce(sum(n), 0)')} AS total,
-  ${after('max(s)')} AS newest, (SELECT now FROM w) AS now, (SELECT server FROM w) AS server,
-  (SELECT min(s) FROM (
+  CASE WHEN c = 0 THEN ${after('max(s)')} END AS newest, (SELECT now FROM w) AS now,
+  (SELECT server FROM w) AS server,
+  CASE WHEN c = 0 THEN (SELECT min(s) FROM (
     SELECT s, sum(n) OVER (ORDER BY s) AS freed
     FROM unnest(xs, ys) AS u(s, n), w WHERE s >= w.cur - $4::float8 + $6::float8 AND s <= w.cur AND n > 0
-  ) AS walk, w WHERE freed >= ${after('coalesce(sum(n), 0)')} + $7::float8 - $3::float8) AS retry`
+  ) AS walk, w WHERE freed >= ${after('coalesce(sum(n), 0)')} + $7::float8 - $3::float8) END AS retry`
 }
