@@ -4,7 +4,14 @@
  * server returns, and a call stuck behind a lock another connection holds is ended by the server (it leaves
  * pg_stat_activity while the lock is still held) and counts nothing. With a `pg` Pool and with postgres.js.
  */
-import { createLimiter, type Decision, fixedWindow, slidingWindow } from '@sluice/core'
+import {
+  createLimiter,
+  type Decision,
+  fixedWindow,
+  type Rule,
+  slidingWindow,
+  tokenBucket,
+} from '@sluice/core'
 import { PostgresStore } from '@sluice/postgres'
 import pg from 'pg'
 import postgres from 'postgres'
@@ -102,9 +109,14 @@ describe.each(CLIENTS)('PostgreSQL faults (%s)', (kind) => {
   })
 
   it('ends a call stuck behind a row lock server-side, within its deadline, and counts nothing', async () => {
+    // Each window alone is one statement; two rules go through the apply function.
     for (const rules of [
       [fixedWindow({ limit: 100, windowMs: 3_600_000 })],
       [slidingWindow({ limit: 100, windowMs: 3_600_000 })],
+      [
+        fixedWindow({ limit: 100, windowMs: 3_600_000 }),
+        tokenBucket({ capacity: 100, refillPerSecond: 0.001 }),
+      ],
     ]) {
       const limiter = limiterOf(rules)
       expect(await limiter.consume('held')).toMatchObject({ reason: 'rules', remaining: 99 })
@@ -112,8 +124,9 @@ describe.each(CLIENTS)('PostgreSQL faults (%s)', (kind) => {
       const holder = new pg.Client({ connectionString: server.url })
       await holder.connect()
       await holder.query('BEGIN')
-      const locked = await holder.query('SELECT 1 FROM sluice_state WHERE k = $1 FOR UPDATE', [
+      const locked = await holder.query('SELECT 1 FROM sluice_state WHERE k = $1 AND r = $2 FOR UPDATE', [
         `${prefix.length}:${prefix}:held`,
+        (rules[0] as Rule).id,
       ])
       expect(locked.rowCount).toBe(1)
       const slow = await Promise.all(Array.from({ length: 12 }, () => limiter.consume('held')))
