@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The two commands a fresh machine needs, each setting itself up first:
 #   bash dev.sh start   runs the example server on the in-memory store
-#   bash dev.sh test    runs every test suite (Redis suites start their own redis-server; the dashboard's
+#   bash dev.sh test    runs every test suite (Redis and PostgreSQL suites start their own servers; the dashboard's
 #                       browser tests run Debian's Chromium, installed here when missing)
 # and `bash dev.sh setup`, which only installs (CI runs it before its checks); `bash dev.sh registry`, which
 # serves sluice's packages from a local npm registry for teams that want them before they are on npm's;
@@ -54,6 +54,19 @@ ensure_pnpm() {
     hash -r
   fi
   pnpm install --frozen-lockfile --reporter=silent
+}
+
+# The PostgreSQL suites initdb their own servers on free ports; they need only the server's binaries. No
+# machine cluster is created on 5432 by the install: the suites never use one.
+ensure_postgres() {
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "Installing the PostgreSQL server with apt-get (the PostgreSQL suites start their own servers)..."
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO mkdir -p /etc/postgresql-common/createcluster.d
+    echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.d/sluice.conf >/dev/null
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
+  fi
 }
 
 ensure_redis() {
@@ -112,8 +125,8 @@ run_tests() {
 
 case "${1:-}" in
   start) ensure_node; ensure_pnpm; build_if_stale; exec node examples/express/server.mjs ;;
-  test) ensure_node; ensure_pnpm; ensure_redis; ensure_chromium; build_if_stale; run_tests ;;
-  setup) ensure_node; ensure_pnpm; ensure_redis; ensure_chromium ;;
+  test) ensure_node; ensure_pnpm; ensure_redis; ensure_postgres; ensure_chromium; build_if_stale; run_tests ;;
+  setup) ensure_node; ensure_pnpm; ensure_redis; ensure_postgres; ensure_chromium ;;
   build) build_if_stale ;;
   node) node_line "${2:-$NODE_LTS}" ;;
   registry) ensure_node; ensure_pnpm; exec node scripts/registry.mjs "${@:2}" ;;

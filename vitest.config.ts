@@ -12,7 +12,9 @@ const SERIAL = [
   'test/redis-prefetch-processes.test.ts',
   'test/redis-prefetch-reset.test.ts',
   'test/redis-processes.test.ts',
+  'test/postgres-processes.test.ts',
   'test/redis-faults.test.ts',
+  'test/postgres-faults.test.ts',
   'test/redis-cluster.test.ts',
   'test/reliability-cluster.test.ts',
   'test/reliability-faults.test.ts',
@@ -25,7 +27,7 @@ export default defineConfig({
     alias: [
       { find: /^@sluice\/core\/(http|store)$/, replacement: `${packages}core/src/$1/index.ts` },
       {
-        find: /^@sluice\/(core|redis|express|fastify|koa|node|nestjs|fetch|hono|metrics|dashboard)$/,
+        find: /^@sluice\/(core|redis|postgres|express|fastify|koa|node|nestjs|fetch|hono|metrics|dashboard)$/,
         replacement: `${packages}$1/src/index.ts`,
       },
     ],

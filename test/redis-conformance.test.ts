@@ -1,29 +1,22 @@
 /**
- * Store conformance: the same random traces through MemoryStore and RedisStore (driven by one clock)
- * give identical per-rule decisions, field by field, for every algorithm, several rules per key, several
- * keys, costs above 1, peeks, refunds, penalties, queued slots given back, blocks that escalate, and many
- * calls in the same millisecond; with ioredis and with node-redis.
+ * Store conformance: the shared cases (store-conformance.ts) run MemoryStore and RedisStore through the
+ * same random traces (driven by one clock) and ask for identical per-rule decisions, field by field, for
+ * every algorithm, several rules per key, several keys, costs above 1, peeks, refunds, penalties, queued
+ * slots given back, blocks that escalate, and many calls in the same millisecond; with every client kind.
  */
-import {
-  type BlockPolicy,
-  concurrency,
-  createLimiter,
-  fixedWindow,
-  leakyBucket,
-  MemoryStore,
-  type Rule,
-  type RuleDecision,
-  type RuleInput,
-  slidingLog,
-  slidingWindow,
-  tokenBucket,
-  warmUp,
-} from '@sluice/core'
+import { MemoryStore, slidingLog } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
-import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ClientKind, clientOf, closeClients, STORE_CLIENT_KINDS, versionOf } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+import {
+  agreesAtEdges,
+  agreesOnLongLogs,
+  answersRandomTraces,
+  asRule,
+  givesQueuedSlotsBack,
+  holdsWorkedExample,
+} from './store-conformance.ts'
 
 let server: RedisServer
 
@@ -35,131 +28,6 @@ afterAll(async () => {
   await closeClients()
   await stopAll()
 })
-
-const asRule = (r: RuleInput): Rule => r as Rule
-
-/**
- * The start times of a test's traces, from a seeded sequence (Park-Miller), one per run: with fast-check's
- * seed, every trace of every run is the same, windows' edges included.
- */
-function leads(seed: number): () => number {
-  let state = seed
-  return () => {
-    state = (state * 48_271) % 2_147_483_647
-    return 1_700_000_000_000 + (state % 1_000_000_000)
-  }
-}
-
-/** Small numbers, so traces hit limits, window edges and refills often. */
-const ruleArb: fc.Arbitrary<Rule> = fc.oneof(
-  fc
-    .record({ limit: fc.integer({ min: 1, max: 5 }), windowMs: fc.constantFrom(7, 10, 50, 100, 1000) })
-    .map((o) => asRule(fixedWindow(o))),
-  fc
-    .record({ limit: fc.integer({ min: 1, max: 6 }), windowMs: fc.constantFrom(5, 10, 60, 100, 1000) })
-    .map((o) => asRule(slidingLog(o))),
-  fc
-    .record({
-      limit: fc.integer({ min: 1, max: 8 }),
-      buckets: fc.integer({ min: 1, max: 6 }),
-      bucketMs: fc.constantFrom(3, 10, 25, 100),
-    })
-    .map(({ limit, buckets, bucketMs }) =>
-      asRule(slidingWindow({ limit, buckets, windowMs: buckets * bucketMs })),
-    ),
-  fc
-    .record({
-      capacity: fc.integer({ min: 1, max: 6 }),
-      refillPerSecond: fc.constantFrom(0.1234, 0.5, 1, 3.7, 10, 33.3, 100, 999.99),
-    })
-    .map((o) => asRule(tokenBucket(o))),
-  fc
-    .record({
-      ratePerSecond: fc.constantFrom(0.7, 1, 3, 7.5, 10, 33.3, 100, 450),
-      maxQueueMs: fc.constantFrom(0, 1, 50, 120, 1000),
-    })
-    .map((o) => asRule(leakyBucket(o))),
-  fc
-    .record({
-      limit: fc.integer({ min: 1, max: 6 }),
-      leaseMs: fc.constantFrom(5, 40, 100, 1000),
-    })
-    .map((o) => asRule(concurrency(o))),
-  fc
-    .record({
-      ratePerSecond: fc.constantFrom(0.7, 3, 7.5, 33.3, 100, 450),
-      warmUpMs: fc.constantFrom(1, 50, 333, 1000, 3000),
-      coldFactor: fc.constantFrom(1, 1.5, 3, 7),
-      maxQueueMs: fc.constantFrom(0, 1, 50, 120, 1000),
-    })
-    .map((o) => asRule(warmUp(o))),
-)
-
-/** 1 to 3 rules with distinct ids. */
-const ruleSetArb = fc.uniqueArray(ruleArb, { minLength: 1, maxLength: 3, selector: (r) => r.id })
-
-/** A block policy as a limiter resolves it, or none (most traces). */
-const blockArb: fc.Arbitrary<BlockPolicy | undefined> = fc.option(
-  fc
-    .record({
-      ms: fc.integer({ min: 1, max: 200 }),
-      factor: fc.constantFrom(1, 1.5, 2, 3),
-      extra: fc.integer({ min: 0, max: 1000 }),
-      forgetMs: fc.integer({ min: 1, max: 3000 }),
-    })
-    .map(({ ms, factor, extra, forgetMs }) => blockPolicy({ ms, factor, maxMs: ms + extra, forgetMs })),
-  { nil: undefined, freq: 2 },
-)
-
-function blockPolicy(block: { ms: number; factor: number; maxMs: number; forgetMs: number }): BlockPolicy {
-  return createLimiter({ rules: [fixedWindow({ limit: 1, windowMs: 1 })], store: new MemoryStore(), block })
-    .block!
-}
-
-const stepArb = fc.record({
-  /** Extra ms the clock jumps before this call (0 most often: many calls share a millisecond). */
-  jump: fc.oneof(
-    { weight: 6, arbitrary: fc.constant(0) },
-    { weight: 4, arbitrary: fc.integer({ min: 1, max: 30 }) },
-    { weight: 1, arbitrary: fc.integer({ min: 100, max: 3000 }) },
-  ),
-  key: fc.integer({ min: 0, max: 2 }),
-  ruleSet: fc.integer({ min: 0, max: 2 }),
-  cost: fc.oneof(
-    { weight: 4, arbitrary: fc.constant(1) },
-    { weight: 1, arbitrary: fc.integer({ min: 2, max: 4 }) },
-  ),
-  /** consume most often; peek; refund; penalize; give the key's last queued slot back. */
-  act: fc.constantFrom(
-    'consume',
-    'consume',
-    'consume',
-    'consume',
-    'consume',
-    'consume',
-    'peek',
-    'peek',
-    'refund',
-    'penalize',
-    'unqueue',
-    'release',
-  ),
-  /** Refunds and penalties may exceed a limit. */
-  adjustCost: fc.oneof(
-    { weight: 4, arbitrary: fc.integer({ min: 1, max: 3 }) },
-    { weight: 1, arbitrary: fc.integer({ min: 4, max: 12 }) },
-  ),
-})
-
-const traceArb = fc.record({
-  block: blockArb,
-  ruleSets: fc.array(ruleSetArb, { minLength: 3, maxLength: 3 }),
-  steps: fc.array(stepArb, { minLength: 20, maxLength: 80 }),
-})
-
-const KEYS = ['alpha', 'beta:{x}', 'γ\u0000δ']
-
-let run = 0
 
 describe('the client libraries under test', () => {
   it.each<[ClientKind, string]>([
@@ -177,195 +45,16 @@ describe('the client libraries under test', () => {
 describe.each(STORE_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)', (kind) => {
   it('answers every random trace exactly as the memory store does', async () => {
     const client = await clientOf(kind, server)
-    // What the traces reached, so a generator that stopped reaching blocks or queues would be noticed.
-    const seen = {
-      blocked: 0,
-      blockBegun: 0,
-      queued: 0,
-      unqueued: 0,
-      refund: 0,
-      penalize: 0,
-      leased: 0,
-      released: 0,
-    }
-    const nextLead = leads(24)
-    await fc.assert(
-      fc.asyncProperty(traceArb, async ({ block, ruleSets, steps }) => {
-        // The trace clock never runs slower than real time (x4), so Redis, which expires keys by its own
-        // clock, never drops a key before the memory store would.
-        const started = performance.now()
-        let lead = nextLead()
-        let now = lead
-        const clock = () => now
-        const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
-        const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
-        const prefix = `conf${run++}`
-        const history: string[] = [`block ${JSON.stringify(block)}`]
-        /** Per key: the rule set, queue marks and cost of the last consume that was told to wait. */
-        const queued = new Map<
-          string,
-          { rules: readonly Rule[]; queues: (string | undefined)[]; cost: number }
-        >()
-        /** Per key: the rules and the leases (memory's, Redis's) of the last consume that took one. */
-        const leased = new Map<string, { rules: readonly Rule[]; memory: string; redis: string }>()
-        /** Lease ids are random, so decisions are compared without them (and with whether they had one). */
-        const bare = (ds: readonly RuleDecision[]) =>
-          ds.map(({ lease, ...d }) => (lease === undefined ? d : { ...d, leased: true }))
-        const brief = (ds: readonly RuleDecision[] | undefined) =>
-          ds?.map(
-            (d) =>
-              `${d.allowed ? 'ok' : 'no'} r${d.remaining} reset${d.resetMs} retry${d.retryAfterMs} wait${d.waitMs}${d.queue === undefined ? '' : ` q${d.queue}`}`,
-          )
-        for (const step of steps) {
-          lead += step.jump
-          now = Math.max(now, lead + 4 * Math.floor(performance.now() - started))
-          const rules = ruleSets[step.ruleSet]!
-          const minLimit = Math.min(...rules.map((r) => ('limit' in r ? r.limit : r.capacity)))
-          const cost = Math.min(step.cost, minLimit)
-          const key = KEYS[step.key]!
-          let expected: unknown
-          let actual: unknown
-          let said = ''
-          if (step.act === 'consume' || step.act === 'peek') {
-            const e = memory.apply(prefix, key, rules, cost, step.act, block)
-            const a = await redis.apply(prefix, key, rules, cost, step.act, block)
-            expected = [...bare(e), e.reason]
-            actual = [...bare(a), a.reason]
-            const lease = e.find((d) => d.lease !== undefined)?.lease
-            if (lease !== undefined) {
-              leased.set(key, { rules, memory: lease, redis: a.find((d) => d.lease !== undefined)!.lease! })
-              seen.leased++
-            }
-            said = `x${cost} -> ${brief(e)} ${e.reason ?? ''}`
-            if (e.reason === 'blocked') seen.blocked++
-            if (
-              block !== undefined &&
-              step.act === 'consume' &&
-              e.reason !== 'blocked' &&
-              e.some((d) => !d.allowed)
-            ) {
-              seen.blockBegun++
-            }
-            if (step.act === 'consume' && e.some((d) => d.queue !== undefined)) {
-              queued.set(key, { rules, queues: e.map((d) => d.queue), cost })
-              seen.queued++
-            }
-          } else if (step.act === 'release') {
-            const last = leased.get(key)
-            if (last === undefined) continue
-            const marks = (lease: string) =>
-              last.rules.map((r) => (r.kind === 'concurrency' ? lease : undefined))
-            memory.adjust(prefix, key, last.rules, 1, 'release', undefined, marks(last.memory))
-            await redis.adjust(prefix, key, last.rules, 1, 'release', undefined, marks(last.redis))
-            said = 'the last lease'
-            seen.released++
-          } else if (step.act === 'unqueue') {
-            const last = queued.get(key)
-            if (last === undefined) continue
-            memory.adjust(prefix, key, last.rules, last.cost, 'unqueue', undefined, last.queues)
-            await redis.adjust(prefix, key, last.rules, last.cost, 'unqueue', undefined, last.queues)
-            said = `x${last.cost} [${last.queues}]`
-            seen.unqueued++
-          } else {
-            const e = memory.adjust(prefix, key, rules, step.adjustCost, step.act, block)
-            const a = await redis.adjust(prefix, key, rules, step.adjustCost, step.act, block)
-            expected = e === undefined ? undefined : [...bare(e), e.reason]
-            actual = a === undefined ? undefined : [...bare(a), a.reason]
-            said = `x${step.adjustCost} -> ${brief(e)}`
-            seen[step.act]++
-          }
-          history.push(`${now} ${step.act} ${JSON.stringify(key)} [${rules.map((r) => r.id)}] ${said}`)
-          expect(
-            actual,
-            `trace so far:\n${history.join('\n')}\nredis said ${JSON.stringify(actual)}`,
-          ).toEqual(expected)
-        }
-        memory.close()
-        redis.close()
-      }),
-      // Seeded, as the start times are: a trace that fails fails again on every run, and the counts of
-      // what the traces did (asked below to pass 3) are the same on every run.
-      { numRuns: 100, seed: 24 },
+    await answersRandomTraces(
+      (clock) => new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 }),
     )
-    // Slots given back are few here (queues need a leaky bucket with room); the next test is about them.
-    for (const [what, count] of Object.entries(seen)) {
-      if (what !== 'unqueued') expect(count, what).toBeGreaterThan(3)
-    }
   })
 
   it('gives queued slots back exactly as the memory store does (leaky buckets, abandoned waits)', async () => {
     const client = await clientOf(kind, server)
-    let given = 0
-    const nextLead = leads(19)
-    await fc.assert(
-      fc.asyncProperty(
-        fc.record({
-          ratePerSecond: fc.constantFrom(0.7, 3, 7.5, 33.3, 100, 450, 3000),
-          maxQueueMs: fc.constantFrom(120, 300, 1000),
-          other: fc.boolean(),
-          steps: fc.array(
-            fc.record({
-              jump: fc.oneof(
-                { weight: 4, arbitrary: fc.constant(0) },
-                { weight: 4, arbitrary: fc.integer({ min: 1, max: 40 }) },
-              ),
-              act: fc.constantFrom(
-                'consume',
-                'consume',
-                'consume',
-                'unqueue',
-                'unqueue-older',
-                'refund',
-                'penalize',
-              ),
-              cost: fc.integer({ min: 1, max: 3 }),
-            }),
-            { minLength: 20, maxLength: 60 },
-          ),
-        }),
-        async ({ ratePerSecond, maxQueueMs, other, steps }) => {
-          const started = performance.now()
-          let lead = nextLead()
-          let now = lead
-          const clock = () => now
-          const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
-          const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
-          const rules: Rule[] = [leakyBucket({ ratePerSecond, maxQueueMs })]
-          if (other) rules.push(asRule(slidingLog({ limit: 20, windowMs: 500 })))
-          const prefix = `unq${run++}`
-          const waits: { queues: (string | undefined)[]; cost: number }[] = []
-          for (const [i, step] of steps.entries()) {
-            lead += step.jump
-            now = Math.max(now, lead + 4 * Math.floor(performance.now() - started))
-            const where = `step ${i} at ${now}: ${step.act} x${step.cost}`
-            if (step.act === 'consume') {
-              // A call may not cost more than a rule's limit (the limiter refuses it).
-              const cost = Math.min(step.cost, rules[0]!.kind === 'leakyBucket' ? rules[0]!.limit : 1)
-              const e = memory.apply(prefix, 'k', rules, cost, 'consume')
-              expect(await redis.apply(prefix, 'k', rules, cost, 'consume'), where).toEqual(e)
-              if (e[0]!.queue !== undefined) waits.push({ queues: e.map((d) => d.queue), cost })
-            } else if (step.act === 'unqueue' || step.act === 'unqueue-older') {
-              const w = step.act === 'unqueue' ? waits.pop() : waits.shift()
-              if (w === undefined) continue
-              given++
-              memory.adjust(prefix, 'k', rules, w.cost, 'unqueue', undefined, w.queues)
-              await redis.adjust(prefix, 'k', rules, w.cost, 'unqueue', undefined, w.queues)
-            } else {
-              memory.adjust(prefix, 'k', rules, step.cost, step.act)
-              await redis.adjust(prefix, 'k', rules, step.cost, step.act)
-            }
-            const e = memory.apply(prefix, 'k', rules, 1, 'peek')
-            expect(await redis.apply(prefix, 'k', rules, 1, 'peek'), `${where}, then a peek`).toEqual(e)
-          }
-          memory.close()
-          redis.close()
-        },
-      ),
-      // A fixed seed: how many slots the random traces give back varies with the seed (77 to 100 and more),
-      // and the count below asks that this trace gives back enough to matter.
-      { numRuns: 40, seed: 19 },
+    await givesQueuedSlotsBack(
+      (clock) => new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 }),
     )
-    expect(given).toBeGreaterThan(80)
   })
 
   it('logs a sliding-log call of cost 1,000,000 as one member, not one per unit (it blocked Redis 1.5 s)', async () => {
@@ -375,7 +64,7 @@ describe.each(STORE_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)'
     const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
     const redis = new RedisStore({ client, clock, deniedCache: false })
     const rules = [asRule(slidingLog({ limit: 2_500_000, windowMs: 60_000 }))]
-    const prefix = `big-${kind}-${run++}`
+    const prefix = `big-${kind}`
     const both = async (cost: number) => {
       const expected = memory.apply(prefix, 'k', rules, cost, 'consume')
       const actual = await redis.apply(prefix, 'k', rules, cost, 'consume')
@@ -399,109 +88,18 @@ describe.each(STORE_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)'
 
   it('agrees with the memory store on long logs: many entries, large costs, expiries of many at once', async () => {
     const client = await clientOf(kind, server)
-    const nextLead = leads(15)
-    await fc.assert(
-      fc.asyncProperty(
-        fc.record({
-          limit: fc.integer({ min: 50, max: 600 }),
-          windowMs: fc.constantFrom(20, 100, 250),
-          steps: fc.array(
-            fc.record({
-              jump: fc.oneof(
-                { weight: 8, arbitrary: fc.constant(0) },
-                { weight: 8, arbitrary: fc.integer({ min: 1, max: 5 }) },
-                { weight: 1, arbitrary: fc.integer({ min: 50, max: 400 }) },
-              ),
-              cost: fc.oneof(
-                { weight: 6, arbitrary: fc.constant(1) },
-                { weight: 2, arbitrary: fc.integer({ min: 2, max: 40 }) },
-                { weight: 1, arbitrary: fc.integer({ min: 41, max: 300 }) },
-              ),
-              peek: fc.integer({ min: 0, max: 9 }).map((x) => x === 0),
-            }),
-            { minLength: 100, maxLength: 400 },
-          ),
-        }),
-        async ({ limit, windowMs, steps }) => {
-          const started = performance.now()
-          let lead = nextLead()
-          let now = lead
-          const clock = () => now
-          const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
-          const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
-          const rules = [asRule(slidingLog({ limit, windowMs }))]
-          const prefix = `long${run++}`
-          for (const [i, step] of steps.entries()) {
-            lead += step.jump
-            now = Math.max(now, lead + 4 * Math.floor(performance.now() - started))
-            const cost = Math.min(step.cost, limit)
-            const mode = step.peek ? 'peek' : 'consume'
-            const expected = memory.apply(prefix, 'k', rules, cost, mode)
-            const actual = await redis.apply(prefix, 'k', rules, cost, mode)
-            expect(actual, `step ${i} at ${now}: ${mode} x${cost}`).toEqual(expected)
-          }
-          memory.close()
-          redis.close()
-        },
-      ),
-      { numRuns: 15, seed: 15 },
-    )
+    await agreesOnLongLogs((clock) => new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 }))
   })
 
   it('decides like the memory store at the edges of the figures the factories accept (a refill of 1e-13 a second kept Redis BUSY)', async () => {
     const client = await clientOf(kind, server)
-    const start = 1_800_000_000_000
-    let now = start
-    const clock = () => now
-    const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
-    const redis = new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 })
-    const edges: Rule[] = [
-      asRule(tokenBucket({ capacity: 10, refillPerSecond: 10_000 / 2 ** 50 })),
-      asRule(tokenBucket({ capacity: 9_007_199_254_740, refillPerSecond: 9_007_199_254_740_000 / 2 ** 50 })),
-      leakyBucket({ ratePerSecond: 1000 / 2 ** 50 }),
-      leakyBucket({ ratePerSecond: 2 ** 50, maxQueueMs: 1000 }),
-      leakyBucket({ ratePerSecond: 1000 }),
-      asRule(slidingLog({ limit: 2 ** 50, windowMs: 1000 })),
-    ]
-    for (const [i, rule] of edges.entries()) {
-      const prefix = `edge-${kind}-${run++}`
-      const limit = 'limit' in rule ? rule.limit : rule.capacity
-      now = start
-      const trace: [number, number, 'consume' | 'peek'][] = [
-        [0, 1, 'consume'],
-        [0, limit - 1, 'consume'],
-        [0, 1, 'peek'],
-        [0, limit, 'peek'],
-        [1, 1, 'consume'],
-        [997, 1, 'consume'],
-      ]
-      for (const [jump, cost, mode] of trace) {
-        now += jump
-        if (cost < 1) continue
-        const expected = memory.apply(prefix, 'k', [rule], cost, mode)
-        const actual = await redis.apply(prefix, 'k', [rule], cost, mode)
-        expect(actual, `rule ${i} ${rule.id} at +${now - start}: ${mode} x${cost}`).toEqual(expected)
-      }
-    }
-    memory.close()
-    redis.close()
+    await agreesAtEdges((clock) => new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 }))
   })
 
   it('holds the DESIGN worked example (slidingLog, limit 2 per 1000 ms)', async () => {
     const client = await clientOf(kind, server)
-    let now = 0
-    const store = new RedisStore({ client, clock: () => now + 1_800_000_000_000, deniedCache: false })
-    const rules = [asRule(slidingLog({ limit: 2, windowMs: 1000 }))]
-    const at = async (t: number) => {
-      now = t
-      return (await store.apply(`worked-${kind}`, 'k', rules, 1, 'consume'))[0]!
-    }
-    expect((await at(100)).allowed).toBe(true)
-    expect((await at(400)).allowed).toBe(true)
-    const denied = await at(500)
-    expect(denied.allowed).toBe(false)
-    expect(denied.retryAfterMs).toBe(600)
-    expect((await at(1100)).allowed).toBe(true)
-    expect((await at(1101)).allowed).toBe(false)
+    await holdsWorkedExample(
+      (clock) => new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 }),
+    )
   })
 })

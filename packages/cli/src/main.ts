@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * @module The `sluice` command: a small dispatcher from the first argument to its subcommand module
- * (`limits` -> limits.ts, `dashboard` -> dashboard.ts). Every error is printed as `CODE: message` on stderr; the exit code says what
+ * (`limits` -> limits.ts, `dashboard` -> dashboard.ts, `postgres` -> postgres.ts). Every error is printed as `CODE: message` on stderr; the exit code says what
  * kind of failure it was (see io.ts).
  */
 import { SluiceError, StoreError } from '@sluice/core'
@@ -9,11 +9,13 @@ import { DashboardError, DashboardErrorCode } from '@sluice/dashboard'
 import { dashboardCommand } from './dashboard.ts'
 import { EXIT, type Io } from './io.ts'
 import { limits } from './limits.ts'
+import { postgresCommand } from './postgres.ts'
 
 /** Subcommands by name. Each takes its arguments and where to write, and resolves with its exit code. */
 const COMMANDS: Readonly<Record<string, (argv: readonly string[], io: Io) => Promise<number>>> = {
   limits,
   dashboard: dashboardCommand,
+  postgres: postgresCommand,
 }
 
 const USAGE = `Usage: sluice <command> [arguments]
@@ -21,8 +23,9 @@ const USAGE = `Usage: sluice <command> [arguments]
 Commands:
   limits      read and change a limit table kept in Redis (sluice limits --help)
   dashboard   serve the live dashboard for a Redis: statistics and limit tables (sluice dashboard --help)
+  postgres    create the PostgresStore's table and functions (sluice postgres migrate --help)
 
-Exit codes: 0 done, 1 invalid input, 2 Redis could not be reached.`
+Exit codes: 0 done, 1 invalid input, 2 Redis (or PostgreSQL) could not be reached.`
 
 export async function main(argv: readonly string[], io: Io): Promise<number> {
   const [name, ...rest] = argv
