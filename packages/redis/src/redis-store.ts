@@ -42,7 +42,7 @@ import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
 import type { LocalAnswers, LocalCall } from './local.ts'
 import { type Plan, Plans, scriptOf } from './plans.ts'
-import { type Batch, type Fetch, Prefetch } from './prefetch.ts'
+import { type Batch, type Claim, type Fetch, Prefetch, type PrefetchWire } from './prefetch.ts'
 import { Releases } from './releases.ts'
 import { RESET_LUA } from './scripts.generated.ts'
 import {
@@ -162,18 +162,7 @@ export class RedisStore implements Store {
     this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
     const p = prefetchOption(o.prefetch)
     this.#prefetch =
-      p === undefined
-        ? undefined
-        : new Prefetch(
-            p.units,
-            p.ms,
-            this.#localNow,
-            this.#fetchAhead,
-            this.#returnBatch,
-            this.#recount,
-            // A call that joined a fetch and got too few units asks again, even once closing: it was in flight.
-            (c) => this.#apply(c.prefix, c.key, c.rules, c.cost, 'consume', c.block, true),
-          )
+      p === undefined ? undefined : new Prefetch({ ...p, clock: this.#localNow, wire: this.#batchWire })
     const maxKeys = deniedCacheOption(o.deniedCache)
     // A block the cache answers ends the key's local spending at once.
     this.#cache =
@@ -198,46 +187,81 @@ export class RedisStore implements Store {
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer {
-    return this.#apply(prefix, key, rules, cost, mode, block, false)
+    const call = this.#call(prefix, key, rules, cost, mode, block)
+    return this.#localAnswer(call) ?? this.#wire(call, false)
   }
 
-  /** `apply`; `inFlight`: a call made before `close()`, asking again, which goes even while closing. */
-  #apply(
+  /** The call as the store carries it, timed now. */
+  #call(
     prefix: string,
     key: string,
     rules: readonly Rule[],
     cost: number,
     mode: StoreMode,
     block: BlockPolicy | undefined,
-    inFlight: boolean,
-  ): Promise<StoreAnswer> | StoreAnswer {
-    const plan = this.#plans.of(rules)
-    const consume = mode === 'consume'
+  ): StoreCall {
     const now = this.#scriptNow()
-    // A local answer (see local.ts), else the wire.
-    let local: LocalCall<Plan> | undefined
-    if (consume && this.#local.length > 0) {
-      const id = `${prefix}\u0000${key}`
-      local = { id, prefix, key, plan, rules, cost, block, now: now ?? performance.now() }
-      for (const layer of this.#local) {
-        const answer = layer.answer(local)
-        if (answer !== undefined) return answer
-      }
+    return {
+      id: `${prefix}\u0000${key}`,
+      prefix,
+      key,
+      plan: this.#plans.of(rules),
+      rules,
+      cost,
+      block,
+      now: now ?? performance.now(),
+      consume: mode === 'consume',
+      scriptNow: now,
     }
+  }
+
+  /** The call's answer from this process's memory (see local.ts): the first layer that answers, or none. */
+  #localAnswer(call: StoreCall): StoreAnswer | Promise<StoreAnswer> | undefined {
+    if (!call.consume) return undefined
+    for (const layer of this.#local) {
+      const answer = layer.answer(call)
+      if (answer !== undefined) return answer
+    }
+    return undefined
+  }
+
+  /**
+   * The call's answer from Redis: a fetch it leads, else one script call. `inFlight`: a call made before
+   * `close()` asking again, which goes even while closing.
+   */
+  #wire(call: StoreCall, inFlight: boolean): Promise<StoreAnswer> {
     // A reset while this call is on its way may have removed what denies it: then its denial is not cached.
     const resets = this.#resets
     const refused = this.#calls.refuse(inFlight)
     if (refused !== undefined) return Promise.reject(refused)
-    if (local !== undefined && plan.batchable && this.#prefetch !== undefined) {
-      const fetch = this.#prefetch.lead(local.id, prefix, key, plan, rules, cost, block, local.now)
-      if (fetch !== undefined) return this.#fetch(fetch[0], fetch[1], cost, now, local.now, resets)
-    }
+    const fetch = call.consume ? this.#prefetch?.lead(call) : undefined
+    if (fetch !== undefined) return this.#fetch(fetch, call.scriptNow, resets)
+    return this.#send(call, resets)
+  }
 
+  /**
+   * Asks again, from the top and timed now, for a call that joined a fetch which brought too few units for
+   * it: it was made before any `close()`, so it goes even while closing.
+   */
+  #again(joined: LocalCall<Plan>): StoreAnswer | Promise<StoreAnswer> {
+    try {
+      const { prefix, key, rules, cost, block } = joined
+      const call = this.#call(prefix, key, rules, cost, 'consume', block)
+      return this.#localAnswer(call) ?? this.#wire(call, true)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /** One script call for the call: its rules applied to the key in Redis. */
+  #send(c: StoreCall, resets: number): Promise<StoreAnswer> {
+    const { key, plan, rules, cost, block, consume } = c
+    const now = c.scriptNow
     // A lease id made here, random: unique across processes without a round trip to agree on one.
     const lease = plan.leases ? (consume ? newLease(cost) : '') : undefined
     // A release of this key still waiting in this process goes first (releases.ts).
     this.#releases.before(key)
-    const base = keyBase(this.#prefix, prefix, key)
+    const base = keyBase(this.#prefix, c.prefix, key)
     // The common call (one rule's consume, no block) goes by its straight-down script, in the short call.
     const straight = block === undefined && consume && cost > 0 && plan.consume !== undefined
     const sent = straight
@@ -263,8 +287,8 @@ export class RedisStore implements Store {
         return answer
       }
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
-      if (local !== undefined && this.#cache !== undefined) {
-        this.#remember(local.id, plan.id, cost, local.now, resets, answer, blocked)
+      if (consume && this.#cache !== undefined) {
+        this.#remember(c.id, plan.id, cost, c.now, resets, answer, blocked)
       }
       return answer
     })
@@ -303,25 +327,18 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Sends a fetch: the call's `cost` and up to the batch's `want` more units, counted in Redis; the reply
-   * keeps the units the call does not spend. With cost 0 (a fetch ahead) no call waits on it but its joiners.
+   * Sends a fetch: its leader's `cost` (0 for a fetch ahead) and up to its `want` more units, counted in
+   * Redis; the reply keeps the units the leader does not spend, and its joiners spend theirs once it settles.
    */
-  #fetch(
-    batch: Batch<Plan>,
-    ask: Fetch,
-    cost: number,
-    now: number | undefined,
-    localNow: number,
-    resets: number,
-  ): Promise<StoreAnswer> {
+  #fetch(fetch: Fetch<Plan>, now: number | undefined, resets: number): Promise<StoreAnswer> {
     const prefetch = this.#prefetch!
-    const { plan, rules } = batch
+    const { batch, cost } = fetch
+    const { plan, rules } = batch.of
     // The units spent since the last round trip go with it: counted again if another process has reset the key.
-    const seen = batch.resets
-    const spent = prefetch.claim(batch)
-    this.#releases.before(batch.key)
-    const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const extras = fetchExtras({ want: ask.want, seen, spent })
+    const claim = prefetch.claim(batch)
+    this.#releases.before(batch.of.key)
+    const base = keyBase(this.#prefix, batch.of.prefix, batch.of.key)
+    const extras = fetchExtras({ want: fetch.want, ...claim })
     const sent = encode(base, plan, now, '1', cost, batch.block, true, extras)
     const call = this.#calls.start<StoreAnswer>()
     this.#calls.attempt(
@@ -333,32 +350,37 @@ export class RedisStore implements Store {
         const [answer, blocked] = decode(plan.limits, rules, reply, true)
         // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
         // Redis's ms: when they were counted, without a clock. The whole reply is read before anything is kept.
-        const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, ask.want)
+        const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, fetch.want)
         if (late) {
           // Its calls were answered by onStoreError: the whole batch, theirs included, goes back.
           if (fetched !== undefined && fetched.taken > 0) {
-            this.#undo(batch.key, base, plan, rules, fetched.taken, answer, now ?? fetched.serverNow)
+            this.#undo(batch.of.key, base, plan, rules, fetched.taken, answer, now ?? fetched.serverNow)
           }
           return answer
         }
         if (this.#cache !== undefined)
-          this.#remember(batch.id, plan.id, cost, localNow, resets, answer, blocked)
-        if (fetched === undefined) return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
-        const { taken, resets: nowResets, serverNow } = fetched
-        return prefetch.fetched(batch, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
+          this.#remember(batch.of.id, plan.id, cost, fetch.at, resets, answer, blocked)
+        const counted =
+          fetched === undefined
+            ? { answer, taken: 0, countedAt: 0, resets: claim.seen }
+            : { answer, taken: fetched.taken, countedAt: now ?? fetched.serverNow, resets: fetched.resets }
+        return prefetch.fetched(fetch, claim, counted)
       },
     )
     this.#track(
       call.promise.then(
-        () => prefetch.arrived(batch, ask),
-        (error: unknown) => {
-          // The script did not run (or ran after its deadline, counting nothing): the units are still unclaimed.
-          prefetch.unclaim(batch, spent)
-          prefetch.failed(batch, ask, error)
-        },
+        () => this.#landed(fetch),
+        (error: unknown) => prefetch.failed(fetch, claim, error),
       ),
     )
     return call.promise
+  }
+
+  /** A fetch has landed: its joiners spend what it brought, and those it brought too few for ask again. */
+  #landed(fetch: Fetch<Plan>): void {
+    for (const short of this.#prefetch!.arrived(fetch)) {
+      short.resolve(this.#again(short.call))
+    }
   }
 
   /**
@@ -392,15 +414,18 @@ export class RedisStore implements Store {
     }
   }
 
-  /** Fetches a batch for a key whose units are running low, before calls find none (see Prefetch.spend). */
-  readonly #fetchAhead = (batch: Batch<Plan>, ask: Fetch): void => {
-    const refused = this.#calls.refuse()
-    if (refused !== undefined) {
-      this.#prefetch!.failed(batch, ask, refused)
-      return
-    }
-    const now = this.#scriptNow()
-    this.#fetch(batch, ask, 0, now, now ?? performance.now(), this.#resets).then(undefined, () => {})
+  /** A batch's round trips, as prefetch asks for them (see `PrefetchWire`). */
+  readonly #batchWire: PrefetchWire<Plan> = {
+    fetchAhead: (fetch) => {
+      const refused = this.#calls.refuse()
+      if (refused !== undefined) {
+        this.#prefetch!.failed(fetch, NO_CLAIM, refused)
+        return
+      }
+      this.#fetch(fetch, this.#scriptNow(), this.#resets).then(undefined, () => {})
+    },
+    giveBack: (batch, units) => this.#giveBack(batch, units),
+    recount: (batch, units) => this.#recount(batch, units),
   }
 
   /**
@@ -409,14 +434,15 @@ export class RedisStore implements Store {
    * (sent while Redis was paused or slow) surely did nothing, and goes again, up to `RETURN_TRIES` in all;
    * any other failure leaves the units counted (it may have run: a return is not idempotent).
    */
-  readonly #returnBatch = (batch: Batch<Plan>, units: number): void => {
+  #giveBack(batch: Batch<Plan>, units: number): void {
     if (this.#calls.refuse(true) !== undefined) return
-    this.#releases.before(batch.key)
-    const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const spent = this.#prefetch!.claim(batch)
-    const extras = returnExtras({ countedAt: batch.countedAt, seen: batch.resets, spent })
-    const sent = encode(base, batch.plan, this.#scriptNow(), 'return', units, undefined, true, extras)
-    const s = scriptOf(batch.plan, 'return', false)
+    const { prefix, key, plan } = batch.of
+    this.#releases.before(key)
+    const base = keyBase(this.#prefix, prefix, key)
+    const claim = this.#prefetch!.claim(batch)
+    const extras = returnExtras({ countedAt: batch.newest.countedAt, ...claim })
+    const sent = encode(base, plan, this.#scriptNow(), 'return', units, undefined, true, extras)
+    const s = scriptOf(plan, 'return', false)
     let tries = 0
     const send = (): void => {
       tries++
@@ -433,13 +459,14 @@ export class RedisStore implements Store {
    * Counts units spent from a batch after another process reset its key, in the key's new state, as a
    * penalty counts them (whatever the rules say). A failure leaves them uncounted.
    */
-  readonly #recount = (batch: Batch<Plan>, units: number): void => {
+  #recount(batch: Batch<Plan>, units: number): void {
     if (this.#calls.refuse(true) !== undefined) return
-    this.#releases.before(batch.key)
-    const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const sent = encode(base, batch.plan, this.#scriptNow(), 'penalize', units)
+    const { prefix, key, plan } = batch.of
+    this.#releases.before(key)
+    const base = keyBase(this.#prefix, prefix, key)
+    const sent = encode(base, plan, this.#scriptNow(), 'penalize', units)
     const call = this.#calls.start<void>()
-    this.#calls.attempt(call, scriptOf(batch.plan, 'penalize', false), sent, true, () => undefined)
+    this.#calls.attempt(call, scriptOf(plan, 'penalize', false), sent, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -551,7 +578,17 @@ export class RedisStore implements Store {
 
 const NOTHING: Promise<undefined> = Promise.resolve(undefined)
 
-/** Most times a batch's return is sent when Redis answers it `late` (see `#returnBatch`). */
+/** A call as the store carries it: what its local layers read, and what the wire needs besides. */
+interface StoreCall extends LocalCall<Plan> {
+  readonly consume: boolean
+  /** The ms its script is sent as its `now`, or undefined for Redis's clock (see `#scriptNow`). */
+  readonly scriptNow: number | undefined
+}
+
+/** What a fetch refused before it was sent took with it: nothing. */
+const NO_CLAIM: Claim = { seen: '', spent: 0 }
+
+/** Most times a batch's return is sent when Redis answers it `late` (see `#giveBack`). */
 const RETURN_TRIES = 3
 
 /** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
