@@ -4,7 +4,7 @@
  * Over 300 lines: the store's acts (apply, adjust, reset, close) and a batch's round trips (fetch, return,
  * recount) share its state; everything else is apart: the wire (wire.ts), the client (client.ts), calls and
  * deadlines (calls.ts), plans (plans.ts), scripts (compose.ts), local answers (local.ts and its layers),
- * batched releases (releases.ts).
+ * batched releases (releases.ts), the options and their checks (store-options.ts).
  *
  * One script call applies all of a call's rules to one key, atomically and in one round trip; the
  * algorithms live in src/scripts/*.lua, which agree with @sluice/core's rules bit for bit. Time comes from
@@ -16,28 +16,11 @@
  * clock (learnt from earlier replies) and counts nothing when it starts after it, and what a script that
  * ran in time counted is given back when its reply comes after the timeout (`#undo`).
  */
-import {
-  type Adjustment,
-  type BlockPolicy,
-  InvalidOptionError,
-  type Rule,
-  type Store,
-  type StoreAnswer,
-  type StoreMode,
-} from '@sluice/core'
-import {
-  functionOption,
-  given,
-  integerOption,
-  labelOption,
-  MAX_TIMER_MS,
-  newLease,
-  readOptions,
-  refundMark,
-  type StorePlace,
-} from '@sluice/core/store'
+import type { Adjustment, BlockPolicy, Rule, Store, StoreAnswer, StoreMode } from '@sluice/core'
+import { newLease, refundMark, type StorePlace } from '@sluice/core/store'
+
 import { ScriptCalls } from './calls.ts'
-import { connectionFor, type RedisClientLike, script } from './client.ts'
+import { script } from './client.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
 import type { LocalAnswers, LocalCall } from './local.ts'
@@ -45,6 +28,7 @@ import { type Plan, Plans, scriptOf } from './plans.ts'
 import { type Batch, type Claim, type Fetch, Prefetch, type PrefetchWire } from './prefetch.ts'
 import { Releases } from './releases.ts'
 import { RESET_LUA } from './scripts.generated.ts'
+import { type RedisStoreOptions, storeOptions } from './store-options.ts'
 import {
   decode,
   encode,
@@ -58,75 +42,9 @@ import {
   serverNowOf,
 } from './wire.ts'
 
-export interface RedisStoreOptions {
-  /**
-   * The Redis client, owned by the caller (`close()` leaves it open). Recommended settings, so calls
-   * fail fast instead of queueing while Redis is away:
-   * ioredis `new Redis({ enableOfflineQueue: false, maxRetriesPerRequest: 1 })`, or for a Cluster
-   * `new Cluster(nodes, { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 1 } })`;
-   * node-redis `createClient({ disableOfflineQueue: true })`; iovalkey as ioredis; Valkey GLIDE
-   * `GlideClient.createClient({ addresses, requestTimeout })` or `GlideClusterClient.createClient(...)`.
-   * Wait for the client to be ready before the first call (ioredis `'ready'` event, node-redis
-   * `await client.connect()`; GLIDE's `createClient` resolves once connected).
-   */
-  client: RedisClientLike
-  /**
-   * Namespace of every key this store writes: `<prefix>:<limiter prefix>:{<key>}:<rule id>`.
-   * 1 to 128 printable ASCII characters without spaces, quotes, backslashes or braces. Default `"sluice"`.
-   */
-  prefix?: string
-  /**
-   * Longest wait for Redis per call, in ms (an integer >= 1). Past it the call rejects with a
-   * `StoreError` coded `ERR_SLUICE_STORE_TIMEOUT`, and the limiter's `onStoreError` decides. The call's
-   * script still reaches Redis, but it carries this deadline in Redis's clock and, starting after it,
-   * counts nothing; one that ran in time but answered late has its units given back: a call answered by
-   * `onStoreError` is not left counted (docs/redis.md states the bounds). Default 100.
-   */
-  timeoutMs?: number
-  /**
-   * Time in ms for the scripts, instead of Redis's `TIME`. For tests that drive the memory store and this
-   * store through the same trace. Keys still expire by Redis's own clock: their TTLs are computed in the
-   * given clock's ms plus 1 s of slack, so the clock must not run slower than real time. Also drives the
-   * denied-key cache. Default: Redis's clock.
-   */
-  clock?: () => number
-  /**
-   * The process-local cache of denied keys: after a denial, the same call (same prefix, key and rules,
-   * a cost at least as large) is answered from memory until its `retryAfterMs` has passed, with no round
-   * trip. `true` (default) holds up to 10,000 keys; `{ maxKeys }` sets the bound; `false` turns it off.
-   * Its answers count `retryAfterMs` and `resetMs` down and keep the rest of the denial as it was.
-   */
-  deniedCache?: boolean | { maxKeys?: number }
-  /**
-   * Most calls sent to the client and not yet answered by it (timed-out calls count until the client
-   * gives up on them). Past it calls reject at once with a `StoreError`, so commands cannot pile up
-   * without bound while Redis is away. An integer >= 1. Default 10,000.
-   */
-  maxInFlight?: number
-  /**
-   * Prefetch: for consumes whose rules are all fixedWindow, slidingWindow, slidingLog or tokenBucket, one
-   * script call counts a batch of up to `units` units on the key (default 64), which this process then
-   * spends locally, answering `reason: 'prefetch'` with no round trip, for at most `ms` (default 100);
-   * units left then are returned. The next batch is fetched once half of one is spent. A batch starts
-   * at 1, grows with the key's local demand and is never more than 1/16 of what any rule has left, so
-   * near the limit every call is decided in Redis. The count is never exceeded; a sliding window can pass,
-   * in any span of `windowMs`, at most the units prefetched in the `ms` before it beyond its limit.
-   * `true` for the defaults. Default off.
-   */
-  prefetch?: boolean | { units?: number; ms?: number }
-}
+export type { RedisStoreOptions } from './store-options.ts'
 
 const RESET = script(RESET_LUA)
-const DEFAULT_DENIED_CACHE_KEYS = 10_000
-const KNOWN_OPTIONS: (keyof RedisStoreOptions)[] = [
-  'client',
-  'prefix',
-  'timeoutMs',
-  'clock',
-  'deniedCache',
-  'maxInFlight',
-  'prefetch',
-]
 
 export class RedisStore implements Store {
   /** Its script calls: timeouts, the bound in flight, deadlines in Redis's clock (calls.ts). */
@@ -149,24 +67,21 @@ export class RedisStore implements Store {
   readonly place: StorePlace
 
   constructor(options: RedisStoreOptions) {
-    const o = readOptions('RedisStore', options, KNOWN_OPTIONS, true)
-    const connection = connectionFor(o.client, 'RedisStore.client')
-    // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
-    // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
-    this.#prefix = labelOption('RedisStore.prefix', given(o.prefix, 'sluice'), " ':{}")
-    this.place = Object.freeze({ owner: o.client as object, namespace: this.#prefix })
-    const timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
-    const maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
-    this.#calls = new ScriptCalls(connection, 'RedisStore', timeoutMs, maxInFlight)
-    this.#releases = new Releases(this.#calls, connection.cluster)
-    this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
-    const p = prefetchOption(o.prefetch)
+    const o = storeOptions(options)
+    this.#prefix = o.prefix
+    this.place = Object.freeze({ owner: o.client as object, namespace: o.prefix })
+    this.#calls = new ScriptCalls(o.connection, 'RedisStore', o.timeoutMs, o.maxInFlight)
+    this.#releases = new Releases(this.#calls, o.connection.cluster)
+    this.#clock = o.clock
     this.#prefetch =
-      p === undefined ? undefined : new Prefetch({ ...p, clock: this.#localNow, wire: this.#batchWire })
-    const maxKeys = deniedCacheOption(o.deniedCache)
+      o.prefetch === undefined
+        ? undefined
+        : new Prefetch({ ...o.prefetch, clock: this.#localNow, wire: this.#batchWire })
     // A block the cache answers ends the key's local spending at once.
     this.#cache =
-      maxKeys === undefined ? undefined : new DeniedCache(maxKeys, (id) => this.#prefetch?.drop(id))
+      o.deniedCacheKeys === undefined
+        ? undefined
+        : new DeniedCache(o.deniedCacheKeys, (id) => this.#prefetch?.drop(id))
     // The denied-key cache first: a denial or a block stands whatever units this process holds.
     this.#local = [this.#cache, this.#prefetch].filter((layer) => layer !== undefined)
   }
@@ -599,41 +514,4 @@ function countedAt(answer: StoreAnswer, at: number): void {
       return // A plain field (a defined, hidden one cost a call thousands of instructions): the limiter copies the
       // decisions into the Decision's own list, so it never shows there.
   ;(answer as { countedAt?: number }).countedAt = at
-}
-
-const DEFAULT_PREFETCH_UNITS = 64
-const DEFAULT_PREFETCH_MS = 100
-
-/** Prefetch's units and ms, or undefined when it is off. */
-function prefetchOption(option: unknown): { units: number; ms: number } | undefined {
-  if (option === undefined || option === false) return undefined
-  if (option === true) return { units: DEFAULT_PREFETCH_UNITS, ms: DEFAULT_PREFETCH_MS }
-  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
-    const o = readOptions<{ units?: number; ms?: number }>('RedisStore.prefetch', option, ['units', 'ms'])
-    const units = integerOption(
-      'RedisStore.prefetch.units',
-      given(o.units, DEFAULT_PREFETCH_UNITS),
-      1,
-      1_000_000,
-    )
-    const ms = integerOption('RedisStore.prefetch.ms', given(o.ms, DEFAULT_PREFETCH_MS), 1, 60_000)
-    return { units, ms }
-  }
-  throw new InvalidOptionError('RedisStore.prefetch', option, 'true, false or { units, ms }')
-}
-
-/** The denied-key cache's bound, or undefined when it is off. */
-function deniedCacheOption(option: unknown): number | undefined {
-  if (option === undefined || option === true) return DEFAULT_DENIED_CACHE_KEYS
-  if (option === false) return undefined
-  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
-    const o = readOptions<{ maxKeys?: number }>('RedisStore.deniedCache', option, ['maxKeys'])
-    const maxKeys = integerOption(
-      'RedisStore.deniedCache.maxKeys',
-      given(o.maxKeys, DEFAULT_DENIED_CACHE_KEYS),
-      1,
-    )
-    return maxKeys
-  }
-  throw new InvalidOptionError('RedisStore.deniedCache', option, 'true, false or { maxKeys }')
 }
