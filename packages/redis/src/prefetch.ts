@@ -2,9 +2,9 @@
  * @module Prefetch: units a RedisStore takes from Redis ahead of the calls that spend them, so most calls on
  * a busy key are decided in this process, with no round trip.
  *
- * Over 300 lines: a batch's life (lead, join, spend, fetch ahead, return, recount after a reset, expiry)
- * is one piece of bookkeeping whose invariants (the count never exceeded) span all of it. Its round trips
- * are the store's (`PrefetchWire`); when a key falls due is due.ts's.
+ * Over 400 lines, not split further: a batch's life (lead, join, spend, fetch ahead, return, recount after a
+ * reset, expiry) is one piece of bookkeeping whose invariant (the count never exceeded) spans all of it. Its
+ * round trips are the store's (`PrefetchWire`); when a key falls due is due.ts's.
  *
  * A call that finds no units for its key leads a fetch: one script call that counts a batch of units on
  * every rule, atomically, as that many admitted calls would (src/compose.ts, act `fetch`). Calls that come

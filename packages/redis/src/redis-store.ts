@@ -1,10 +1,12 @@
 /**
  * @module RedisStore: rule state in Redis, shared by every process and machine that uses the same Redis.
  *
- * Over 300 lines: the store's acts (apply, adjust, reset, close) and a batch's round trips (fetch, return,
- * recount) share its state; everything else is apart: the wire (wire.ts), the client (client.ts), calls and
- * deadlines (calls.ts), plans (plans.ts), scripts (compose.ts), local answers (local.ts and its layers),
- * batched releases (releases.ts), the options and their checks (store-options.ts).
+ * Over 400 lines, not split further: the store's acts (apply, adjust, reset, close) and a batch's round trips
+ * (fetch, return, recount: the store's side of prefetch's `PrefetchWire`) read the same call state at each
+ * step (timeouts, resets, the denied-key cache, giving back a late reply); everything else is apart: the
+ * wire (wire.ts), the client (client.ts), calls and deadlines (calls.ts), plans (plans.ts), scripts
+ * (compose.ts), local answers (local.ts and its layers), batched releases (releases.ts), the options and
+ * their checks (store-options.ts).
  *
  * One script call applies all of a call's rules to one key, atomically and in one round trip; the
  * algorithms live in src/scripts/*.lua, which agree with @sluice/core's rules bit for bit. Time comes from
