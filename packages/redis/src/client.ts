@@ -1,7 +1,7 @@
 /**
  * @module The one seam between sluice and a Redis client: run a Lua script on keys and arguments, or send
  * one command. The store, the limit table and @sluice/metrics' `publishStats` all reach Redis through it.
- * (Over 300 lines: one class per client library, each small.)
+ * (Over 400 lines, not split: one class per client library, each small, behind the one interface here.)
  *
  * Implementations, picked by looking at the client (no client library is imported: all are optional peers,
  * and only their public methods are used):

@@ -1,10 +1,12 @@
 /**
  * @module RedisStore: rule state in Redis, shared by every process and machine that uses the same Redis.
  *
- * Over 300 lines: the store's acts (apply, adjust, reset, close) and a batch's round trips (fetch, return,
- * recount) share its state; everything else is apart: the wire (wire.ts), the client (client.ts), calls and
- * deadlines (calls.ts), plans (plans.ts), scripts (compose.ts), local answers (local.ts and its layers),
- * batched releases (releases.ts).
+ * Over 400 lines, not split further: the store's acts (apply, adjust, reset, close) and a batch's round trips
+ * (fetch, return, recount: the store's side of prefetch's `PrefetchWire`) read the same call state at each
+ * step (timeouts, resets, the denied-key cache, giving back a late reply); everything else is apart: the
+ * wire (wire.ts), the client (client.ts), calls and deadlines (calls.ts), plans (plans.ts), scripts
+ * (compose.ts), local answers (local.ts and its layers), batched releases (releases.ts), the options and
+ * their checks (store-options.ts).
  *
  * One script call applies all of a call's rules to one key, atomically and in one round trip; the
  * algorithms live in src/scripts/*.lua, which agree with @sluice/core's rules bit for bit. Time comes from
@@ -16,35 +18,19 @@
  * clock (learnt from earlier replies) and counts nothing when it starts after it, and what a script that
  * ran in time counted is given back when its reply comes after the timeout (`#undo`).
  */
-import {
-  type Adjustment,
-  type BlockPolicy,
-  InvalidOptionError,
-  type Rule,
-  type Store,
-  type StoreAnswer,
-  type StoreMode,
-} from '@sluice/core'
-import {
-  functionOption,
-  given,
-  integerOption,
-  labelOption,
-  MAX_TIMER_MS,
-  newLease,
-  readOptions,
-  refundMark,
-  type StorePlace,
-} from '@sluice/core/store'
+import type { Adjustment, BlockPolicy, Rule, Store, StoreAnswer, StoreMode } from '@sluice/core'
+import { newLease, refundMark, type StorePlace } from '@sluice/core/store'
+
 import { ScriptCalls } from './calls.ts'
-import { connectionFor, type RedisClientLike, script } from './client.ts'
+import { script } from './client.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
 import type { LocalAnswers, LocalCall } from './local.ts'
 import { type Plan, Plans, scriptOf } from './plans.ts'
-import { type Batch, type Fetch, Prefetch } from './prefetch.ts'
+import { type Batch, type Claim, type Fetch, Prefetch, type PrefetchWire } from './prefetch.ts'
 import { Releases } from './releases.ts'
 import { RESET_LUA } from './scripts.generated.ts'
+import { type RedisStoreOptions, storeOptions } from './store-options.ts'
 import {
   decode,
   encode,
@@ -58,75 +44,9 @@ import {
   serverNowOf,
 } from './wire.ts'
 
-export interface RedisStoreOptions {
-  /**
-   * The Redis client, owned by the caller (`close()` leaves it open). Recommended settings, so calls
-   * fail fast instead of queueing while Redis is away:
-   * ioredis `new Redis({ enableOfflineQueue: false, maxRetriesPerRequest: 1 })`, or for a Cluster
-   * `new Cluster(nodes, { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 1 } })`;
-   * node-redis `createClient({ disableOfflineQueue: true })`; iovalkey as ioredis; Valkey GLIDE
-   * `GlideClient.createClient({ addresses, requestTimeout })` or `GlideClusterClient.createClient(...)`.
-   * Wait for the client to be ready before the first call (ioredis `'ready'` event, node-redis
-   * `await client.connect()`; GLIDE's `createClient` resolves once connected).
-   */
-  client: RedisClientLike
-  /**
-   * Namespace of every key this store writes: `<prefix>:<limiter prefix>:{<key>}:<rule id>`.
-   * 1 to 128 printable ASCII characters without spaces, quotes, backslashes or braces. Default `"sluice"`.
-   */
-  prefix?: string
-  /**
-   * Longest wait for Redis per call, in ms (an integer >= 1). Past it the call rejects with a
-   * `StoreError` coded `ERR_SLUICE_STORE_TIMEOUT`, and the limiter's `onStoreError` decides. The call's
-   * script still reaches Redis, but it carries this deadline in Redis's clock and, starting after it,
-   * counts nothing; one that ran in time but answered late has its units given back: a call answered by
-   * `onStoreError` is not left counted (docs/redis.md states the bounds). Default 100.
-   */
-  timeoutMs?: number
-  /**
-   * Time in ms for the scripts, instead of Redis's `TIME`. For tests that drive the memory store and this
-   * store through the same trace. Keys still expire by Redis's own clock: their TTLs are computed in the
-   * given clock's ms plus 1 s of slack, so the clock must not run slower than real time. Also drives the
-   * denied-key cache. Default: Redis's clock.
-   */
-  clock?: () => number
-  /**
-   * The process-local cache of denied keys: after a denial, the same call (same prefix, key and rules,
-   * a cost at least as large) is answered from memory until its `retryAfterMs` has passed, with no round
-   * trip. `true` (default) holds up to 10,000 keys; `{ maxKeys }` sets the bound; `false` turns it off.
-   * Its answers count `retryAfterMs` and `resetMs` down and keep the rest of the denial as it was.
-   */
-  deniedCache?: boolean | { maxKeys?: number }
-  /**
-   * Most calls sent to the client and not yet answered by it (timed-out calls count until the client
-   * gives up on them). Past it calls reject at once with a `StoreError`, so commands cannot pile up
-   * without bound while Redis is away. An integer >= 1. Default 10,000.
-   */
-  maxInFlight?: number
-  /**
-   * Prefetch: for consumes whose rules are all fixedWindow, slidingWindow, slidingLog or tokenBucket, one
-   * script call counts a batch of up to `units` units on the key (default 64), which this process then
-   * spends locally, answering `reason: 'prefetch'` with no round trip, for at most `ms` (default 100);
-   * units left then are returned. The next batch is fetched once half of one is spent. A batch starts
-   * at 1, grows with the key's local demand and is never more than 1/16 of what any rule has left, so
-   * near the limit every call is decided in Redis. The count is never exceeded; a sliding window can pass,
-   * in any span of `windowMs`, at most the units prefetched in the `ms` before it beyond its limit.
-   * `true` for the defaults. Default off.
-   */
-  prefetch?: boolean | { units?: number; ms?: number }
-}
+export type { RedisStoreOptions } from './store-options.ts'
 
 const RESET = script(RESET_LUA)
-const DEFAULT_DENIED_CACHE_KEYS = 10_000
-const KNOWN_OPTIONS: (keyof RedisStoreOptions)[] = [
-  'client',
-  'prefix',
-  'timeoutMs',
-  'clock',
-  'deniedCache',
-  'maxInFlight',
-  'prefetch',
-]
 
 export class RedisStore implements Store {
   /** Its script calls: timeouts, the bound in flight, deadlines in Redis's clock (calls.ts). */
@@ -149,35 +69,21 @@ export class RedisStore implements Store {
   readonly place: StorePlace
 
   constructor(options: RedisStoreOptions) {
-    const o = readOptions('RedisStore', options, KNOWN_OPTIONS, true)
-    const connection = connectionFor(o.client, 'RedisStore.client')
-    // No ':' either: the store prefix ends at the first ':', so two stores' prefixes can never run into
-    // each other's limiter prefixes (`a:b` + `c` against `a` + `b:c`).
-    this.#prefix = labelOption('RedisStore.prefix', given(o.prefix, 'sluice'), " ':{}")
-    this.place = Object.freeze({ owner: o.client as object, namespace: this.#prefix })
-    const timeoutMs = integerOption('RedisStore.timeoutMs', given(o.timeoutMs, 100), 1, MAX_TIMER_MS)
-    const maxInFlight = integerOption('RedisStore.maxInFlight', given(o.maxInFlight, 10_000), 1, MAX_TIMER_MS)
-    this.#calls = new ScriptCalls(connection, 'RedisStore', timeoutMs, maxInFlight)
-    this.#releases = new Releases(this.#calls, connection.cluster)
-    this.#clock = o.clock === undefined ? undefined : functionOption('RedisStore.clock', o.clock)
-    const p = prefetchOption(o.prefetch)
+    const o = storeOptions(options)
+    this.#prefix = o.prefix
+    this.place = Object.freeze({ owner: o.client as object, namespace: o.prefix })
+    this.#calls = new ScriptCalls(o.connection, 'RedisStore', o.timeoutMs, o.maxInFlight)
+    this.#releases = new Releases(this.#calls, o.connection.cluster)
+    this.#clock = o.clock
     this.#prefetch =
-      p === undefined
+      o.prefetch === undefined
         ? undefined
-        : new Prefetch(
-            p.units,
-            p.ms,
-            this.#localNow,
-            this.#fetchAhead,
-            this.#returnBatch,
-            this.#recount,
-            // A call that joined a fetch and got too few units asks again, even once closing: it was in flight.
-            (c) => this.#apply(c.prefix, c.key, c.rules, c.cost, 'consume', c.block, true),
-          )
-    const maxKeys = deniedCacheOption(o.deniedCache)
+        : new Prefetch({ ...o.prefetch, clock: this.#localNow, wire: this.#batchWire })
     // A block the cache answers ends the key's local spending at once.
     this.#cache =
-      maxKeys === undefined ? undefined : new DeniedCache(maxKeys, (id) => this.#prefetch?.drop(id))
+      o.deniedCacheKeys === undefined
+        ? undefined
+        : new DeniedCache(o.deniedCacheKeys, (id) => this.#prefetch?.drop(id))
     // The denied-key cache first: a denial or a block stands whatever units this process holds.
     this.#local = [this.#cache, this.#prefetch].filter((layer) => layer !== undefined)
   }
@@ -198,46 +104,81 @@ export class RedisStore implements Store {
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer {
-    return this.#apply(prefix, key, rules, cost, mode, block, false)
+    const call = this.#call(prefix, key, rules, cost, mode, block)
+    return this.#localAnswer(call) ?? this.#wire(call, false)
   }
 
-  /** `apply`; `inFlight`: a call made before `close()`, asking again, which goes even while closing. */
-  #apply(
+  /** The call as the store carries it, timed now. */
+  #call(
     prefix: string,
     key: string,
     rules: readonly Rule[],
     cost: number,
     mode: StoreMode,
     block: BlockPolicy | undefined,
-    inFlight: boolean,
-  ): Promise<StoreAnswer> | StoreAnswer {
-    const plan = this.#plans.of(rules)
-    const consume = mode === 'consume'
+  ): StoreCall {
     const now = this.#scriptNow()
-    // A local answer (see local.ts), else the wire.
-    let local: LocalCall<Plan> | undefined
-    if (consume && this.#local.length > 0) {
-      const id = `${prefix}\u0000${key}`
-      local = { id, prefix, key, plan, rules, cost, block, now: now ?? performance.now() }
-      for (const layer of this.#local) {
-        const answer = layer.answer(local)
-        if (answer !== undefined) return answer
-      }
+    return {
+      id: `${prefix}\u0000${key}`,
+      prefix,
+      key,
+      plan: this.#plans.of(rules),
+      rules,
+      cost,
+      block,
+      now: now ?? performance.now(),
+      consume: mode === 'consume',
+      scriptNow: now,
     }
+  }
+
+  /** The call's answer from this process's memory (see local.ts): the first layer that answers, or none. */
+  #localAnswer(call: StoreCall): StoreAnswer | Promise<StoreAnswer> | undefined {
+    if (!call.consume) return undefined
+    for (const layer of this.#local) {
+      const answer = layer.answer(call)
+      if (answer !== undefined) return answer
+    }
+    return undefined
+  }
+
+  /**
+   * The call's answer from Redis: a fetch it leads, else one script call. `inFlight`: a call made before
+   * `close()` asking again, which goes even while closing.
+   */
+  #wire(call: StoreCall, inFlight: boolean): Promise<StoreAnswer> {
     // A reset while this call is on its way may have removed what denies it: then its denial is not cached.
     const resets = this.#resets
     const refused = this.#calls.refuse(inFlight)
     if (refused !== undefined) return Promise.reject(refused)
-    if (local !== undefined && plan.batchable && this.#prefetch !== undefined) {
-      const fetch = this.#prefetch.lead(local.id, prefix, key, plan, rules, cost, block, local.now)
-      if (fetch !== undefined) return this.#fetch(fetch[0], fetch[1], cost, now, local.now, resets)
-    }
+    const fetch = call.consume ? this.#prefetch?.lead(call) : undefined
+    if (fetch !== undefined) return this.#fetch(fetch, call.scriptNow, resets)
+    return this.#send(call, resets)
+  }
 
+  /**
+   * Asks again, from the top and timed now, for a call that joined a fetch which brought too few units for
+   * it: it was made before any `close()`, so it goes even while closing.
+   */
+  #again(joined: LocalCall<Plan>): StoreAnswer | Promise<StoreAnswer> {
+    try {
+      const { prefix, key, rules, cost, block } = joined
+      const call = this.#call(prefix, key, rules, cost, 'consume', block)
+      return this.#localAnswer(call) ?? this.#wire(call, true)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /** One script call for the call: its rules applied to the key in Redis. */
+  #send(c: StoreCall, resets: number): Promise<StoreAnswer> {
+    const { key, plan, rules, cost, block, consume } = c
+    const now = c.scriptNow
     // A lease id made here, random: unique across processes without a round trip to agree on one.
     const lease = plan.leases ? (consume ? newLease(cost) : '') : undefined
     // A release of this key still waiting in this process goes first (releases.ts).
     this.#releases.before(key)
-    const base = keyBase(this.#prefix, prefix, key)
+    const base = keyBase(this.#prefix, c.prefix, key)
     // The common call (one rule's consume, no block) goes by its straight-down script, in the short call.
     const straight = block === undefined && consume && cost > 0 && plan.consume !== undefined
     const sent = straight
@@ -263,8 +204,8 @@ export class RedisStore implements Store {
         return answer
       }
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
-      if (local !== undefined && this.#cache !== undefined) {
-        this.#remember(local.id, plan.id, cost, local.now, resets, answer, blocked)
+      if (consume && this.#cache !== undefined) {
+        this.#remember(c.id, plan.id, cost, c.now, resets, answer, blocked)
       }
       return answer
     })
@@ -303,25 +244,18 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Sends a fetch: the call's `cost` and up to the batch's `want` more units, counted in Redis; the reply
-   * keeps the units the call does not spend. With cost 0 (a fetch ahead) no call waits on it but its joiners.
+   * Sends a fetch: its leader's `cost` (0 for a fetch ahead) and up to its `want` more units, counted in
+   * Redis; the reply keeps the units the leader does not spend, and its joiners spend theirs once it settles.
    */
-  #fetch(
-    batch: Batch<Plan>,
-    ask: Fetch,
-    cost: number,
-    now: number | undefined,
-    localNow: number,
-    resets: number,
-  ): Promise<StoreAnswer> {
+  #fetch(fetch: Fetch<Plan>, now: number | undefined, resets: number): Promise<StoreAnswer> {
     const prefetch = this.#prefetch!
-    const { plan, rules } = batch
+    const { batch, cost } = fetch
+    const { plan, rules } = batch.of
     // The units spent since the last round trip go with it: counted again if another process has reset the key.
-    const seen = batch.resets
-    const spent = prefetch.claim(batch)
-    this.#releases.before(batch.key)
-    const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const extras = fetchExtras({ want: ask.want, seen, spent })
+    const claim = prefetch.claim(batch)
+    this.#releases.before(batch.of.key)
+    const base = keyBase(this.#prefix, batch.of.prefix, batch.of.key)
+    const extras = fetchExtras({ want: fetch.want, ...claim })
     const sent = encode(base, plan, now, '1', cost, batch.block, true, extras)
     const call = this.#calls.start<StoreAnswer>()
     this.#calls.attempt(
@@ -333,32 +267,37 @@ export class RedisStore implements Store {
         const [answer, blocked] = decode(plan.limits, rules, reply, true)
         // A blocked key's reply has no batch; else it ends with the units taken, the key's reset count, then
         // Redis's ms: when they were counted, without a clock. The whole reply is read before anything is kept.
-        const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, ask.want)
+        const fetched = answer.reason === 'blocked' ? undefined : fetchedOf(reply, fetch.want)
         if (late) {
           // Its calls were answered by onStoreError: the whole batch, theirs included, goes back.
           if (fetched !== undefined && fetched.taken > 0) {
-            this.#undo(batch.key, base, plan, rules, fetched.taken, answer, now ?? fetched.serverNow)
+            this.#undo(batch.of.key, base, plan, rules, fetched.taken, answer, now ?? fetched.serverNow)
           }
           return answer
         }
         if (this.#cache !== undefined)
-          this.#remember(batch.id, plan.id, cost, localNow, resets, answer, blocked)
-        if (fetched === undefined) return prefetch.fetched(batch, answer, 0, cost, localNow, 0, seen, seen)
-        const { taken, resets: nowResets, serverNow } = fetched
-        return prefetch.fetched(batch, answer, taken, cost, localNow, now ?? serverNow, seen, nowResets)
+          this.#remember(batch.of.id, plan.id, cost, fetch.at, resets, answer, blocked)
+        const counted =
+          fetched === undefined
+            ? { answer, taken: 0, countedAt: 0, resets: claim.seen }
+            : { answer, taken: fetched.taken, countedAt: now ?? fetched.serverNow, resets: fetched.resets }
+        return prefetch.fetched(fetch, claim, counted)
       },
     )
     this.#track(
       call.promise.then(
-        () => prefetch.arrived(batch, ask),
-        (error: unknown) => {
-          // The script did not run (or ran after its deadline, counting nothing): the units are still unclaimed.
-          prefetch.unclaim(batch, spent)
-          prefetch.failed(batch, ask, error)
-        },
+        () => this.#landed(fetch),
+        (error: unknown) => prefetch.failed(fetch, claim, error),
       ),
     )
     return call.promise
+  }
+
+  /** A fetch has landed: its joiners spend what it brought, and those it brought too few for ask again. */
+  #landed(fetch: Fetch<Plan>): void {
+    for (const short of this.#prefetch!.arrived(fetch)) {
+      short.resolve(this.#again(short.call))
+    }
   }
 
   /**
@@ -392,15 +331,18 @@ export class RedisStore implements Store {
     }
   }
 
-  /** Fetches a batch for a key whose units are running low, before calls find none (see Prefetch.spend). */
-  readonly #fetchAhead = (batch: Batch<Plan>, ask: Fetch): void => {
-    const refused = this.#calls.refuse()
-    if (refused !== undefined) {
-      this.#prefetch!.failed(batch, ask, refused)
-      return
-    }
-    const now = this.#scriptNow()
-    this.#fetch(batch, ask, 0, now, now ?? performance.now(), this.#resets).then(undefined, () => {})
+  /** A batch's round trips, as prefetch asks for them (see `PrefetchWire`). */
+  readonly #batchWire: PrefetchWire<Plan> = {
+    fetchAhead: (fetch) => {
+      const refused = this.#calls.refuse()
+      if (refused !== undefined) {
+        this.#prefetch!.failed(fetch, NO_CLAIM, refused)
+        return
+      }
+      this.#fetch(fetch, this.#scriptNow(), this.#resets).then(undefined, () => {})
+    },
+    giveBack: (batch, units) => this.#giveBack(batch, units),
+    recount: (batch, units) => this.#recount(batch, units),
   }
 
   /**
@@ -409,14 +351,15 @@ export class RedisStore implements Store {
    * (sent while Redis was paused or slow) surely did nothing, and goes again, up to `RETURN_TRIES` in all;
    * any other failure leaves the units counted (it may have run: a return is not idempotent).
    */
-  readonly #returnBatch = (batch: Batch<Plan>, units: number): void => {
+  #giveBack(batch: Batch<Plan>, units: number): void {
     if (this.#calls.refuse(true) !== undefined) return
-    this.#releases.before(batch.key)
-    const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const spent = this.#prefetch!.claim(batch)
-    const extras = returnExtras({ countedAt: batch.countedAt, seen: batch.resets, spent })
-    const sent = encode(base, batch.plan, this.#scriptNow(), 'return', units, undefined, true, extras)
-    const s = scriptOf(batch.plan, 'return', false)
+    const { prefix, key, plan } = batch.of
+    this.#releases.before(key)
+    const base = keyBase(this.#prefix, prefix, key)
+    const claim = this.#prefetch!.claim(batch)
+    const extras = returnExtras({ countedAt: batch.newest.countedAt, ...claim })
+    const sent = encode(base, plan, this.#scriptNow(), 'return', units, undefined, true, extras)
+    const s = scriptOf(plan, 'return', false)
     let tries = 0
     const send = (): void => {
       tries++
@@ -433,13 +376,14 @@ export class RedisStore implements Store {
    * Counts units spent from a batch after another process reset its key, in the key's new state, as a
    * penalty counts them (whatever the rules say). A failure leaves them uncounted.
    */
-  readonly #recount = (batch: Batch<Plan>, units: number): void => {
+  #recount(batch: Batch<Plan>, units: number): void {
     if (this.#calls.refuse(true) !== undefined) return
-    this.#releases.before(batch.key)
-    const base = keyBase(this.#prefix, batch.prefix, batch.key)
-    const sent = encode(base, batch.plan, this.#scriptNow(), 'penalize', units)
+    const { prefix, key, plan } = batch.of
+    this.#releases.before(key)
+    const base = keyBase(this.#prefix, prefix, key)
+    const sent = encode(base, plan, this.#scriptNow(), 'penalize', units)
     const call = this.#calls.start<void>()
-    this.#calls.attempt(call, scriptOf(batch.plan, 'penalize', false), sent, true, () => undefined)
+    this.#calls.attempt(call, scriptOf(plan, 'penalize', false), sent, true, () => undefined)
     this.#track(call.promise.then(undefined, () => {}))
   }
 
@@ -551,7 +495,17 @@ export class RedisStore implements Store {
 
 const NOTHING: Promise<undefined> = Promise.resolve(undefined)
 
-/** Most times a batch's return is sent when Redis answers it `late` (see `#returnBatch`). */
+/** A call as the store carries it: what its local layers read, and what the wire needs besides. */
+interface StoreCall extends LocalCall<Plan> {
+  readonly consume: boolean
+  /** The ms its script is sent as its `now`, or undefined for Redis's clock (see `#scriptNow`). */
+  readonly scriptNow: number | undefined
+}
+
+/** What a fetch refused before it was sent took with it: nothing. */
+const NO_CLAIM: Claim = { seen: '', spent: 0 }
+
+/** Most times a batch's return is sent when Redis answers it `late` (see `#giveBack`). */
 const RETURN_TRIES = 3
 
 /** Says in an admitted consume's answer when Redis counted it (`StoreAnswer.countedAt`, in the scripts' ms). */
@@ -562,41 +516,4 @@ function countedAt(answer: StoreAnswer, at: number): void {
       return // A plain field (a defined, hidden one cost a call thousands of instructions): the limiter copies the
       // decisions into the Decision's own list, so it never shows there.
   ;(answer as { countedAt?: number }).countedAt = at
-}
-
-const DEFAULT_PREFETCH_UNITS = 64
-const DEFAULT_PREFETCH_MS = 100
-
-/** Prefetch's units and ms, or undefined when it is off. */
-function prefetchOption(option: unknown): { units: number; ms: number } | undefined {
-  if (option === undefined || option === false) return undefined
-  if (option === true) return { units: DEFAULT_PREFETCH_UNITS, ms: DEFAULT_PREFETCH_MS }
-  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
-    const o = readOptions<{ units?: number; ms?: number }>('RedisStore.prefetch', option, ['units', 'ms'])
-    const units = integerOption(
-      'RedisStore.prefetch.units',
-      given(o.units, DEFAULT_PREFETCH_UNITS),
-      1,
-      1_000_000,
-    )
-    const ms = integerOption('RedisStore.prefetch.ms', given(o.ms, DEFAULT_PREFETCH_MS), 1, 60_000)
-    return { units, ms }
-  }
-  throw new InvalidOptionError('RedisStore.prefetch', option, 'true, false or { units, ms }')
-}
-
-/** The denied-key cache's bound, or undefined when it is off. */
-function deniedCacheOption(option: unknown): number | undefined {
-  if (option === undefined || option === true) return DEFAULT_DENIED_CACHE_KEYS
-  if (option === false) return undefined
-  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
-    const o = readOptions<{ maxKeys?: number }>('RedisStore.deniedCache', option, ['maxKeys'])
-    const maxKeys = integerOption(
-      'RedisStore.deniedCache.maxKeys',
-      given(o.maxKeys, DEFAULT_DENIED_CACHE_KEYS),
-      1,
-    )
-    return maxKeys
-  }
-  throw new InvalidOptionError('RedisStore.deniedCache', option, 'true, false or { maxKeys }')
 }

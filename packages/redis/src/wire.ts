@@ -15,8 +15,8 @@
  * decision of one rule that admits, waits for nothing and holds no mark (or only the lease the call sent)
  * may come as `ADMITTED_REPLY`.
  *
- * Over 300 lines: every layout the scripts share with TypeScript lives here and nowhere else (the call's
- * head, each act's extras, a batch of releases, the replies and their checks), so one file is the wire.
+ * Over 400 lines, not split: every layout the scripts share with TypeScript lives here and nowhere else (the
+ * call's head, each act's extras, a batch of releases, the replies and their checks), so one file is the wire.
  */
 import {
   type Adjustment,
