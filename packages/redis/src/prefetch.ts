@@ -26,7 +26,7 @@ import type { LocalAnswers, LocalCall } from './local.ts'
 /** What the store hands a fetch: its rules under one identity (`id`: their specs joined). */
 export interface Batchable {
   readonly id: string
-  /** Whether every rule is of a kind whose units can be fetched ahead and returned (compose's `canReturn`). */
+  /** Whether every rule is of a kind whose units can be fetched ahead and returned (each kind's `prefetch` in `kinds.ts`). */
   readonly batchable: boolean
 }
 
