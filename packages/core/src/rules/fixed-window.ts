@@ -8,7 +8,7 @@ import type { FixedWindowRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, alignedStart, atLeastZero, decisionOf, limitDecision } from './algorithm.ts'
 import { countingMaxCost } from './bounds.ts'
 import { defineRule } from './define.ts'
-import { formatDuration, parseDuration, WINDOW } from './grammar.ts'
+import { limitPerWindowText } from './grammar.ts'
 import type { RuleKindEntry } from './kind.ts'
 import { UNLIMITED } from './unlimited.ts'
 
@@ -106,15 +106,7 @@ export const fixedWindowKind: RuleKindEntry<'fixedWindow'> = {
   identity: ['windowMs'],
   algorithm: fixedWindowAlgorithm as RuleKindEntry<'fixedWindow'>['algorithm'],
   decision: limitDecision,
-  text: {
-    form: 'fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h',
-    read(body) {
-      const m = WINDOW.exec(body)
-      if (m === null || m[3] !== undefined) return undefined
-      return { limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
-    },
-    write: (rule) => `${rule.limit}/${formatDuration(rule.windowMs)}`,
-  },
+  text: limitPerWindowText('fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h'),
   maxCost: countingMaxCost,
   refundMark: (_rule, _d, at) => String(at),
 }

@@ -10,6 +10,26 @@ export const DURATION = '(?:\\d+(?:\\.\\d+)?)?(?:ms|s|m|h|d)'
 /** `LIMIT/WINDOW[/BUCKETS]`: the counting kinds' text, and a bare rate's. */
 export const WINDOW = new RegExp(`^(${INTEGER})/(${DURATION})(?:/(\\d+))?$`)
 
+/**
+ * The text form of a kind counted in one window, `KIND:LIMIT/WINDOW` (fixedWindow, slidingLog): a body
+ * with buckets is not of this form.
+ */
+export function limitPerWindowText(form: string): {
+  readonly form: string
+  read(body: string): { limit: number; windowMs: number } | undefined
+  write(rule: { readonly limit: number; readonly windowMs: number }): string
+} {
+  return {
+    form,
+    read(body) {
+      const m = WINDOW.exec(body)
+      if (m === null || m[3] !== undefined) return undefined
+      return { limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
+    },
+    write: (rule) => `${rule.limit}/${formatDuration(rule.windowMs)}`,
+  }
+}
+
 const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 /** Units from the largest, for writing a duration as the largest unit it is a whole number of. */
 const UNITS_DOWN = ['d', 'h', 'm', 's'] as const

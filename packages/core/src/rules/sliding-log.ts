@@ -10,7 +10,7 @@ import type { SlidingLogRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, decisionOf, limitDecision } from './algorithm.ts'
 import { countingMaxCost, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
-import { formatDuration, parseDuration, WINDOW } from './grammar.ts'
+import { limitPerWindowText } from './grammar.ts'
 import type { RuleKindEntry } from './kind.ts'
 import { UNLIMITED } from './unlimited.ts'
 
@@ -194,15 +194,7 @@ export const slidingLogKind: RuleKindEntry<'slidingLog'> = {
   identity: ['windowMs'],
   algorithm: slidingLogAlgorithm as RuleKindEntry<'slidingLog'>['algorithm'],
   decision: limitDecision,
-  text: {
-    form: 'slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s',
-    read(body) {
-      const m = WINDOW.exec(body)
-      if (m === null || m[3] !== undefined) return undefined
-      return { limit: Number(m[1]), windowMs: parseDuration(m[2]!) }
-    },
-    write: (rule) => `${rule.limit}/${formatDuration(rule.windowMs)}`,
-  },
+  text: limitPerWindowText('slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s'),
   maxCost: countingMaxCost,
   refundMark: (_rule, _d, at) => String(at),
 }
