@@ -24,6 +24,7 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^@sluice\/core\/(http|store)$/, replacement: `${packages}core/src/$1/index.ts` },
+      { find: /^@sluice\/core\/options$/, replacement: `${packages}core/src/options.ts` },
       {
         find: /^@sluice\/(core|redis|express|fastify|koa|node|nestjs|fetch|hono|metrics|dashboard)$/,
         replacement: `${packages}$1/src/index.ts`,

@@ -31,11 +31,9 @@ import {
   integerOption,
   labelOption,
   MAX_TIMER_MS,
-  newLease,
   readOptions,
-  refundMark,
-  type StorePlace,
-} from '@sluice/core/store'
+} from '@sluice/core/options'
+import { newLease, refundMark, type StorePlace } from '@sluice/core/store'
 import { ScriptCalls } from './calls.ts'
 import { connectionFor, type RedisClientLike, script } from './client.ts'
 import { DeniedCache } from './denied-cache.ts'
