@@ -9,11 +9,11 @@ const packages = fileURLToPath(new URL('./packages/', import.meta.url))
  * across 4 processes, failover, Redis killed and paused): run alone, after the others.
  */
 const SERIAL = [
-  'test/redis-prefetch-processes.test.ts',
-  'test/redis-prefetch-reset.test.ts',
-  'test/redis-processes.test.ts',
-  'test/redis-faults.test.ts',
-  'test/redis-cluster.test.ts',
+  'packages/redis/test/redis-prefetch-processes.test.ts',
+  'packages/redis/test/redis-prefetch-reset.test.ts',
+  'packages/redis/test/redis-processes.test.ts',
+  'packages/redis/test/redis-faults.test.ts',
+  'packages/redis/test/redis-cluster.test.ts',
   'test/reliability-cluster.test.ts',
   'test/reliability-faults.test.ts',
   'test/examples-many-processes.test.ts',
