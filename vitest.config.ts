@@ -1,8 +1,40 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
 
 /** Tests import every workspace package from its TypeScript source; child processes use the builds. */
 const packages = fileURLToPath(new URL('./packages/', import.meta.url))
+
+/**
+ * One alias per entry point of each package under packages/, read from its package.json `exports`, so a new
+ * package or subpath needs no line here: `@sluice/NAME` is `src/index.ts`, and `@sluice/NAME/SUB` is
+ * `src/SUB/index.ts` or else `src/SUB.ts`.
+ */
+function sourceAliases(): { find: RegExp; replacement: string }[] {
+  const aliases: { find: RegExp; replacement: string }[] = []
+  const exactly = (id: string) => new RegExp(`^${id.replace(/[/.]/g, '\\$&')}$`)
+  for (const dir of readdirSync(packages)) {
+    const manifest = `${packages}${dir}/package.json`
+    if (!existsSync(manifest)) continue
+    const { name, exports } = JSON.parse(readFileSync(manifest, 'utf8')) as {
+      name: string
+      exports?: Record<string, unknown>
+    }
+    for (const subpath of Object.keys(exports ?? {})) {
+      if (subpath === '.') {
+        aliases.push({ find: exactly(name), replacement: `${packages}${dir}/src/index.ts` })
+      } else if (subpath !== './package.json') {
+        const sub = subpath.slice(2)
+        const folder = `${packages}${dir}/src/${sub}/index.ts`
+        aliases.push({
+          find: exactly(`${name}/${sub}`),
+          replacement: existsSync(folder) ? folder : `${packages}${dir}/src/${sub}.ts`,
+        })
+      }
+    }
+  }
+  return aliases
+}
 
 /**
  * Suites that start many processes or a cluster and measure what a loaded machine does to them (prefetch
@@ -22,14 +54,7 @@ const serial = process.env.SLUICE_TESTS === 'serial'
 
 export default defineConfig({
   resolve: {
-    alias: [
-      { find: /^@sluice\/core\/(http|store)$/, replacement: `${packages}core/src/$1/index.ts` },
-      { find: /^@sluice\/core\/options$/, replacement: `${packages}core/src/options.ts` },
-      {
-        find: /^@sluice\/(core|redis|express|fastify|koa|node|nestjs|fetch|hono|metrics|dashboard)$/,
-        replacement: `${packages}$1/src/index.ts`,
-      },
-    ],
+    alias: sourceAliases(),
   },
   test: {
     reporters: ['default', './test/summary-reporter.ts'],
