@@ -6,7 +6,7 @@
  * It serves until SIGINT or SIGTERM, then closes its tables, its server and its Redis connection.
  */
 import { InvalidOptionError } from '@sluice/core'
-import { prefixOption } from '@sluice/core/store'
+import { prefixOption } from '@sluice/core/options'
 import { type Access, dashboard, type RunningDashboard, startDashboard } from '@sluice/dashboard'
 import { RedisLimitTable } from '@sluice/redis'
 import { readArgs } from './args.ts'

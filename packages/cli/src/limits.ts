@@ -6,7 +6,8 @@
  */
 import { hostname, userInfo } from 'node:os'
 import { InvalidOptionError, parseRuleSpecs, type Rule } from '@sluice/core'
-import { checkEntryName, parseEntry, prefixOption } from '@sluice/core/store'
+import { prefixOption } from '@sluice/core/options'
+import { checkEntryName, parseEntry } from '@sluice/core/store'
 import { RedisLimitTable } from '@sluice/redis'
 import type { Redis } from 'ioredis'
 import { readArgs } from './args.ts'

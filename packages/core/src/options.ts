@@ -1,6 +1,10 @@
 /**
- * @module Validation helpers: public options become resolved config once, at construction.
+ * The option checks of every sluice package: public options become resolved config once, at construction.
  * Each check throws `InvalidOptionError` naming the option and the value; nothing falls back silently.
+ * sluice's own packages (the Redis store, metrics, the dashboard, the CLI) import these from
+ * `@sluice/core/options`, so an option is checked in the same words and with the same code wherever it is read.
+ *
+ * @module @sluice/core/options
  */
 import { InvalidOptionError } from './errors.ts'
 import type { Store } from './types.ts'
@@ -60,6 +64,14 @@ export function integerOption(
 
 /** The longest delay a Node timer holds (2^31 - 1 ms); a longer one fires at once. */
 export const MAX_TIMER_MS = 2_147_483_647
+
+/** A string of 1 to `max` characters (any characters: a name shown back to the user, a stats key prefix). */
+export function stringOption(option: string, value: unknown, max: number): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > max) {
+    throw new InvalidOptionError(option, value, `a string of 1 to ${max} characters`)
+  }
+  return value
+}
 
 /** A finite number `> 0`. */
 export function positiveOption(option: string, value: unknown): number {

@@ -1,6 +1,6 @@
 /**
  * Abuse controls on the memory store, on a manual clock: blocks that escalate and are forgotten, refunds
- * and penalties for every rule, the option checks. The same figures hold on Redis (test/redis-abuse.test.ts,
+ * and penalties for every rule, the option checks. The same figures hold on Redis (packages/redis/test/redis-abuse.test.ts,
  * and the conformance suite's random traces).
  */
 import {

@@ -4,6 +4,7 @@
  */
 import * as core from '@sluice/core'
 import * as http from '@sluice/core/http'
+import * as options from '@sluice/core/options'
 import * as store from '@sluice/core/store'
 import { describe, expect, it } from 'vitest'
 
@@ -17,11 +18,8 @@ const HTTP_KIT = [
   'PROBLEM_JSON',
   'REQUEST_OPTION_NAMES',
   'RequestRecord',
-  'booleanOption',
   'buildRequestLimit',
-  'functionOption',
   'headerValues',
-  'isPromise',
   'labelledPrefix',
   'limitedBody',
   'limitedDetail',
@@ -33,28 +31,40 @@ const HTTP_KIT = [
 ]
 
 /**
- * What stores and limit tables kept elsewhere import from @sluice/core/store (ruleDecision and booleanOption for
- * stores other than @sluice/redis, which decodes its decisions itself and has no on/off option).
+ * What stores and limit tables kept elsewhere import from @sluice/core/store (ruleDecision for stores other
+ * than @sluice/redis, which decodes its decisions itself).
  */
 const STORE_KIT = [
-  'MAX_TIMER_MS',
   'TABLE_BOUNDS',
   'TableState',
   'blockedAnswer',
-  'booleanOption',
   'checkEntryName',
-  'functionOption',
-  'given',
-  'integerOption',
-  'labelOption',
   'newLease',
   'parseEntry',
   'parseEntryJson',
-  'prefixOption',
-  'readOptions',
   'refundMark',
   'ruleDecision',
   'tooManyEntries',
+]
+
+/** The option checks every sluice package imports from @sluice/core/options. */
+const OPTION_CHECKS = [
+  'MAX_TIMER_MS',
+  'booleanOption',
+  'durationLabel',
+  'functionOption',
+  'given',
+  'integerOption',
+  'isPromise',
+  'isValidPrefix',
+  'labelOption',
+  'limitOption',
+  'positiveOption',
+  'prefixOption',
+  'readOptions',
+  'ruleOptions',
+  'storeOption',
+  'stringOption',
 ]
 
 describe('entry points', () => {
@@ -91,8 +101,12 @@ describe('entry points', () => {
     expect(Object.keys(http).sort()).toEqual(HTTP_KIT)
   })
 
-  it('@sluice/core/store offers the store contract helpers and the option validators, and nothing else', () => {
+  it('@sluice/core/store offers the store contract helpers and the limit table pieces, and nothing else', () => {
     expect(Object.keys(store).sort()).toEqual(STORE_KIT)
+  })
+
+  it('@sluice/core/options offers the option checks, and nothing else', () => {
+    expect(Object.keys(options).sort()).toEqual(OPTION_CHECKS)
   })
 
   it('the built entries share one copy of each class (an error from /http is an InvalidOptionError of the main entry)', async () => {

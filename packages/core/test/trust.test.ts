@@ -1,7 +1,7 @@
 /**
  * Issue 24's store faults in the memory store, each pinned by a test named for what broke, on a manual
  * clock: late refunds that took a newer call's units, weighted calls refused by meters, huge penalties.
- * The Redis store's side of the same traces is in test/redis-trust.test.ts.
+ * The Redis store's side of the same traces is in packages/redis/test/redis-trust.test.ts.
  */
 import { createLimiter, type Decision, fixedWindow, MemoryStore, type RuleInput } from '@sluice/core'
 import { describe, expect, it } from 'vitest'

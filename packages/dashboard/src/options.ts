@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http'
 import { InvalidOptionError, type RuleSpec } from '@sluice/core'
-import { readOptions } from '@sluice/core/store'
+import { integerOption, readOptions, stringOption } from '@sluice/core/options'
 import type { LiveStatsSnapshot, StatsRedisClient } from '@sluice/metrics'
 import { allowedHostsOption, HostPolicy } from './hosts.ts'
 
@@ -182,20 +182,6 @@ const OPTION_NAMES = [
   'maxBodyBytes',
   'clock',
 ] as const
-
-function integerOption(option: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw new InvalidOptionError(option, value, `an integer from ${min} to ${max}`)
-  }
-  return value
-}
-
-function stringOption(option: string, value: unknown, max: number): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > max) {
-    throw new InvalidOptionError(option, value, `a string of 1 to ${max} characters`)
-  }
-  return value
-}
 
 const TABLE_METHODS = ['entries', 'set', 'delete'] as const
 

@@ -6,7 +6,6 @@
 import type { Decision, Limiter } from '@sluice/core'
 import {
   buildRequestLimit,
-  functionOption,
   type HttpAdapterBase,
   type HttpLimitOptions,
   headerValues,
@@ -16,6 +15,7 @@ import {
   type RequestView,
   respondOnNode,
 } from '@sluice/core/http'
+import { functionOption } from '@sluice/core/options'
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
 import { mountTemplate } from './route.ts'
 

@@ -7,11 +7,11 @@ import {
   type HttpAdapter,
   type HttpOutcome,
   headerValues,
-  isPromise,
   type RequestLimit,
   type RequestRecord,
   type RequestView,
 } from '@sluice/core/http'
+import { isPromise } from '@sluice/core/options'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify'
 import type { OnLimited } from './options.ts'
 import { denial, missingKey, type RateLimitRejection } from './rejection.ts'

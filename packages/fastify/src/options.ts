@@ -4,7 +4,8 @@
  * their checks, which core's parser runs with its own.
  */
 import { type Decision, InvalidOptionError } from '@sluice/core'
-import { booleanOption, functionOption, type HttpLimitOptions, type OptionCheck } from '@sluice/core/http'
+import type { HttpLimitOptions, OptionCheck } from '@sluice/core/http'
+import { booleanOption, functionOption } from '@sluice/core/options'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 /**

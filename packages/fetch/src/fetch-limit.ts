@@ -5,12 +5,12 @@
  */
 import type { Decision, Limiter } from '@sluice/core'
 import {
-  functionOption,
   type HttpLimitOptions,
   type HttpOutcome,
   parseHttpOptions,
   type RequestView,
 } from '@sluice/core/http'
+import { functionOption } from '@sluice/core/options'
 import {
   departedResponse,
   exchangeLimit,

@@ -5,13 +5,13 @@
  */
 import { type Decision, InvalidOptionError, type Limiter } from '@sluice/core'
 import {
-  functionOption,
   type HttpLimitOptions,
   type HttpOutcome,
   type KeySpec,
   parseHttpOptions,
   type RequestView,
 } from '@sluice/core/http'
+import { functionOption } from '@sluice/core/options'
 import {
   departedResponse,
   exchangeLimit,

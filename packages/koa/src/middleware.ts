@@ -6,7 +6,6 @@
 import type { Decision, Limiter } from '@sluice/core'
 import {
   buildRequestLimit,
-  functionOption,
   type HttpAdapter,
   type HttpLimitOptions,
   type HttpOutcome,
@@ -16,6 +15,7 @@ import {
   type RequestView,
   type ResponseBody,
 } from '@sluice/core/http'
+import { functionOption } from '@sluice/core/options'
 import type { Context, Middleware, Next } from 'koa'
 
 declare module 'koa' {

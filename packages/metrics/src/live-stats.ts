@@ -15,7 +15,7 @@
 
 import type { DecisionMessage, HttpMessage } from '@sluice/core'
 import { InvalidOptionError } from '@sluice/core'
-import { readOptions } from '@sluice/core/store'
+import { integerOption, readOptions } from '@sluice/core/options'
 import { boundedKey, STATS_BOUNDS } from './bounds.ts'
 import { CHANNELS, resultOf, wasShed } from './messages.ts'
 import { subscribe } from './shared.ts'
@@ -88,13 +88,6 @@ interface LiveStatsConfig {
   readonly topKeys: number
   readonly maxLimiters: number
   readonly clock: () => number
-}
-
-function integerOption(option: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw new InvalidOptionError(option, value, `an integer from ${min} to ${max}`)
-  }
-  return value
 }
 
 /** Public options to config: unknown names and invalid values throw `InvalidOptionError`. */

@@ -18,7 +18,7 @@
  * Redis is data to validate) share the key layout above, so they stay in one file.
  */
 import { InvalidOptionError } from '@sluice/core'
-import { readOptions } from '@sluice/core/store'
+import { integerOption, readOptions, stringOption } from '@sluice/core/options'
 import { connectionFor, type RedisClientLike } from '@sluice/redis'
 import { STATS_BOUNDS } from './bounds.ts'
 import type { LimiterStats, LiveStatsSnapshot } from './live-stats.ts'
@@ -134,7 +134,7 @@ export function publishStats(options: PublishStatsOptions): StatsPublisher {
       `a span longer than intervalMs (${intervalMs} ms), so an entry never expires between writes`,
     )
   }
-  const prefix = prefixOption('publishStats.prefix', given.prefix ?? DEFAULT_STATS_PREFIX)
+  const prefix = stringOption('publishStats.prefix', given.prefix ?? DEFAULT_STATS_PREFIX, 128)
   const maxInstances = integerOption('publishStats.maxInstances', given.maxInstances ?? 1000, 1, 100_000)
   const onError = given.onError
   if (onError !== undefined && typeof onError !== 'function') {
@@ -276,7 +276,7 @@ export async function readPublishedStats(options: ReadPublishedStatsOptions): Pr
     true,
   )
   const send = commandSenderFor(given.client, 'readPublishedStats.client')
-  const prefix = prefixOption('readPublishedStats.prefix', given.prefix ?? DEFAULT_STATS_PREFIX)
+  const prefix = stringOption('readPublishedStats.prefix', given.prefix ?? DEFAULT_STATS_PREFIX, 128)
   const maxInstances = integerOption(
     'readPublishedStats.maxInstances',
     given.maxInstances ?? 1000,
@@ -435,20 +435,6 @@ function instanceKey(prefix: string, instance: string): string {
 
 function indexKey(prefix: string): string {
   return `${prefix}:instances`
-}
-
-function integerOption(option: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw new InvalidOptionError(option, value, `an integer from ${min} to ${max}`)
-  }
-  return value
-}
-
-function prefixOption(option: string, value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > 128) {
-    throw new InvalidOptionError(option, value, 'a string of 1 to 128 characters')
-  }
-  return value
 }
 
 /** Sends one command (name first, then its single key, then the rest) and resolves with the raw reply. */

@@ -15,7 +15,8 @@ import {
   Injectable,
 } from '@nestjs/common'
 import type { Decision } from '@sluice/core'
-import { type HttpOutcome, isPromise } from '@sluice/core/http'
+import type { HttpOutcome } from '@sluice/core/http'
+import { isPromise } from '@sluice/core/options'
 import { RateLimitedException } from './exception.ts'
 import type { PlatformRequest, PlatformResponse } from './options.ts'
 import { type Platform, showDecision } from './platform.ts'

@@ -8,7 +8,8 @@
 import { type DynamicModule, Module, type Provider } from '@nestjs/common'
 import { APP_GUARD, DiscoveryModule } from '@nestjs/core'
 import { InvalidOptionError } from '@sluice/core'
-import { booleanOption, functionOption, type ParsedHttpOptions, parseHttpOptions } from '@sluice/core/http'
+import { type ParsedHttpOptions, parseHttpOptions } from '@sluice/core/http'
+import { booleanOption, functionOption } from '@sluice/core/options'
 import { SluiceGuard } from './guard.ts'
 import {
   MODULE_OWN_OPTIONS,

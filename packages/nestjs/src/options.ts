@@ -6,7 +6,8 @@
 
 import type { ExecutionContext } from '@nestjs/common'
 import type { Decision } from '@sluice/core'
-import { booleanOption, functionOption, type HttpLimitOptions, type OptionCheck } from '@sluice/core/http'
+import type { HttpLimitOptions, OptionCheck } from '@sluice/core/http'
+import { booleanOption, functionOption } from '@sluice/core/options'
 
 /**
  * The platform's request, as the guard is given it: Express's `Request` on `@nestjs/platform-express`,

@@ -8,7 +8,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { type Decision, InvalidOptionError, type Limiter } from '@sluice/core'
 import {
   buildRequestLimit,
-  functionOption,
   type HttpAdapter,
   type HttpLimitOptions,
   headerValues,
@@ -17,6 +16,7 @@ import {
   type RequestView,
   respondOnNode,
 } from '@sluice/core/http'
+import { functionOption } from '@sluice/core/options'
 import { type AddressOf, socketAddress, trustProxyOption } from './proxy.ts'
 
 declare module 'node:http' {

@@ -20,15 +20,8 @@ import {
   StoreError,
   type StoreMode,
 } from '@sluice/core'
-import {
-  functionOption,
-  given,
-  integerOption,
-  MAX_TIMER_MS,
-  newLease,
-  readOptions,
-  type StorePlace,
-} from '@sluice/core/store'
+import { functionOption, given, integerOption, MAX_TIMER_MS, readOptions } from '@sluice/core/options'
+import { newLease, type StorePlace } from '@sluice/core/store'
 import { type Connection, connectionFor, type PostgresClientLike } from './client.ts'
 import { fixedWindowConsume } from './kinds/fixed-window.ts'
 import { slidingWindowConsume } from './kinds/sliding-window.ts'

@@ -42,14 +42,12 @@ import {
   SluiceError,
   StoreError,
 } from '@sluice/core'
+import { integerOption, prefixOption, readOptions } from '@sluice/core/options'
 import {
   checkEntryName,
-  integerOption,
   type ParsedEntry,
   parseEntry,
   parseEntryJson,
-  prefixOption,
-  readOptions,
   TABLE_BOUNDS,
   TableState,
   tooManyEntries,

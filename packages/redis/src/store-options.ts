@@ -10,7 +10,7 @@ import {
   labelOption,
   MAX_TIMER_MS,
   readOptions,
-} from '@sluice/core/store'
+} from '@sluice/core/options'
 import { connectionFor, type RedisClientLike, type RedisConnection } from './client.ts'
 
 export interface RedisStoreOptions {

@@ -5,12 +5,12 @@
  * requests, and run the response-end phase. What no adapter imports is not exported here, but for what a
  * server that answers a limiter's decisions itself writes with (sluice's headers and 429 body:
  * `rateLimitHeaders`, `resolveHeaderOptions`, `limitedBody`, `JSON_TYPE`, `PROBLEM_JSON`; such a server is an
- * adapter of its own, as examples/payment-gateway is). Users of the library import from `@sluice/core` instead.
+ * adapter of its own, as examples/payment-gateway is). An adapter checks its own options with
+ * `@sluice/core/options`. Users of the library import from `@sluice/core` instead.
  *
  * @module @sluice/core/http
  */
 
-export { booleanOption, functionOption, isPromise } from '../options.ts'
 export {
   type HttpAdapter,
   type HttpAdapterBase,

@@ -7,9 +7,9 @@
 import { createLimiter, fixedWindow, type Rule, slidingWindow, tokenBucket } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, clientOf, closeClients } from './harness/clients.ts'
-import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
-import { startWorker, stopWorkers } from './harness/workers.ts'
+import { CLIENT_KINDS, clientOf, closeClients } from '../../../test/harness/clients.ts'
+import { type RedisServer, startRedis, stopAll } from '../../../test/harness/redis.ts'
+import { startWorker, stopWorkers } from '../../../test/harness/workers.ts'
 
 let server: RedisServer
 

@@ -19,8 +19,8 @@ import {
 import { PostgresStore } from '@sluice/postgres'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type PostgresServer, startPostgres, stopAll } from './harness/postgres.ts'
-import { startWorker, stopWorkers } from './harness/workers.ts'
+import { type PostgresServer, startPostgres, stopAll } from '../../../test/harness/postgres.ts'
+import { startWorker, stopWorkers } from '../../../test/harness/workers.ts'
 
 let server: PostgresServer
 

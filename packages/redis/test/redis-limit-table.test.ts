@@ -8,8 +8,8 @@ import { hostname } from 'node:os'
 import { ErrorCode, SluiceError, StoreError, slidingLog } from '@sluice/core'
 import { RedisLimitTable } from '@sluice/redis'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
-import { ALL_CLIENT_KINDS, CLIENT_KINDS, clientOf, closeClients } from './harness/clients.ts'
-import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
+import { ALL_CLIENT_KINDS, CLIENT_KINDS, clientOf, closeClients } from '../../../test/harness/clients.ts'
+import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
 
 let server: RedisServer
 const open: RedisLimitTable[] = []

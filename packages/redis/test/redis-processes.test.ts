@@ -3,9 +3,9 @@
  * and 3 processes share one leaky-bucket queue. The workers run the built packages (`pnpm build` first).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, type ClientKind } from './harness/clients.ts'
-import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
-import { startWorker, stopWorkers } from './harness/workers.ts'
+import { CLIENT_KINDS, type ClientKind } from '../../../test/harness/clients.ts'
+import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
+import { startWorker, stopWorkers } from '../../../test/harness/workers.ts'
 
 let server: RedisServer
 

@@ -23,10 +23,16 @@ import { refundMark, type StoreAnswer } from '@sluice/core/store'
 import { type RedisClientLike, RedisStore } from '@sluice/redis'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { HUGE_PENALTY_RULES, LATE_REFUND_RULES, WEIGHTED_METERS } from '../packages/core/test/support.ts'
-import { decode, expectOk, fetchedOf, serverNowOf } from '../packages/redis/src/wire.ts'
-import { CLIENT_KINDS, type ClientKind, clientOf, closeClients, nodeRedis } from './harness/clients.ts'
-import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+import {
+  CLIENT_KINDS,
+  type ClientKind,
+  clientOf,
+  closeClients,
+  nodeRedis,
+} from '../../../test/harness/clients.ts'
+import { type RedisServer, startRedis, stopAll } from '../../../test/harness/redis.ts'
+import { HUGE_PENALTY_RULES, LATE_REFUND_RULES, WEIGHTED_METERS } from '../../core/test/support.ts'
+import { decode, expectOk, fetchedOf, serverNowOf } from '../src/wire.ts'
 
 let server: RedisServer
 

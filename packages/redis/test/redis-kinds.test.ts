@@ -15,8 +15,8 @@ import {
   warmUp,
 } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
-import { REDIS_KINDS } from '../packages/redis/src/kinds.ts'
-import { Plans } from '../packages/redis/src/plans.ts'
+import { REDIS_KINDS } from '../src/kinds.ts'
+import { Plans } from '../src/plans.ts'
 
 /** Whether `chunk` defines the top-level function `name`. */
 function defines(chunk: string, name: string): boolean {

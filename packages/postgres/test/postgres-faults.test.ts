@@ -16,7 +16,7 @@ import { PostgresStore } from '@sluice/postgres'
 import pg from 'pg'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type PostgresServer, startPostgres, stopAll } from './harness/postgres.ts'
+import { type PostgresServer, startPostgres, stopAll } from '../../../test/harness/postgres.ts'
 
 let server: PostgresServer
 

@@ -4,7 +4,7 @@
  * of replies alive. A manual clock and fake timers: nothing here waits.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { Deadlines } from '../packages/redis/src/deadlines.ts'
+import { Deadlines } from '../src/deadlines.ts'
 
 describe('Deadlines', () => {
   let now = 0

@@ -9,7 +9,7 @@ import { RedisStore } from '@sluice/redis'
 import { Redis } from 'ioredis'
 import { createClient } from 'redis'
 import { afterAll, describe, expect, it } from 'vitest'
-import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
+import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
 
 afterAll(stopAll)
 

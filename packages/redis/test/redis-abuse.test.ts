@@ -16,9 +16,9 @@ import {
 } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from './harness/clients.ts'
-import { commandCalls, type RedisServer, startRedis, stopAll } from './harness/redis.ts'
-import { startWorker, stopWorkers } from './harness/workers.ts'
+import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from '../../../test/harness/clients.ts'
+import { commandCalls, type RedisServer, startRedis, stopAll } from '../../../test/harness/redis.ts'
+import { startWorker, stopWorkers } from '../../../test/harness/workers.ts'
 
 let server: RedisServer
 

@@ -20,8 +20,8 @@ import {
 } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, clientOf, closeClients, ioredis } from './harness/clients.ts'
-import { commandCalls, type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
+import { CLIENT_KINDS, clientOf, closeClients, ioredis } from '../../../test/harness/clients.ts'
+import { commandCalls, type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
 
 let server: RedisServer
 
@@ -88,7 +88,7 @@ describe('RedisStore options', () => {
   })
 
   it('ships scripts.generated.ts in sync with src/scripts/*.lua', () => {
-    const script = fileURLToPath(new URL('../packages/redis/scripts/embed-lua.mjs', import.meta.url))
+    const script = fileURLToPath(new URL('../scripts/embed-lua.mjs', import.meta.url))
     expect(() => execFileSync('node', [script, '--check'], { stdio: 'pipe' })).not.toThrow()
   })
 })

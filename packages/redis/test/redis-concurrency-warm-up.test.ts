@@ -1,14 +1,14 @@
 /**
- * concurrency and warmUp on a real Redis: the warm-up trace worked by hand (packages/core/test/new-rules.test.ts)
+ * concurrency and warmUp on a real Redis: the warm-up trace worked by hand (packages/core/test/concurrency-warm-up.test.ts)
  * gives the same decisions; leases released, idempotently; and concurrency across 4 processes × 256 calls in
  * flight never holds more than its limit, and gives back the units of a killed process within leaseMs.
  */
 import { concurrency, createLimiter, type Decision, type Rule, warmUp } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, clientOf, closeClients } from './harness/clients.ts'
-import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
-import { startWorker, stopWorkers } from './harness/workers.ts'
+import { CLIENT_KINDS, clientOf, closeClients } from '../../../test/harness/clients.ts'
+import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
+import { startWorker, stopWorkers } from '../../../test/harness/workers.ts'
 
 let server: RedisServer
 
@@ -44,7 +44,7 @@ describe.each(CLIENT_KINDS)('the new rules on Redis (%s)', (kind) => {
       clock.now = T0 + t
       return figures(await limiter.consume('k', { cost }))
     }
-    // The arithmetic is written out beside the same trace in packages/core/test/new-rules.test.ts.
+    // The arithmetic is written out beside the same trace in packages/core/test/concurrency-warm-up.test.ts.
     expect(await at(0)).toEqual([true, 8, 280, 0, 0])
     expect(await at(0)).toEqual([true, 5, 520, 0, 280])
     expect(await at(0)).toEqual([true, 3, 720, 0, 520])

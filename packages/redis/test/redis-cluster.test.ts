@@ -17,15 +17,15 @@ import {
 } from '@sluice/core'
 import { type RedisClientLike, RedisLimitTable, RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { slotOf } from '../packages/redis/src/keys.ts'
 import {
   ALL_CLIENT_KINDS,
   closeClients,
   clusterClientOf,
   ioredis,
   STORE_CLIENT_KINDS,
-} from './harness/clients.ts'
-import { commandCalls, type RedisCluster, startCluster, stopAll } from './harness/redis.ts'
+} from '../../../test/harness/clients.ts'
+import { commandCalls, type RedisCluster, startCluster, stopAll } from '../../../test/harness/redis.ts'
+import { slotOf } from '../src/keys.ts'
 
 let cluster: RedisCluster
 

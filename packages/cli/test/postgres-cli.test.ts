@@ -4,8 +4,8 @@
  * PostgreSQL cannot be reached.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { sluice } from './harness/cli.ts'
-import { type PostgresServer, startPostgres, stopAll } from './harness/postgres.ts'
+import { sluice } from '../../../test/harness/cli.ts'
+import { type PostgresServer, startPostgres, stopAll } from '../../../test/harness/postgres.ts'
 
 let server: PostgresServer
 

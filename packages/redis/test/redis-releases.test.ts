@@ -5,13 +5,13 @@
  * lease only, reading no clock, as the memory store does), and a consume made after a release on the same key
  * still finds the lease ended, and a release that did not land (Redis paused past its timeout) is sent again
  * until it lands, so a lost release never holds its unit for the whole lease. Cluster slots:
- * test/redis-cluster.test.ts.
+ * packages/redis/test/redis-cluster.test.ts.
  */
 import { concurrency, createLimiter, type Decision, ErrorCode, MemoryStore, type Rule } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, clientOf, closeClients, ioredis } from './harness/clients.ts'
-import { commandCalls, type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
+import { CLIENT_KINDS, clientOf, closeClients, ioredis } from '../../../test/harness/clients.ts'
+import { commandCalls, type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
 
 let server: RedisServer
 

@@ -16,10 +16,10 @@ import {
 } from '@sluice/core'
 import { type RedisClientLike, RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CONSUME_LUA } from '../packages/redis/src/scripts.generated.ts'
-import { encodeConsume, withDeadline } from '../packages/redis/src/wire.ts'
-import { CLIENT_KINDS, clientOf, closeClients, nodeRedis } from './harness/clients.ts'
-import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+import { CLIENT_KINDS, clientOf, closeClients, nodeRedis } from '../../../test/harness/clients.ts'
+import { type RedisServer, startRedis, stopAll } from '../../../test/harness/redis.ts'
+import { CONSUME_LUA } from '../src/scripts.generated.ts'
+import { encodeConsume, withDeadline } from '../src/wire.ts'
 
 let server: RedisServer
 

@@ -1,7 +1,7 @@
 /**
  * concurrency and warmUp on the memory store: each against a plain reference model on random traces, a
  * warm-up trace worked by hand from docs/design/rules/warm-up.md, and the factories' checks. The same traces
- * hold on Redis (test/redis-new-rules.test.ts and the conformance suite).
+ * hold on Redis (packages/redis/test/redis-concurrency-warm-up.test.ts and the conformance suite).
  */
 import {
   type ConcurrencyRule,

@@ -18,8 +18,14 @@ import {
 } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ClientKind, clientOf, closeClients, ioredis, STORE_CLIENT_KINDS } from './harness/clients.ts'
-import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
+import {
+  type ClientKind,
+  clientOf,
+  closeClients,
+  ioredis,
+  STORE_CLIENT_KINDS,
+} from '../../../test/harness/clients.ts'
+import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
 
 let server: RedisServer
 const unhandled: unknown[] = []

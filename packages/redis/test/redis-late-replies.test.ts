@@ -17,8 +17,8 @@ import {
   closeClients,
   ioredis,
   VALKEY_KINDS,
-} from './harness/clients.ts'
-import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
+} from '../../../test/harness/clients.ts'
+import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
 
 let server: RedisServer
 

@@ -7,9 +7,16 @@
 import { request as httpRequest } from 'node:http'
 import { createServer, type Server } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { freePort, type Running, request, run, stopExamples, waitFor } from './examples-harness.ts'
-import { SLUICE_BIN, sluice } from './harness/cli.ts'
-import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+import {
+  freePort,
+  type Running,
+  request,
+  run,
+  stopExamples,
+  waitFor,
+} from '../../../test/examples-harness.ts'
+import { SLUICE_BIN, sluice } from '../../../test/harness/cli.ts'
+import { type RedisServer, startRedis, stopAll } from '../../../test/harness/redis.ts'
 
 let server: RedisServer
 let redisUrl: string

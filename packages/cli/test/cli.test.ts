@@ -6,8 +6,8 @@
 import { createServer, type Server } from 'node:net'
 import { parseRuleSpec } from '@sluice/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { sluice, sluiceWith } from './harness/cli.ts'
-import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
+import { sluice, sluiceWith } from '../../../test/harness/cli.ts'
+import { type RedisServer, startRedis, stopAll } from '../../../test/harness/redis.ts'
 
 let server: RedisServer
 let url: string

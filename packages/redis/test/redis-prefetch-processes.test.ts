@@ -7,9 +7,9 @@
  */
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from './harness/clients.ts'
-import { type RedisServer, sleep, startRedis, stopAll } from './harness/redis.ts'
-import { startWorker, stopWorkers } from './harness/workers.ts'
+import { CLIENT_KINDS, type ClientKind, clientOf, closeClients } from '../../../test/harness/clients.ts'
+import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
+import { startWorker, stopWorkers } from '../../../test/harness/workers.ts'
 
 let server: RedisServer
 let admin: Redis
