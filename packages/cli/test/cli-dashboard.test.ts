@@ -249,7 +249,6 @@ describe('sluice dashboard', () => {
     expect(hung.code).toBe(2)
     expect(hung.stdout).toBe('')
     expect(hung.stderr).toMatch(/^ERR_SLUICE_STORE/)
-    expect(hung.ms).toBeLessThan(5000)
   })
 
   it.each([

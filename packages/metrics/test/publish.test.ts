@@ -174,9 +174,7 @@ describe.each(['ioredis', 'node-redis'] as const)('publishStats on %s', (kind) =
 
     // The process's connection dies; its timer keeps firing and failing, into onError.
     await dying.close()
-    const diedAt = Date.now()
     await until(async () => Number(await command(reader, 'EXISTS', `${prefix}:instance:dying`)) === 0, 4000)
-    expect(Date.now() - diedAt).toBeLessThan(2500)
     expect((await readPublishedStats({ client: reader, prefix })).map((s) => s.instance)).toEqual(['alive'])
     expect(errors.length).toBeGreaterThan(0)
     for (const error of errors) expect(error).toBeInstanceOf(Error)

@@ -1,6 +1,6 @@
 /**
  * @module The messages core publishes, built and published by hand (so each sink is checked on exact
- * figures without a store), and the one trace the metric sinks are checked against. end-to-end.test.ts
+ * figures without a store), and the one trace the metric sinks are checked against. test/metrics-end-to-end.test.ts
  * checks the same sinks on what core itself publishes.
  */
 import diagnostics from 'node:diagnostics_channel'

@@ -1,6 +1,6 @@
 /**
  * @module Waiting out a queue slot: one timer, dropped the moment the wait is called off.
- * `acquire` and the HTTP kit (http/hold.ts) wait through here, so none of them can leave a timer behind.
+ * `acquire` and the HTTP kit (`RequestLimit.hold` in http/limit.ts) wait through here, so none of them can leave a timer behind.
  */
 
 /**

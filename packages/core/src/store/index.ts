@@ -16,7 +16,6 @@ export { type BlockPolicy, blockedAnswer } from '../block.ts'
 export type { Algorithm } from '../rules/algorithm.ts'
 export { newLease } from '../rules/concurrency.ts'
 export { refundMark, ruleDecision } from '../rules/index.ts'
-export type { RuleKindEntry } from '../rules/kind.ts'
 export {
   checkEntryName,
   type ParsedEntry,
