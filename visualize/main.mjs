@@ -1,7 +1,8 @@
 /**
  * `pnpm visualize`: compiles the visualiser (and the core source it runs) with the workspace's `tsc`
  * into node_modules/.cache, then writes one SVG per trace into docs/visualize/.
- * Node 20 cannot run TypeScript itself, and this keeps the visualiser typed without a runner.
+ * Node 22 (the oldest line sluice supports) runs TypeScript only from 22.18, and no Node typechecks it:
+ * compiling keeps the visualiser typed on every supported Node, without a runner.
  */
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
