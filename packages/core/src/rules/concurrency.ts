@@ -187,7 +187,7 @@ function slotOf(state: ConcurrencyState, lease: string): number {
 }
 
 export const concurrencyAlgorithm: Algorithm<ConcurrencyRule, ConcurrencyState> = {
-  marks: true,
+  mark: 'lease',
   create: () => ({
     ids: [],
     figures: [],

@@ -44,7 +44,7 @@ export interface FixedWindowState {
 }
 
 export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> = {
-  marks: false,
+  mark: undefined,
   create: (rule, now) => ({ start: alignedStart(now, rule.windowMs), count: 0 }),
 
   decide(state, rule, now, cost) {

@@ -21,7 +21,7 @@ export interface RuleKindEntry<K extends RuleKind = RuleKind> {
    * rule's state identity (`id`), never a limit, capacity or rate (see define.ts).
    */
   readonly identity: readonly string[]
-  /** How the memory store runs it; `marks` says whether an admitted decision carries a mark. */
+  /** How the memory store runs it; `mark` says which mark an admitted decision carries. */
   readonly algorithm: Algorithm<RuleOf<K>, unknown>
   /**
    * The rule's answer in sluice's shape when no algorithm makes it (a blocked key's), with the figure its

@@ -127,7 +127,7 @@ function drainedIn(rule: LeakyBucketRule, start: number, units: number, now: num
 }
 
 export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> = {
-  marks: true,
+  mark: 'queue',
   create: () => ({ start: Number.NEGATIVE_INFINITY, units: 0, until: Number.NEGATIVE_INFINITY }),
 
   decide(state, rule, now, cost) {

@@ -95,7 +95,7 @@ function expire(state: SlidingLogState, rule: SlidingLogRule, now: number): void
 }
 
 export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
-  marks: false,
+  mark: undefined,
   create: () => ({ times: [], ends: [], head: 0 }),
 
   decide(state, rule, now, cost) {

@@ -68,7 +68,7 @@ function slotOf(rule: SlidingWindowRule, start: number): number {
 }
 
 export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowState> = {
-  marks: false,
+  mark: undefined,
   create: (rule) => ({
     starts: new Float64Array(rule.buckets).fill(Number.NEGATIVE_INFINITY),
     counts: new Float64Array(rule.buckets),

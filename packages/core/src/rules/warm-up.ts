@@ -166,7 +166,7 @@ function resetIn(ahead: number): number {
 }
 
 export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
-  marks: false,
+  mark: undefined,
   // A key never seen starts cold.
   create: (rule, now) => ({ next: now, stored: rule.maxPermits, until: Number.NEGATIVE_INFINITY }),
 
