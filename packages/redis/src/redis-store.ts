@@ -18,13 +18,22 @@
  * clock (learnt from earlier replies) and counts nothing when it starts after it, and what a script that
  * ran in time counted is given back when its reply comes after the timeout (`#undo`).
  */
-import type { Adjustment, BlockPolicy, Rule, Store, StoreAnswer, StoreMode } from '@sluice/core'
+import type {
+  Adjustment,
+  BlockPolicy,
+  ConcurrencyRule,
+  Rule,
+  Store,
+  StoreAnswer,
+  StoreMode,
+} from '@sluice/core'
 import { newLease, refundMark, type StorePlace } from '@sluice/core/store'
 
 import { ScriptCalls } from './calls.ts'
 import { script } from './client.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
+import { REDIS_KINDS } from './kinds.ts'
 import type { LocalAnswers, LocalCall } from './local.ts'
 import { type Plan, Plans, scriptOf } from './plans.ts'
 import { type Batch, type Claim, type Fetch, Prefetch, type PrefetchWire } from './prefetch.ts'
@@ -447,10 +456,10 @@ export class RedisStore implements Store {
       const lease = marks?.[i]
       const rule = rules[i]!
       // A lease no consume sent (see wire.ts `holdable`) belongs to nobody: its release changes nothing.
-      if (rule.kind === 'concurrency' && lease !== undefined && lease !== '' && holdable(lease)) {
+      if (REDIS_KINDS[rule.kind].mark === 'lease' && lease !== undefined && lease !== '' && holdable(lease)) {
         keys.push(base + plan.ids[i]!)
         leases.push(lease)
-        ends.push(now + rule.leaseMs)
+        ends.push(now + (rule as ConcurrencyRule).leaseMs)
       }
     }
     // No lease to end: nothing to ask Redis.
