@@ -214,7 +214,7 @@ export class RedisStore implements Store {
       }
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (consume && this.#cache !== undefined) {
-        this.#remember(c.id, plan.id, cost, c.now, resets, answer, blocked)
+        this.#remember(c.id, plan, cost, c.now, resets, answer, blocked)
       }
       return answer
     })
@@ -228,7 +228,7 @@ export class RedisStore implements Store {
    */
   #remember(
     cacheKey: string,
-    planId: string,
+    plan: Plan,
     cost: number,
     sentAt: number,
     resets: number,
@@ -247,7 +247,8 @@ export class RedisStore implements Store {
       let denied = false
       for (const d of answer) if (!d.allowed) denied = true
       if (denied) {
-        if (this.#prefetch?.holds(cacheKey) !== true) cache.set(cacheKey, planId, cost, sentAt, answer)
+        if (this.#prefetch?.holds(cacheKey) !== true)
+          cache.set(cacheKey, plan.id, cost, sentAt, answer, plan.certainRetry)
       } else if (cache.size > 0) cache.delete(cacheKey)
     }
   }
@@ -285,7 +286,7 @@ export class RedisStore implements Store {
           return answer
         }
         if (this.#cache !== undefined)
-          this.#remember(batch.of.id, plan.id, cost, fetch.at, resets, answer, blocked)
+          this.#remember(batch.of.id, plan, cost, fetch.at, resets, answer, blocked)
         const counted =
           fetched === undefined
             ? { answer, taken: 0, countedAt: 0, resets: claim.seen }

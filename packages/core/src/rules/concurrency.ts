@@ -338,6 +338,7 @@ export const concurrencyKind: RuleKindEntry<'concurrency'> = {
   options: ['limit', 'leaseMs', 'name'],
   identity: ['leaseMs'],
   algorithm: concurrencyAlgorithm as RuleKindEntry<'concurrency'>['algorithm'],
+  certainRetry: false,
   decision: leaseDecision,
   text: {
     form: 'concurrency:LIMIT[~LEASE], e.g. concurrency:10~30s',

@@ -105,6 +105,7 @@ export const fixedWindowKind: RuleKindEntry<'fixedWindow'> = {
   options: ['limit', 'windowMs', 'name'],
   identity: ['windowMs'],
   algorithm: fixedWindowAlgorithm as RuleKindEntry<'fixedWindow'>['algorithm'],
+  certainRetry: true,
   decision: limitDecision,
   text: limitPerWindowText('fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h'),
   maxCost: countingMaxCost,

@@ -55,4 +55,10 @@ export interface RuleKindEntry<K extends RuleKind = RuleKind> {
    * refunds do not apply to.
    */
   refundMark(rule: RuleOf<K>, d: RuleDecision, at: number): string | undefined
+  /**
+   * Whether a denial's `retryAfterMs` is certain: no other call can free units before it (short of a reset,
+   * a refund or a slot given back), so a cache of denials may keep the denial until then. False for a kind
+   * whose units an act of another call frees at once (a concurrency rule's release).
+   */
+  readonly certainRetry: boolean
 }

@@ -265,6 +265,7 @@ export const leakyBucketKind: RuleKindEntry<'leakyBucket'> = {
   options: ['ratePerSecond', 'maxQueueMs', 'name'],
   identity: [],
   algorithm: leakyBucketAlgorithm as RuleKindEntry<'leakyBucket'>['algorithm'],
+  certainRetry: true,
   decision: limitDecision,
   text: {
     form: 'leakyBucket:RATE/PER[~MAXQUEUE], e.g. leakyBucket:5/s~2s',

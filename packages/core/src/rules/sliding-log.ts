@@ -193,6 +193,7 @@ export const slidingLogKind: RuleKindEntry<'slidingLog'> = {
   options: ['limit', 'windowMs', 'name'],
   identity: ['windowMs'],
   algorithm: slidingLogAlgorithm as RuleKindEntry<'slidingLog'>['algorithm'],
+  certainRetry: true,
   decision: limitDecision,
   text: limitPerWindowText('slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s'),
   maxCost: countingMaxCost,

@@ -175,6 +175,7 @@ export const slidingWindowKind: RuleKindEntry<'slidingWindow'> = {
   options: ['limit', 'windowMs', 'buckets', 'name'],
   identity: ['windowMs', 'buckets'],
   algorithm: slidingWindowAlgorithm as RuleKindEntry<'slidingWindow'>['algorithm'],
+  certainRetry: true,
   decision: limitDecision,
   text: {
     form: 'slidingWindow:LIMIT/WINDOW[/BUCKETS], e.g. slidingWindow:600/1m/10',

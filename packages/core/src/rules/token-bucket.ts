@@ -177,6 +177,7 @@ export const tokenBucketKind: RuleKindEntry<'tokenBucket'> = {
   options: ['capacity', 'refillPerSecond', 'name'],
   identity: [],
   algorithm: tokenBucketAlgorithm as RuleKindEntry<'tokenBucket'>['algorithm'],
+  certainRetry: true,
   decision: (rule, allowed, remaining, resetMs, retryAfterMs, waitMs) =>
     decisionOf(rule, rule.capacity, allowed, remaining, resetMs, retryAfterMs, waitMs),
   text: {
