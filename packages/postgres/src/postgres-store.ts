@@ -178,9 +178,11 @@ export class PostgresStore implements Store {
       if (first.kind === 'fixedWindow') return this.#consumeFixedWindow(rowKey(prefix, key), first, cost)
       if (first.kind === 'slidingWindow') return this.#consumeSlidingWindow(rowKey(prefix, key), first, cost)
     }
-    const lease = consume && rules.some((r) => r.kind === 'concurrency') ? newLease(cost) : undefined
-    const marks =
-      lease === undefined ? null : rules.map((r) => (r.kind === 'concurrency' ? lease : undefined))
+    // One lease for the call, held under the rules of a kind that releases (its SQL has a release step).
+    const kinds = this.#kinds
+    const holds = (r: Rule) => kinds[r.kind].release !== undefined
+    const lease = consume && rules.some(holds) ? newLease(cost) : undefined
+    const marks = lease === undefined ? null : rules.map((r) => (holds(r) ? lease : undefined))
     const args = encode(
       this.#kinds,
       rowKey(prefix, key),
@@ -191,7 +193,7 @@ export class PostgresStore implements Store {
       block,
       marks,
     )
-    return this.#call(args).then((reply) => decode(reply, rules, consume, lease))
+    return this.#call(args).then((reply) => decode(reply, rules, consume, marks))
   }
 
   async adjust(
@@ -225,7 +227,7 @@ export class PostgresStore implements Store {
       marks ?? null,
     )
     const reply = await this.#call(args)
-    return act === ACT.penalize ? decode(reply, rules, false, undefined) : undefined
+    return act === ACT.penalize ? decode(reply, rules, false, null) : undefined
   }
 
   async reset(prefix: string, key: string): Promise<void> {

@@ -76,14 +76,14 @@ export function isLate(reply: readonly (number | null)[]): boolean {
 
 /**
  * A reply as a store answer: a blocked key's; or one decision per rule (a queued leaky-bucket call
- * learns where it left the queue, an admitted concurrency call its lease), the block a denial began
- * stretching the denying rules' retries, and for an admitted consume the ms it was counted at.
+ * learns where it left the queue, an admitted call its lease under each rule `marks` gives one), the block
+ * a denial began stretching the denying rules' retries, and for an admitted consume the ms it was counted at.
  */
 export function decode(
   reply: readonly (number | null)[],
   rules: readonly Rule[],
   consume: boolean,
-  lease: string | undefined,
+  marks: readonly (string | undefined)[] | null,
 ): StoreAnswer {
   if (reply[0] === STATUS.blocked) return blockedAnswer(rules, reply[3]!)
   if (reply[0] !== STATUS.ok) {
@@ -108,8 +108,11 @@ export function decode(
     out[i] = d
   }
   if (consume && allowed) {
-    for (let i = 0; i < rules.length; i++) {
-      if (rules[i]!.kind === 'concurrency') (out[i] as { lease?: string }).lease = lease
+    if (marks !== null) {
+      for (let i = 0; i < rules.length; i++) {
+        const lease = marks[i]
+        if (lease !== undefined) (out[i] as { lease?: string }).lease = lease
+      }
     }
     out.countedAt = reply[2]!
   }
