@@ -286,8 +286,7 @@ export class PostgresStore implements Store {
    * any reply has told that clock, the timeout as a budget from the statement's start).
    */
   #call(args: unknown[]): Promise<(number | null)[]> {
-    if (this.#closed)
-      return Promise.reject(new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.'))
+    if (this.#closed) return Promise.reject(this.#closedError())
     const started = performance.now()
     if (this.#offset !== undefined) args[7] = Math.floor(started + this.#timeoutMs + this.#offset)
     else args[10] = this.#timeoutMs
@@ -295,12 +294,7 @@ export class PostgresStore implements Store {
       this.#connection.rows(this.#applyName, this.#apply, args).then((rows) => {
         const reply = rows[0]!.r as (number | null)[]
         this.#learnClock(serverNowOf(reply))
-        if (isLate(reply)) {
-          throw new StoreError(
-            ErrorCode.STORE_TIMEOUT,
-            `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
-          )
-        }
+        if (isLate(reply)) throw this.#timedOut()
         return reply
       }),
     )
@@ -308,85 +302,91 @@ export class PostgresStore implements Store {
 
   /** One fixedWindow rule consumed without a block: one upsert, its deadline and lock bound as `#call`'s. */
   #consumeFixedWindow(key: string, rule: FixedWindowRule, cost: number): Promise<StoreAnswer> {
-    if (this.#closed)
-      return Promise.reject(new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.'))
-    const started = performance.now()
-    const deadline = this.#offset === undefined ? null : Math.floor(started + this.#timeoutMs + this.#offset)
-    const lockMs = `${this.#timeoutMs}ms`
-    const args = [
-      key,
-      rule.id,
-      rule.limit,
-      rule.windowMs,
-      cost,
-      this.#now(),
-      deadline,
-      this.#timeoutMs,
-      lockMs,
-    ]
-    return this.#run(
-      this.#connection.rows(`${this.#applyName}_fw`, this.#fixedWindow, args).then((rows) => {
-        const row = rows[0] as FixedWindowRow | undefined
-        if (row === undefined) {
-          throw new StoreError(
-            ErrorCode.STORE_TIMEOUT,
-            `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
-          )
-        }
-        this.#learnClock(row.server)
-        return decodeFixedWindow(row, rule)
-      }),
+    return this.#oneStatement(
+      `${this.#applyName}_fw`,
+      this.#fixedWindow,
+      (deadline) => [
+        key,
+        rule.id,
+        rule.limit,
+        rule.windowMs,
+        cost,
+        this.#now(),
+        deadline,
+        this.#timeoutMs,
+        `${this.#timeoutMs}ms`,
+      ],
+      (row: FixedWindowRow) => decodeFixedWindow(row, rule),
     )
   }
 
   /** One slidingWindow rule consumed without a block: one upsert, as `#consumeFixedWindow`. */
   #consumeSlidingWindow(key: string, rule: SlidingWindowRule, cost: number): Promise<StoreAnswer> {
-    if (this.#closed)
-      return Promise.reject(new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.'))
+    return this.#oneStatement(
+      `${this.#applyName}_sw`,
+      this.#slidingWindow,
+      (deadline) => [
+        key,
+        rule.id,
+        rule.limit,
+        rule.windowMs,
+        rule.buckets,
+        rule.bucketMs,
+        cost,
+        this.#now(),
+        deadline,
+        this.#timeoutMs,
+        `${this.#timeoutMs}ms`,
+      ],
+      (row: SlidingWindowRow) => decodeSlidingWindow(row, rule),
+    )
+  }
+
+  /**
+   * Runs one rule's consume as one statement (`name`, `text`) within the timeout: `args` gets the call's
+   * deadline in the database's clock, or null before any reply has told that clock. A statement that
+   * returns no row started after the deadline.
+   */
+  #oneStatement<Row extends { readonly server: number }>(
+    name: string,
+    text: string,
+    args: (deadline: number | null) => unknown[],
+    decode: (row: Row) => StoreAnswer,
+  ): Promise<StoreAnswer> {
+    if (this.#closed) return Promise.reject(this.#closedError())
     const started = performance.now()
     const deadline = this.#offset === undefined ? null : Math.floor(started + this.#timeoutMs + this.#offset)
-    const args = [
-      key,
-      rule.id,
-      rule.limit,
-      rule.windowMs,
-      rule.buckets,
-      rule.bucketMs,
-      cost,
-      this.#now(),
-      deadline,
-      this.#timeoutMs,
-      `${this.#timeoutMs}ms`,
-    ]
     return this.#run(
-      this.#connection.rows(`${this.#applyName}_sw`, this.#slidingWindow, args).then((rows) => {
-        const row = rows[0] as SlidingWindowRow | undefined
-        if (row === undefined) {
-          throw new StoreError(
-            ErrorCode.STORE_TIMEOUT,
-            `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
-          )
-        }
+      this.#connection.rows(name, text, args(deadline)).then((rows) => {
+        const row = rows[0] as Row | undefined
+        if (row === undefined) throw this.#timedOut()
         this.#learnClock(row.server)
-        return decodeSlidingWindow(row, rule)
+        return decode(row)
       }),
     )
+  }
+
+  /** What a call on a closed store rejects with. */
+  #closedError(): StoreError {
+    return new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.')
+  }
+
+  /**
+   * What a call PostgreSQL did not answer within the timeout rejects with: `why`, when given, follows the
+   * figure, and `cause` is the driver's error.
+   */
+  #timedOut(why = '', cause?: unknown): StoreError {
+    const message = `PostgreSQL did not answer within ${this.#timeoutMs} ms${why}.`
+    return cause === undefined
+      ? new StoreError(ErrorCode.STORE_TIMEOUT, message)
+      : new StoreError(ErrorCode.STORE_TIMEOUT, message, { cause })
   }
 
   /** `query` within the timeout, its failures as `StoreError`s. */
   #run<T>(query: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new StoreError(
-              ErrorCode.STORE_TIMEOUT,
-              `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
-            ),
-          ),
-        this.#timeoutMs,
-      )
+      timer = setTimeout(() => reject(this.#timedOut()), this.#timeoutMs)
     })
     return Promise.race([
       query.catch((error: unknown) => Promise.reject(this.#storeError(error))),
@@ -415,11 +415,7 @@ export class PostgresStore implements Store {
       )
     }
     if (code === LOCK_TIMEOUT) {
-      return new StoreError(
-        ErrorCode.STORE_TIMEOUT,
-        `PostgreSQL did not answer within ${this.#timeoutMs} ms (a lock was held).`,
-        { cause: error },
-      )
+      return this.#timedOut(' (a lock was held)', error)
     }
     const message = error instanceof Error ? error.message : String(error)
     return new StoreError(ErrorCode.STORE_ERROR, `PostgreSQL failed: ${message}`, { cause: error })
