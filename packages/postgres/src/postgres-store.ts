@@ -106,6 +106,23 @@ export class PostgresStore implements Store {
   readonly #applyName: string
   readonly #fixedWindow: string
   readonly #slidingWindow: string
+  /**
+   * Per kind, how one rule of it is consumed without a block in one statement (no function), or undefined
+   * for a kind the apply function always runs.
+   */
+  readonly #oneStatements: {
+    readonly [K in Rule['kind']]:
+      | ((key: string, rule: Extract<Rule, { kind: K }>, cost: number) => Promise<StoreAnswer>)
+      | undefined
+  } = {
+    fixedWindow: (key, rule, cost) => this.#consumeFixedWindow(key, rule, cost),
+    slidingLog: undefined,
+    slidingWindow: (key, rule, cost) => this.#consumeSlidingWindow(key, rule, cost),
+    tokenBucket: undefined,
+    leakyBucket: undefined,
+    concurrency: undefined,
+    warmUp: undefined,
+  }
   readonly #timeoutMs: number
   readonly #clock: (() => number) | undefined
   readonly #sweepBatch: number
@@ -175,8 +192,10 @@ export class PostgresStore implements Store {
     const consume = mode === 'consume'
     const first = rules[0]!
     if (consume && block === undefined && rules.length === 1) {
-      if (first.kind === 'fixedWindow') return this.#consumeFixedWindow(rowKey(prefix, key), first, cost)
-      if (first.kind === 'slidingWindow') return this.#consumeSlidingWindow(rowKey(prefix, key), first, cost)
+      const oneStatement = this.#oneStatements[first.kind] as
+        | ((key: string, rule: Rule, cost: number) => Promise<StoreAnswer>)
+        | undefined
+      if (oneStatement !== undefined) return oneStatement(rowKey(prefix, key), first, cost)
     }
     // One lease for the call, held under the rules of a kind that releases (its SQL has a release step).
     const kinds = this.#kinds
