@@ -40,11 +40,14 @@ import {
   decodeFixedWindow,
   decodeSlidingWindow,
   encode,
+  encodeFixedWindow,
+  encodeSlidingWindow,
   type FixedWindowRow,
   isLate,
   rowKey,
   type SlidingWindowRow,
   serverNowOf,
+  withDeadline,
 } from './wire.ts'
 
 export interface PostgresStoreOptions {
@@ -307,8 +310,8 @@ export class PostgresStore implements Store {
   #call(args: unknown[]): Promise<(number | null)[]> {
     if (this.#closed) return Promise.reject(this.#closedError())
     const started = performance.now()
-    if (this.#offset !== undefined) args[7] = Math.floor(started + this.#timeoutMs + this.#offset)
-    else args[10] = this.#timeoutMs
+    const deadline = this.#offset === undefined ? null : Math.floor(started + this.#timeoutMs + this.#offset)
+    withDeadline(args, deadline, this.#timeoutMs)
     return this.#run(
       this.#connection.rows(this.#applyName, this.#apply, args).then((rows) => {
         const reply = rows[0]!.r as (number | null)[]
@@ -324,17 +327,7 @@ export class PostgresStore implements Store {
     return this.#oneStatement(
       `${this.#applyName}_fw`,
       this.#fixedWindow,
-      (deadline) => [
-        key,
-        rule.id,
-        rule.limit,
-        rule.windowMs,
-        cost,
-        this.#now(),
-        deadline,
-        this.#timeoutMs,
-        `${this.#timeoutMs}ms`,
-      ],
+      (deadline) => encodeFixedWindow(key, rule, cost, this.#now(), deadline, this.#timeoutMs),
       (row: FixedWindowRow) => decodeFixedWindow(row, rule),
     )
   }
@@ -344,19 +337,7 @@ export class PostgresStore implements Store {
     return this.#oneStatement(
       `${this.#applyName}_sw`,
       this.#slidingWindow,
-      (deadline) => [
-        key,
-        rule.id,
-        rule.limit,
-        rule.windowMs,
-        rule.buckets,
-        rule.bucketMs,
-        cost,
-        this.#now(),
-        deadline,
-        this.#timeoutMs,
-        `${this.#timeoutMs}ms`,
-      ],
+      (deadline) => encodeSlidingWindow(key, rule, cost, this.#now(), deadline, this.#timeoutMs),
       (row: SlidingWindowRow) => decodeSlidingWindow(row, rule),
     )
   }

@@ -1,6 +1,7 @@
 /**
- * @module One owner for the apply function's arguments and reply: a call is encoded here and its answer
- * decoded here; nothing else counts positions (schema.ts defines them).
+ * @module One owner for the apply function's arguments and reply, and the one-statement consumes': a call is
+ * encoded here and its answer decoded here; nothing else counts positions (schema.ts and the kinds' SQL
+ * define them).
  */
 
 import type { FixedWindowRule, SlidingWindowRule } from '@sluice/core'
@@ -62,6 +63,55 @@ export function encode(
   const blk = block === undefined ? null : [block.ms, block.factor, block.maxMs, block.forgetMs, block.keep]
   const m = marks === null ? null : marks.map((x) => x ?? null)
   return [rowKey, ids, codes, params, cost, act, at, null, blk, m, null]
+}
+
+/**
+ * Sets `args`' (from `encode`) deadline in the database's clock, or, before any reply has told that clock
+ * (`deadline` null), the timeout as a budget from the statement's start.
+ */
+export function withDeadline(args: unknown[], deadline: number | null, budgetMs: number): unknown[] {
+  if (deadline !== null) args[7] = deadline
+  else args[10] = budgetMs
+  return args
+}
+
+/**
+ * The one-statement fixedWindow consume's arguments (kinds/fixed-window.ts `fixedWindowConsume`): the
+ * deadline, or null with the timeout as a budget from the statement's start, and the lock timeout.
+ */
+export function encodeFixedWindow(
+  rowKey: string,
+  rule: FixedWindowRule,
+  cost: number,
+  at: number | null,
+  deadline: number | null,
+  timeoutMs: number,
+): unknown[] {
+  return [rowKey, rule.id, rule.limit, rule.windowMs, cost, at, deadline, timeoutMs, `${timeoutMs}ms`]
+}
+
+/** The one-statement slidingWindow consume's arguments (kinds/sliding-window.ts), as `encodeFixedWindow`. */
+export function encodeSlidingWindow(
+  rowKey: string,
+  rule: SlidingWindowRule,
+  cost: number,
+  at: number | null,
+  deadline: number | null,
+  timeoutMs: number,
+): unknown[] {
+  return [
+    rowKey,
+    rule.id,
+    rule.limit,
+    rule.windowMs,
+    rule.buckets,
+    rule.bucketMs,
+    cost,
+    at,
+    deadline,
+    timeoutMs,
+    `${timeoutMs}ms`,
+  ]
 }
 
 /** The server's ms in a reply. */
