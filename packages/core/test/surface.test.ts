@@ -38,6 +38,7 @@ const STORE_KIT = [
   'TABLE_BOUNDS',
   'TableState',
   'blockedAnswer',
+  'certainRetry',
   'checkEntryName',
   'newLease',
   'parseEntry',

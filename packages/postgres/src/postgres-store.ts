@@ -40,11 +40,14 @@ import {
   decodeFixedWindow,
   decodeSlidingWindow,
   encode,
+  encodeFixedWindow,
+  encodeSlidingWindow,
   type FixedWindowRow,
   isLate,
   rowKey,
   type SlidingWindowRow,
   serverNowOf,
+  withDeadline,
 } from './wire.ts'
 
 export interface PostgresStoreOptions {
@@ -106,6 +109,23 @@ export class PostgresStore implements Store {
   readonly #applyName: string
   readonly #fixedWindow: string
   readonly #slidingWindow: string
+  /**
+   * Per kind, how one rule of it is consumed without a block in one statement (no function), or undefined
+   * for a kind the apply function always runs.
+   */
+  readonly #oneStatements: {
+    readonly [K in Rule['kind']]:
+      | ((key: string, rule: Extract<Rule, { kind: K }>, cost: number) => Promise<StoreAnswer>)
+      | undefined
+  } = {
+    fixedWindow: (key, rule, cost) => this.#consumeFixedWindow(key, rule, cost),
+    slidingLog: undefined,
+    slidingWindow: (key, rule, cost) => this.#consumeSlidingWindow(key, rule, cost),
+    tokenBucket: undefined,
+    leakyBucket: undefined,
+    concurrency: undefined,
+    warmUp: undefined,
+  }
   readonly #timeoutMs: number
   readonly #clock: (() => number) | undefined
   readonly #sweepBatch: number
@@ -175,12 +195,16 @@ export class PostgresStore implements Store {
     const consume = mode === 'consume'
     const first = rules[0]!
     if (consume && block === undefined && rules.length === 1) {
-      if (first.kind === 'fixedWindow') return this.#consumeFixedWindow(rowKey(prefix, key), first, cost)
-      if (first.kind === 'slidingWindow') return this.#consumeSlidingWindow(rowKey(prefix, key), first, cost)
+      const oneStatement = this.#oneStatements[first.kind] as
+        | ((key: string, rule: Rule, cost: number) => Promise<StoreAnswer>)
+        | undefined
+      if (oneStatement !== undefined) return oneStatement(rowKey(prefix, key), first, cost)
     }
-    const lease = consume && rules.some((r) => r.kind === 'concurrency') ? newLease(cost) : undefined
-    const marks =
-      lease === undefined ? null : rules.map((r) => (r.kind === 'concurrency' ? lease : undefined))
+    // One lease for the call, held under the rules of a kind that releases (its SQL has a release step).
+    const kinds = this.#kinds
+    const holds = (r: Rule) => kinds[r.kind].release !== undefined
+    const lease = consume && rules.some(holds) ? newLease(cost) : undefined
+    const marks = lease === undefined ? null : rules.map((r) => (holds(r) ? lease : undefined))
     const args = encode(
       this.#kinds,
       rowKey(prefix, key),
@@ -191,7 +215,7 @@ export class PostgresStore implements Store {
       block,
       marks,
     )
-    return this.#call(args).then((reply) => decode(reply, rules, consume, lease))
+    return this.#call(args).then((reply) => decode(reply, rules, consume, marks))
   }
 
   async adjust(
@@ -225,7 +249,7 @@ export class PostgresStore implements Store {
       marks ?? null,
     )
     const reply = await this.#call(args)
-    return act === ACT.penalize ? decode(reply, rules, false, undefined) : undefined
+    return act === ACT.penalize ? decode(reply, rules, false, null) : undefined
   }
 
   async reset(prefix: string, key: string): Promise<void> {
@@ -284,21 +308,15 @@ export class PostgresStore implements Store {
    * any reply has told that clock, the timeout as a budget from the statement's start).
    */
   #call(args: unknown[]): Promise<(number | null)[]> {
-    if (this.#closed)
-      return Promise.reject(new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.'))
+    if (this.#closed) return Promise.reject(this.#closedError())
     const started = performance.now()
-    if (this.#offset !== undefined) args[7] = Math.floor(started + this.#timeoutMs + this.#offset)
-    else args[10] = this.#timeoutMs
+    const deadline = this.#offset === undefined ? null : Math.floor(started + this.#timeoutMs + this.#offset)
+    withDeadline(args, deadline, this.#timeoutMs)
     return this.#run(
       this.#connection.rows(this.#applyName, this.#apply, args).then((rows) => {
         const reply = rows[0]!.r as (number | null)[]
         this.#learnClock(serverNowOf(reply))
-        if (isLate(reply)) {
-          throw new StoreError(
-            ErrorCode.STORE_TIMEOUT,
-            `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
-          )
-        }
+        if (isLate(reply)) throw this.#timedOut()
         return reply
       }),
     )
@@ -306,85 +324,69 @@ export class PostgresStore implements Store {
 
   /** One fixedWindow rule consumed without a block: one upsert, its deadline and lock bound as `#call`'s. */
   #consumeFixedWindow(key: string, rule: FixedWindowRule, cost: number): Promise<StoreAnswer> {
-    if (this.#closed)
-      return Promise.reject(new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.'))
-    const started = performance.now()
-    const deadline = this.#offset === undefined ? null : Math.floor(started + this.#timeoutMs + this.#offset)
-    const lockMs = `${this.#timeoutMs}ms`
-    const args = [
-      key,
-      rule.id,
-      rule.limit,
-      rule.windowMs,
-      cost,
-      this.#now(),
-      deadline,
-      this.#timeoutMs,
-      lockMs,
-    ]
-    return this.#run(
-      this.#connection.rows(`${this.#applyName}_fw`, this.#fixedWindow, args).then((rows) => {
-        const row = rows[0] as FixedWindowRow | undefined
-        if (row === undefined) {
-          throw new StoreError(
-            ErrorCode.STORE_TIMEOUT,
-            `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
-          )
-        }
-        this.#learnClock(row.server)
-        return decodeFixedWindow(row, rule)
-      }),
+    return this.#oneStatement(
+      `${this.#applyName}_fw`,
+      this.#fixedWindow,
+      (deadline) => encodeFixedWindow(key, rule, cost, this.#now(), deadline, this.#timeoutMs),
+      (row: FixedWindowRow) => decodeFixedWindow(row, rule),
     )
   }
 
   /** One slidingWindow rule consumed without a block: one upsert, as `#consumeFixedWindow`. */
   #consumeSlidingWindow(key: string, rule: SlidingWindowRule, cost: number): Promise<StoreAnswer> {
-    if (this.#closed)
-      return Promise.reject(new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.'))
+    return this.#oneStatement(
+      `${this.#applyName}_sw`,
+      this.#slidingWindow,
+      (deadline) => encodeSlidingWindow(key, rule, cost, this.#now(), deadline, this.#timeoutMs),
+      (row: SlidingWindowRow) => decodeSlidingWindow(row, rule),
+    )
+  }
+
+  /**
+   * Runs one rule's consume as one statement (`name`, `text`) within the timeout: `args` gets the call's
+   * deadline in the database's clock, or null before any reply has told that clock. A statement that
+   * returns no row started after the deadline.
+   */
+  #oneStatement<Row extends { readonly server: number }>(
+    name: string,
+    text: string,
+    args: (deadline: number | null) => unknown[],
+    decode: (row: Row) => StoreAnswer,
+  ): Promise<StoreAnswer> {
+    if (this.#closed) return Promise.reject(this.#closedError())
     const started = performance.now()
     const deadline = this.#offset === undefined ? null : Math.floor(started + this.#timeoutMs + this.#offset)
-    const args = [
-      key,
-      rule.id,
-      rule.limit,
-      rule.windowMs,
-      rule.buckets,
-      rule.bucketMs,
-      cost,
-      this.#now(),
-      deadline,
-      this.#timeoutMs,
-      `${this.#timeoutMs}ms`,
-    ]
     return this.#run(
-      this.#connection.rows(`${this.#applyName}_sw`, this.#slidingWindow, args).then((rows) => {
-        const row = rows[0] as SlidingWindowRow | undefined
-        if (row === undefined) {
-          throw new StoreError(
-            ErrorCode.STORE_TIMEOUT,
-            `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
-          )
-        }
+      this.#connection.rows(name, text, args(deadline)).then((rows) => {
+        const row = rows[0] as Row | undefined
+        if (row === undefined) throw this.#timedOut()
         this.#learnClock(row.server)
-        return decodeSlidingWindow(row, rule)
+        return decode(row)
       }),
     )
+  }
+
+  /** What a call on a closed store rejects with. */
+  #closedError(): StoreError {
+    return new StoreError(ErrorCode.STORE_ERROR, 'The PostgresStore is closed.')
+  }
+
+  /**
+   * What a call PostgreSQL did not answer within the timeout rejects with: `why`, when given, follows the
+   * figure, and `cause` is the driver's error.
+   */
+  #timedOut(why = '', cause?: unknown): StoreError {
+    const message = `PostgreSQL did not answer within ${this.#timeoutMs} ms${why}.`
+    return cause === undefined
+      ? new StoreError(ErrorCode.STORE_TIMEOUT, message)
+      : new StoreError(ErrorCode.STORE_TIMEOUT, message, { cause })
   }
 
   /** `query` within the timeout, its failures as `StoreError`s. */
   #run<T>(query: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new StoreError(
-              ErrorCode.STORE_TIMEOUT,
-              `PostgreSQL did not answer within ${this.#timeoutMs} ms.`,
-            ),
-          ),
-        this.#timeoutMs,
-      )
+      timer = setTimeout(() => reject(this.#timedOut()), this.#timeoutMs)
     })
     return Promise.race([
       query.catch((error: unknown) => Promise.reject(this.#storeError(error))),
@@ -413,11 +415,7 @@ export class PostgresStore implements Store {
       )
     }
     if (code === LOCK_TIMEOUT) {
-      return new StoreError(
-        ErrorCode.STORE_TIMEOUT,
-        `PostgreSQL did not answer within ${this.#timeoutMs} ms (a lock was held).`,
-        { cause: error },
-      )
+      return this.#timedOut(' (a lock was held)', error)
     }
     const message = error instanceof Error ? error.message : String(error)
     return new StoreError(ErrorCode.STORE_ERROR, `PostgreSQL failed: ${message}`, { cause: error })

@@ -1,6 +1,7 @@
 /**
- * @module One owner for the apply function's arguments and reply: a call is encoded here and its answer
- * decoded here; nothing else counts positions (schema.ts defines them).
+ * @module One owner for the apply function's arguments and reply, and the one-statement consumes': a call is
+ * encoded here and its answer decoded here; nothing else counts positions (schema.ts and the kinds' SQL
+ * define them).
  */
 
 import type { FixedWindowRule, SlidingWindowRule } from '@sluice/core'
@@ -64,6 +65,55 @@ export function encode(
   return [rowKey, ids, codes, params, cost, act, at, null, blk, m, null]
 }
 
+/**
+ * Sets `args`' (from `encode`) deadline in the database's clock, or, before any reply has told that clock
+ * (`deadline` null), the timeout as a budget from the statement's start.
+ */
+export function withDeadline(args: unknown[], deadline: number | null, budgetMs: number): unknown[] {
+  if (deadline !== null) args[7] = deadline
+  else args[10] = budgetMs
+  return args
+}
+
+/**
+ * The one-statement fixedWindow consume's arguments (kinds/fixed-window.ts `fixedWindowConsume`): the
+ * deadline, or null with the timeout as a budget from the statement's start, and the lock timeout.
+ */
+export function encodeFixedWindow(
+  rowKey: string,
+  rule: FixedWindowRule,
+  cost: number,
+  at: number | null,
+  deadline: number | null,
+  timeoutMs: number,
+): unknown[] {
+  return [rowKey, rule.id, rule.limit, rule.windowMs, cost, at, deadline, timeoutMs, `${timeoutMs}ms`]
+}
+
+/** The one-statement slidingWindow consume's arguments (kinds/sliding-window.ts), as `encodeFixedWindow`. */
+export function encodeSlidingWindow(
+  rowKey: string,
+  rule: SlidingWindowRule,
+  cost: number,
+  at: number | null,
+  deadline: number | null,
+  timeoutMs: number,
+): unknown[] {
+  return [
+    rowKey,
+    rule.id,
+    rule.limit,
+    rule.windowMs,
+    rule.buckets,
+    rule.bucketMs,
+    cost,
+    at,
+    deadline,
+    timeoutMs,
+    `${timeoutMs}ms`,
+  ]
+}
+
 /** The server's ms in a reply. */
 export function serverNowOf(reply: readonly (number | null)[]): number {
   return reply[1]!
@@ -76,14 +126,14 @@ export function isLate(reply: readonly (number | null)[]): boolean {
 
 /**
  * A reply as a store answer: a blocked key's; or one decision per rule (a queued leaky-bucket call
- * learns where it left the queue, an admitted concurrency call its lease), the block a denial began
- * stretching the denying rules' retries, and for an admitted consume the ms it was counted at.
+ * learns where it left the queue, an admitted call its lease under each rule `marks` gives one), the block
+ * a denial began stretching the denying rules' retries, and for an admitted consume the ms it was counted at.
  */
 export function decode(
   reply: readonly (number | null)[],
   rules: readonly Rule[],
   consume: boolean,
-  lease: string | undefined,
+  marks: readonly (string | undefined)[] | null,
 ): StoreAnswer {
   if (reply[0] === STATUS.blocked) return blockedAnswer(rules, reply[3]!)
   if (reply[0] !== STATUS.ok) {
@@ -108,8 +158,11 @@ export function decode(
     out[i] = d
   }
   if (consume && allowed) {
-    for (let i = 0; i < rules.length; i++) {
-      if (rules[i]!.kind === 'concurrency') (out[i] as { lease?: string }).lease = lease
+    if (marks !== null) {
+      for (let i = 0; i < rules.length; i++) {
+        const lease = marks[i]
+        if (lease !== undefined) (out[i] as { lease?: string }).lease = lease
+      }
     }
     out.countedAt = reply[2]!
   }

@@ -4,7 +4,7 @@
  * to be down, and carrying its deadline in Redis's clock, learnt from the replies (`attempt`).
  */
 import { ErrorCode, StoreError } from '@sluice/core'
-import type { RedisConnection, Script } from './client.ts'
+import { type RedisConnection, type Script, storeError } from './client.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
 import { type Call, isLate, serverNowOf, unexpectedReply, withDeadline } from './wire.ts'
 
@@ -166,10 +166,4 @@ export class ScriptCalls {
       },
     )
   }
-}
-
-function storeError(error: unknown): StoreError {
-  if (error instanceof StoreError) return error
-  const message = error instanceof Error ? error.message : String(error)
-  return new StoreError(ErrorCode.STORE_ERROR, `Redis failed: ${message}`, { cause: error })
 }

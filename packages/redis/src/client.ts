@@ -11,7 +11,7 @@
  * goes to the caller untouched. A cluster routes each call by its first key.
  */
 import { createHash } from 'node:crypto'
-import { InvalidOptionError } from '@sluice/core'
+import { ErrorCode, InvalidOptionError, StoreError } from '@sluice/core'
 
 /**
  * A Redis client sluice can use: an ioredis or iovalkey `Redis` or `Cluster`, a node-redis client
@@ -421,4 +421,14 @@ class GlideRunner extends EvalshaRunner {
       },
     )
   }
+}
+
+/**
+ * What a failed Redis call rejects with, for the store and the limit table alike: a `StoreError` as it came,
+ * anything else as a `STORE_ERROR` that keeps it as its cause.
+ */
+export function storeError(error: unknown): StoreError {
+  if (error instanceof StoreError) return error
+  const message = error instanceof Error ? error.message : String(error)
+  return new StoreError(ErrorCode.STORE_ERROR, `Redis failed: ${message}`, { cause: error })
 }

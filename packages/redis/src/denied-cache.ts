@@ -83,11 +83,22 @@ export class DeniedCache implements LocalAnswers<{ readonly id: string }> {
     return cached(entry.decisions.map((d) => countDown(d, entry.at, now)))
   }
 
-  /** Remembers a denial of `cost` decided at local time `now`. */
-  set(id: string, plan: string, cost: number, now: number, decisions: readonly RuleDecision[]): void {
+  /**
+   * Remembers a denial of `cost` decided at local time `now`; `certain` says, per rule, whether its denial
+   * holds for certain until its `retryAfterMs` (each kind's `certainRetry`).
+   */
+  set(
+    id: string,
+    plan: string,
+    cost: number,
+    now: number,
+    decisions: readonly RuleDecision[],
+    certain: readonly boolean[],
+  ): void {
     let retryAfterMs = 0
-    for (const d of decisions) {
-      if (!d.allowed && !retryIsUpperBound(d) && d.retryAfterMs > retryAfterMs) retryAfterMs = d.retryAfterMs
+    for (let i = 0; i < decisions.length; i++) {
+      const d = decisions[i]!
+      if (!d.allowed && certain[i] === true && d.retryAfterMs > retryAfterMs) retryAfterMs = d.retryAfterMs
     }
     if (retryAfterMs <= 0) return
     this.#put(id, {
@@ -144,12 +155,4 @@ function countDown(d: RuleDecision, at: number, now: number): RuleDecision {
   const resetMs = Math.max(0, Math.ceil(at + d.resetMs - now))
   const retryAfterMs = d.allowed ? 0 : Math.max(1, Math.ceil(at + d.retryAfterMs - now))
   return { ...d, resetMs, retryAfterMs }
-}
-
-/**
- * Whether a denying rule's `retryAfterMs` is only an upper bound: a concurrency rule's (the units it
- * reports are leases, `unit: 'concurrent-requests'`), since a release can free units before it.
- */
-function retryIsUpperBound(d: RuleDecision): boolean {
-  return d.unit === 'concurrent-requests'
 }

@@ -27,6 +27,13 @@ export interface RedisKind {
    */
   readonly prefetch: boolean
   /**
+   * For a kind that may be prefetched, how a batch ends and goes back: `'window'`, a batch ends with the
+   * window its units were counted in (their reset) and gives back every unspent unit; `'newest'`, the rule
+   * takes units back only where the newest batch was counted, so at most that batch goes back; `'all'`, a
+   * batch lasts the prefetch time and gives back every unspent unit. Undefined for a kind never prefetched.
+   */
+  readonly batch: 'window' | 'newest' | 'all' | undefined
+  /**
    * What an admitted call leaves behind for a later act to name: a queue mark (`<kind>Admit` returns it when
    * the call waits; `unqueue` lifts it with `<kind>Unqueue`), a lease (`<kind>Admit` takes the call's lease
    * id; `release` ends it with `<kind>Release`), or nothing.
@@ -40,6 +47,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     consumesInOneGo: true,
     consume: CONSUME_LUA.fixedWindow,
     prefetch: true,
+    batch: 'window',
     mark: undefined,
   },
   slidingLog: {
@@ -47,6 +55,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     consumesInOneGo: false,
     consume: CONSUME_LUA.slidingLog,
     prefetch: true,
+    batch: 'newest',
     mark: undefined,
   },
   slidingWindow: {
@@ -54,6 +63,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     consumesInOneGo: false,
     consume: undefined,
     prefetch: true,
+    batch: 'newest',
     mark: undefined,
   },
   tokenBucket: {
@@ -61,6 +71,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     consumesInOneGo: false,
     consume: undefined,
     prefetch: true,
+    batch: 'all',
     mark: undefined,
   },
   leakyBucket: {
@@ -68,6 +79,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     consumesInOneGo: false,
     consume: undefined,
     prefetch: false,
+    batch: undefined,
     mark: 'queue',
   },
   concurrency: {
@@ -75,6 +87,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     consumesInOneGo: false,
     consume: CONSUME_LUA.concurrency,
     prefetch: false,
+    batch: undefined,
     mark: 'lease',
   },
   warmUp: {
@@ -82,6 +95,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     consumesInOneGo: false,
     consume: undefined,
     prefetch: false,
+    batch: undefined,
     mark: undefined,
   },
 }

@@ -52,7 +52,14 @@ import {
   TableState,
   tooManyEntries,
 } from '@sluice/core/store'
-import { connectionFor, type RedisClientLike, type RedisConnection, type Script, script } from './client.ts'
+import {
+  connectionFor,
+  type RedisClientLike,
+  type RedisConnection,
+  type Script,
+  script,
+  storeError,
+} from './client.ts'
 import { TABLE_RESTORE_LUA, TABLE_WRITE_LUA } from './scripts.generated.ts'
 import { type Subscriber, subscribe, whenReady } from './table-subscriber.ts'
 
@@ -707,12 +714,6 @@ function unexpected(): StoreError {
     ErrorCode.STORE_ERROR,
     'Redis answered the limit table script with an unexpected reply.',
   )
-}
-
-function storeError(error: unknown): StoreError {
-  if (error instanceof StoreError) return error
-  const message = error instanceof Error ? error.message : String(error)
-  return new StoreError(ErrorCode.STORE_ERROR, `Redis failed: ${message}`, { cause: error })
 }
 
 /** Specs from an audit field: '' means none (the entry was absent, or deleted). */

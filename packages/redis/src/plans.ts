@@ -3,6 +3,7 @@
  * params, limits and scripts (`Plan`), found by the identity of the rules list, else by the rules' specs.
  */
 import type { Rule } from '@sluice/core'
+import { certainRetry } from '@sluice/core/store'
 import type { Script } from './client.ts'
 import { type Act, consumeScriptFor, scriptFor } from './compose.ts'
 import { REDIS_KINDS } from './kinds.ts'
@@ -29,6 +30,8 @@ export interface Plan {
    */
   readonly consume: Script | undefined
   readonly limits: readonly number[]
+  /** Per rule: whether its denial is certain until its `retryAfterMs`, so the denied cache may keep it. */
+  readonly certainRetry: readonly boolean[]
   /** The scripts of the other acts (and of calls with a block), by act and `+b`, made when first needed. */
   acts?: { [act: string]: Script }
   /** Whether a rule holds leases (concurrency): a consume then brings a lease id. */
@@ -100,5 +103,6 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),
     leases: kinds.some((kind) => REDIS_KINDS[kind].mark === 'lease'),
     batchable: kinds.every((kind) => REDIS_KINDS[kind].prefetch),
+    certainRetry: rules.map(certainRetry),
   }
 }

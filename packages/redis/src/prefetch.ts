@@ -21,6 +21,7 @@
 import type { BlockPolicy, RuleDecision, StoreAnswer } from '@sluice/core'
 import { FETCH_SHARE } from './compose.ts'
 import { DueQueue } from './due.ts'
+import { REDIS_KINDS } from './kinds.ts'
 import type { LocalAnswers, LocalCall } from './local.ts'
 
 /** What the store hands a fetch: its rules under one identity (`id`: their specs joined). */
@@ -271,7 +272,8 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
     let until = at + this.ms
     // A fixed window's units never outlive the window they were counted in.
     for (let i = 0; i < answer.length; i++) {
-      if (batch.of.rules[i]!.kind === 'fixedWindow') until = Math.min(until, at + answer[i]!.resetMs)
+      if (REDIS_KINDS[batch.of.rules[i]!.kind].batch === 'window')
+        until = Math.min(until, at + answer[i]!.resetMs)
     }
     // Even a batch the leader spent whole sets a time: a call that finds no units before it grows the next.
     if (batch.left === 0 || until < batch.until) batch.until = until
@@ -358,13 +360,13 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
   }
 
   /**
-   * Returns the key's units. A sliding rule takes them back only where the newest batch was counted
+   * Returns the key's units. A rule whose batches go back newest only (the sliding ones) takes them back only where the newest batch was counted
    * (at `countedAt`), so at most that batch goes back and older units stay counted; the other rules take
    * every one back.
    */
   #return(batch: Batch<P>): void {
-    const sliding = batch.of.rules.some((r) => r.kind === 'slidingLog' || r.kind === 'slidingWindow')
-    const units = sliding ? Math.min(batch.left, batch.newest.taken) : batch.left
+    const newest = batch.of.rules.some((r) => REDIS_KINDS[r.kind].batch === 'newest')
+    const units = newest ? Math.min(batch.left, batch.newest.taken) : batch.left
     batch.left = 0
     this.#wire.giveBack(batch, units)
   }

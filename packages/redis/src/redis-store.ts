@@ -18,13 +18,22 @@
  * clock (learnt from earlier replies) and counts nothing when it starts after it, and what a script that
  * ran in time counted is given back when its reply comes after the timeout (`#undo`).
  */
-import type { Adjustment, BlockPolicy, Rule, Store, StoreAnswer, StoreMode } from '@sluice/core'
+import type {
+  Adjustment,
+  BlockPolicy,
+  ConcurrencyRule,
+  Rule,
+  Store,
+  StoreAnswer,
+  StoreMode,
+} from '@sluice/core'
 import { newLease, refundMark, type StorePlace } from '@sluice/core/store'
 
 import { ScriptCalls } from './calls.ts'
 import { script } from './client.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
+import { REDIS_KINDS } from './kinds.ts'
 import type { LocalAnswers, LocalCall } from './local.ts'
 import { type Plan, Plans, scriptOf } from './plans.ts'
 import { type Batch, type Claim, type Fetch, Prefetch, type PrefetchWire } from './prefetch.ts'
@@ -205,7 +214,7 @@ export class RedisStore implements Store {
       }
       if (consume) countedAt(answer, now ?? serverNowOf(reply)!)
       if (consume && this.#cache !== undefined) {
-        this.#remember(c.id, plan.id, cost, c.now, resets, answer, blocked)
+        this.#remember(c.id, plan, cost, c.now, resets, answer, blocked)
       }
       return answer
     })
@@ -219,7 +228,7 @@ export class RedisStore implements Store {
    */
   #remember(
     cacheKey: string,
-    planId: string,
+    plan: Plan,
     cost: number,
     sentAt: number,
     resets: number,
@@ -238,7 +247,8 @@ export class RedisStore implements Store {
       let denied = false
       for (const d of answer) if (!d.allowed) denied = true
       if (denied) {
-        if (this.#prefetch?.holds(cacheKey) !== true) cache.set(cacheKey, planId, cost, sentAt, answer)
+        if (this.#prefetch?.holds(cacheKey) !== true)
+          cache.set(cacheKey, plan.id, cost, sentAt, answer, plan.certainRetry)
       } else if (cache.size > 0) cache.delete(cacheKey)
     }
   }
@@ -276,7 +286,7 @@ export class RedisStore implements Store {
           return answer
         }
         if (this.#cache !== undefined)
-          this.#remember(batch.of.id, plan.id, cost, fetch.at, resets, answer, blocked)
+          this.#remember(batch.of.id, plan, cost, fetch.at, resets, answer, blocked)
         const counted =
           fetched === undefined
             ? { answer, taken: 0, countedAt: 0, resets: claim.seen }
@@ -447,10 +457,10 @@ export class RedisStore implements Store {
       const lease = marks?.[i]
       const rule = rules[i]!
       // A lease no consume sent (see wire.ts `holdable`) belongs to nobody: its release changes nothing.
-      if (rule.kind === 'concurrency' && lease !== undefined && lease !== '' && holdable(lease)) {
+      if (REDIS_KINDS[rule.kind].mark === 'lease' && lease !== undefined && lease !== '' && holdable(lease)) {
         keys.push(base + plan.ids[i]!)
         leases.push(lease)
-        ends.push(now + rule.leaseMs)
+        ends.push(now + (rule as ConcurrencyRule).leaseMs)
       }
     }
     // No lease to end: nothing to ask Redis.

@@ -10,10 +10,11 @@ import type { ConcurrencyRule, Rule, RuleDecision } from '../types.ts'
 
 export interface Algorithm<R extends Rule, S> {
   /**
-   * Whether an admitted decision carries where the call left the state: a leaky bucket's queue slot, a
-   * concurrency lease. The store marks those decisions after admitting the call.
+   * What an admitted decision carries of where the call left the state, for a later act to name: a queue
+   * slot (`'queue'`: a call that waits; `unqueue` lifts it), a lease (`'lease'`: every admitted call;
+   * `release` ends it), or nothing. The store marks those decisions after admitting the call.
    */
-  readonly marks: boolean
+  readonly mark: 'queue' | 'lease' | undefined
   /** State for a key this rule has never seen (or has forgotten). */
   create(rule: R, now: number): S
   /**

@@ -187,7 +187,7 @@ function slotOf(state: ConcurrencyState, lease: string): number {
 }
 
 export const concurrencyAlgorithm: Algorithm<ConcurrencyRule, ConcurrencyState> = {
-  marks: true,
+  mark: 'lease',
   create: () => ({
     ids: [],
     figures: [],
@@ -338,6 +338,7 @@ export const concurrencyKind: RuleKindEntry<'concurrency'> = {
   options: ['limit', 'leaseMs', 'name'],
   identity: ['leaseMs'],
   algorithm: concurrencyAlgorithm as RuleKindEntry<'concurrency'>['algorithm'],
+  certainRetry: false,
   decision: leaseDecision,
   text: {
     form: 'concurrency:LIMIT[~LEASE], e.g. concurrency:10~30s',

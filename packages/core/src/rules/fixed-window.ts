@@ -44,7 +44,7 @@ export interface FixedWindowState {
 }
 
 export const fixedWindowAlgorithm: Algorithm<FixedWindowRule, FixedWindowState> = {
-  marks: false,
+  mark: undefined,
   create: (rule, now) => ({ start: alignedStart(now, rule.windowMs), count: 0 }),
 
   decide(state, rule, now, cost) {
@@ -105,6 +105,7 @@ export const fixedWindowKind: RuleKindEntry<'fixedWindow'> = {
   options: ['limit', 'windowMs', 'name'],
   identity: ['windowMs'],
   algorithm: fixedWindowAlgorithm as RuleKindEntry<'fixedWindow'>['algorithm'],
+  certainRetry: true,
   decision: limitDecision,
   text: limitPerWindowText('fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h'),
   maxCost: countingMaxCost,

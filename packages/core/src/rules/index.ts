@@ -37,6 +37,15 @@ export function refundMark(rule: Rule, d: RuleDecision, at: number): string | un
 }
 
 /**
+ * Whether a denial by `rule` is certain until its `retryAfterMs`, so a cache of denials may keep it until
+ * then: each kind's entry says (kind.ts); a concurrency rule's is only an upper bound, as a release frees
+ * units at once.
+ */
+export function certainRetry(rule: Rule): boolean {
+  return kindOf(rule).certainRetry
+}
+
+/**
  * The most units one consume (`penalty` false) or one penalty may bring to `rule`, with why, so that the
  * limiter refuses the rest with a coded error before any store is asked: each kind's entry says (kind.ts),
  * within the range bounds.ts holds.

@@ -21,7 +21,7 @@ export interface RuleKindEntry<K extends RuleKind = RuleKind> {
    * rule's state identity (`id`), never a limit, capacity or rate (see define.ts).
    */
   readonly identity: readonly string[]
-  /** How the memory store runs it; `marks` says whether an admitted decision carries a mark. */
+  /** How the memory store runs it; `mark` says which mark an admitted decision carries. */
   readonly algorithm: Algorithm<RuleOf<K>, unknown>
   /**
    * The rule's answer in sluice's shape when no algorithm makes it (a blocked key's), with the figure its
@@ -55,4 +55,10 @@ export interface RuleKindEntry<K extends RuleKind = RuleKind> {
    * refunds do not apply to.
    */
   refundMark(rule: RuleOf<K>, d: RuleDecision, at: number): string | undefined
+  /**
+   * Whether a denial's `retryAfterMs` is certain: no other call can free units before it (short of a reset,
+   * a refund or a slot given back), so a cache of denials may keep the denial until then. False for a kind
+   * whose units an act of another call frees at once (a concurrency rule's release).
+   */
+  readonly certainRetry: boolean
 }

@@ -127,7 +127,7 @@ function drainedIn(rule: LeakyBucketRule, start: number, units: number, now: num
 }
 
 export const leakyBucketAlgorithm: Algorithm<LeakyBucketRule, LeakyBucketState> = {
-  marks: true,
+  mark: 'queue',
   create: () => ({ start: Number.NEGATIVE_INFINITY, units: 0, until: Number.NEGATIVE_INFINITY }),
 
   decide(state, rule, now, cost) {
@@ -265,6 +265,7 @@ export const leakyBucketKind: RuleKindEntry<'leakyBucket'> = {
   options: ['ratePerSecond', 'maxQueueMs', 'name'],
   identity: [],
   algorithm: leakyBucketAlgorithm as RuleKindEntry<'leakyBucket'>['algorithm'],
+  certainRetry: true,
   decision: limitDecision,
   text: {
     form: 'leakyBucket:RATE/PER[~MAXQUEUE], e.g. leakyBucket:5/s~2s',

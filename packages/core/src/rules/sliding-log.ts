@@ -95,7 +95,7 @@ function expire(state: SlidingLogState, rule: SlidingLogRule, now: number): void
 }
 
 export const slidingLogAlgorithm: Algorithm<SlidingLogRule, SlidingLogState> = {
-  marks: false,
+  mark: undefined,
   create: () => ({ times: [], ends: [], head: 0 }),
 
   decide(state, rule, now, cost) {
@@ -193,6 +193,7 @@ export const slidingLogKind: RuleKindEntry<'slidingLog'> = {
   options: ['limit', 'windowMs', 'name'],
   identity: ['windowMs'],
   algorithm: slidingLogAlgorithm as RuleKindEntry<'slidingLog'>['algorithm'],
+  certainRetry: true,
   decision: limitDecision,
   text: limitPerWindowText('slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s'),
   maxCost: countingMaxCost,

@@ -68,7 +68,7 @@ function slotOf(rule: SlidingWindowRule, start: number): number {
 }
 
 export const slidingWindowAlgorithm: Algorithm<SlidingWindowRule, SlidingWindowState> = {
-  marks: false,
+  mark: undefined,
   create: (rule) => ({
     starts: new Float64Array(rule.buckets).fill(Number.NEGATIVE_INFINITY),
     counts: new Float64Array(rule.buckets),
@@ -175,6 +175,7 @@ export const slidingWindowKind: RuleKindEntry<'slidingWindow'> = {
   options: ['limit', 'windowMs', 'buckets', 'name'],
   identity: ['windowMs', 'buckets'],
   algorithm: slidingWindowAlgorithm as RuleKindEntry<'slidingWindow'>['algorithm'],
+  certainRetry: true,
   decision: limitDecision,
   text: {
     form: 'slidingWindow:LIMIT/WINDOW[/BUCKETS], e.g. slidingWindow:600/1m/10',

@@ -99,7 +99,7 @@ function msUntil(rule: TokenBucketRule, milli0: number, t0: number, target: numb
 }
 
 export const tokenBucketAlgorithm: Algorithm<TokenBucketRule, TokenBucketState> = {
-  marks: false,
+  mark: undefined,
   create: (rule, now) => ({ milli: rule.capacity * 1000, last: now, until: Number.NEGATIVE_INFINITY }),
 
   decide(live, rule, now, cost) {
@@ -177,6 +177,7 @@ export const tokenBucketKind: RuleKindEntry<'tokenBucket'> = {
   options: ['capacity', 'refillPerSecond', 'name'],
   identity: [],
   algorithm: tokenBucketAlgorithm as RuleKindEntry<'tokenBucket'>['algorithm'],
+  certainRetry: true,
   decision: (rule, allowed, remaining, resetMs, retryAfterMs, waitMs) =>
     decisionOf(rule, rule.capacity, allowed, remaining, resetMs, retryAfterMs, waitMs),
   text: {

@@ -166,7 +166,7 @@ function resetIn(ahead: number): number {
 }
 
 export const warmUpAlgorithm: Algorithm<WarmUpRule, WarmUpState> = {
-  marks: false,
+  mark: undefined,
   // A key never seen starts cold.
   create: (rule, now) => ({ next: now, stored: rule.maxPermits, until: Number.NEGATIVE_INFINITY }),
 
@@ -261,6 +261,7 @@ export const warmUpKind: RuleKindEntry<'warmUp'> = {
   options: ['ratePerSecond', 'warmUpMs', 'coldFactor', 'maxQueueMs', 'name'],
   identity: [],
   algorithm: warmUpAlgorithm as RuleKindEntry<'warmUp'>['algorithm'],
+  certainRetry: true,
   decision: limitDecision,
   text: {
     form: 'warmUp:RATE/PER,WARMUP[xCOLD][~MAXQUEUE], e.g. warmUp:100/s,30sx3~1s',

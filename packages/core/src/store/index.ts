@@ -15,7 +15,7 @@
 export { type BlockPolicy, blockedAnswer } from '../block.ts'
 export type { Algorithm } from '../rules/algorithm.ts'
 export { newLease } from '../rules/concurrency.ts'
-export { refundMark, ruleDecision } from '../rules/index.ts'
+export { certainRetry, refundMark, ruleDecision } from '../rules/index.ts'
 export {
   checkEntryName,
   type ParsedEntry,

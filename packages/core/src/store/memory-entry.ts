@@ -96,13 +96,14 @@ export function decideAll(
     let lease: string | undefined
     for (let i = 0; i < n; i++) {
       const rule = rules[i]!
-      if (rule.kind === 'concurrency') lease ??= newLease(cost)
+      const { mark } = algorithms[i]!
+      if (mark === 'lease') lease ??= newLease(cost)
       const until = admit(algorithms[i]!, states[i], rule, now, cost, lease)
       if (until > expiresAt) expiresAt = until
       // Each decision is the algorithm's own new object: marking it in place keeps one shape per rule kind.
-      if (decisions[i]!.waitMs > 0 && rule.kind === 'leakyBucket') {
+      if (mark === 'queue' && decisions[i]!.waitMs > 0) {
         ;(decisions[i] as Marked).queue = queueMark(states[i] as LeakyBucketState)
-      } else if (rule.kind === 'concurrency') (decisions[i] as Marked).lease = lease
+      } else if (mark === 'lease') (decisions[i] as Marked).lease = lease
     }
     entry.expiresAt = expiresAt
   }
@@ -121,7 +122,7 @@ export function applyOne(
   const state = stateOf(entry, rule, now, consume, algorithm)
   const d = algorithm.decide(state, rule, now, cost)
   if (consume && d.allowed) {
-    if (algorithm.marks === true) return admitMarked(entry, algorithm, state, rule, now, cost, d)
+    if (algorithm.mark !== undefined) return admitMarked(entry, algorithm, state, rule, now, cost, d)
     const until = admit(algorithm, state, rule, now, cost)
     if (until > entry.expiresAt) entry.expiresAt = until
   }
@@ -141,11 +142,11 @@ function admitMarked(
   cost: number,
   d: RuleDecision,
 ): RuleDecision {
-  const lease = rule.kind === 'concurrency' ? newLease(cost) : undefined
+  const lease = algorithm.mark === 'lease' ? newLease(cost) : undefined
   const until = admit(algorithm, state, rule, now, cost, lease)
   if (until > entry.expiresAt) entry.expiresAt = until
   // The decision is the algorithm's own new object: marking it in place keeps one shape per rule kind.
-  if (d.waitMs > 0 && rule.kind === 'leakyBucket') (d as Marked).queue = queueMark(state as LeakyBucketState)
+  if (algorithm.mark === 'queue' && d.waitMs > 0) (d as Marked).queue = queueMark(state as LeakyBucketState)
   else if (lease !== undefined) (d as Marked).lease = lease
   return d
 }

@@ -15,7 +15,15 @@ import { functionOption, given, integerOption, MAX_TIMER_MS, readOptions } from 
 import { type ConcurrencyState, release } from '../rules/concurrency.ts'
 import { algorithmOf } from '../rules/index.ts'
 import { type LeakyBucketState, unqueue } from '../rules/leaky-bucket.ts'
-import type { Adjustment, Rule, RuleDecision, Store, StoreAnswer, StoreMode } from '../types.ts'
+import type {
+  Adjustment,
+  LeakyBucketRule,
+  Rule,
+  RuleDecision,
+  Store,
+  StoreAnswer,
+  StoreMode,
+} from '../types.ts'
 import {
   type Answer,
   applyOne,
@@ -170,8 +178,8 @@ export class MemoryStore implements Store {
       if (adjustment === 'refund' && marks === undefined) algorithmOf(rule).refund(state, rule, now, cost)
       else if (mark === undefined) continue
       else if (adjustment === 'refund') algorithmOf(rule).refundCall(state, rule, now, cost, Number(mark))
-      else if (adjustment === 'unqueue' && rule.kind === 'leakyBucket') {
-        unqueue(state as LeakyBucketState, rule, now, cost, mark)
+      else if (adjustment === 'unqueue' && algorithmOf(rule).mark === 'queue') {
+        unqueue(state as LeakyBucketState, rule as LeakyBucketRule, now, cost, mark)
       }
       // A state written under other numbers (an edited limit) may now live longer than the entry did, as
       // the Redis key's TTL follows what the script writes: the entry must not be forgotten before it.
@@ -199,7 +207,7 @@ export class MemoryStore implements Store {
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!
       const mark = marks[i]
-      if (mark === undefined || rule.kind !== 'concurrency') continue
+      if (mark === undefined || algorithmOf(rule).mark !== 'lease') continue
       const state = existingState(entry, rule)
       if (state !== undefined) release(state as ConcurrencyState, mark)
     }
