@@ -11,7 +11,7 @@
  * leaves it. See docs/design/rules/quota.md.
  */
 import { InvalidOptionError, InvalidSpecError } from '../errors.ts'
-import { integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
+import { given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { QuotaPer, QuotaRule, RuleDecision, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, limitDecision } from './algorithm.ts'
 import { countingMaxCost, FIXUP_STEPS } from './bounds.ts'
@@ -56,13 +56,8 @@ export function quota(options: QuotaOptions): QuotaRule | UnlimitedRule {
     throw new InvalidOptionError('quota.per', o.per, `one of ${PERS.map((p) => `'${p}'`).join(', ')}`)
   }
   const per = o.per
-  const timeZone = zoneOption(o.timeZone === undefined ? 'UTC' : o.timeZone)
-  const weekStartsOn = integerOption(
-    'quota.weekStartsOn',
-    o.weekStartsOn === undefined ? 1 : o.weekStartsOn,
-    1,
-    7,
-  )
+  const timeZone = zoneOption(given(o.timeZone, 'UTC'))
+  const weekStartsOn = integerOption('quota.weekStartsOn', given(o.weekStartsOn, 1), 1, 7)
   if (weekStartsOn !== 1 && per !== 'week') {
     throw new InvalidOptionError(
       'quota.weekStartsOn',
