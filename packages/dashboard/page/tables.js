@@ -6,6 +6,7 @@
  */
 import { deleteEntry, readTable, readTables, setEntry, WRITER } from './api.js'
 import { $, h } from './dom.js'
+import { figures } from './figures.js'
 import { formatRuleSpec, parseRuleSpec, parseRuleSpecs } from './grammar.js'
 
 /** @typedef {import('@sluice/dashboard').TableView} TableView */
@@ -53,6 +54,20 @@ export function rulesOf(text) {
   const rules = parseRuleSpecs(t.startsWith('[') || t.startsWith('{') ? [t] : t.split(/\s+/))
   if (rules.length === 1 && rules[0]?.kind === 'unlimited') return null
   return JSON.parse(JSON.stringify(rules))
+}
+
+/**
+ * A rule's figures in words (figures.js), or nothing for a spec the page cannot read.
+ * @param {unknown} spec
+ * @returns {string}
+ */
+function figuresOf(spec) {
+  if (spec === null || typeof spec !== 'object') return ''
+  try {
+    return figures(/** @type {Record<string, unknown>} */ (spec))
+  } catch {
+    return ''
+  }
 }
 
 /** Reads the tables whose version moved and draws them. */
@@ -112,6 +127,11 @@ function renderTable(view) {
         class: `mono rules${rules === null ? ' free' : ''}`,
         text: rules === null ? 'not limited (-1)' : rulesText(rules),
       }),
+      h(
+        'td',
+        { class: 'figures' },
+        (rules ?? []).map((spec) => h('span', { class: 'figure', text: figuresOf(spec) })),
+      ),
       card.form === undefined
         ? null
         : h(
@@ -135,7 +155,14 @@ function renderTable(view) {
           h(
             'thead',
             {},
-            h('tr', {}, h('th', { text: 'entry' }), h('th', { text: 'rules' }), WRITER ? h('th', {}) : null),
+            h(
+              'tr',
+              {},
+              h('th', { text: 'entry' }),
+              h('th', { text: 'rules' }),
+              h('th', { text: 'in words' }),
+              WRITER ? h('th', {}) : null,
+            ),
           ),
           h('tbody', {}, rows),
         ),
