@@ -43,6 +43,7 @@ export {
 export { type ConcurrencyOptions, concurrency } from './rules/concurrency.ts'
 export { type FixedWindowOptions, fixedWindow } from './rules/fixed-window.ts'
 export { type LeakyBucketOptions, leakyBucket } from './rules/leaky-bucket.ts'
+export { type QuotaOptions, quota, quotaPeriod } from './rules/quota.ts'
 export { type SlidingLogOptions, slidingLog } from './rules/sliding-log.ts'
 export { type SlidingWindowOptions, slidingWindow } from './rules/sliding-window.ts'
 export { type RuleSpec, ruleFromSpec } from './rules/spec.ts'
@@ -59,6 +60,8 @@ export type {
   DecisionReason,
   FixedWindowRule,
   LeakyBucketRule,
+  QuotaPer,
+  QuotaRule,
   Rule,
   RuleDecision,
   RuleKind,

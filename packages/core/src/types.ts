@@ -12,6 +12,7 @@ export type RuleKind =
   | 'leakyBucket'
   | 'concurrency'
   | 'warmUp'
+  | 'quota'
 
 interface RuleBase {
   /**
@@ -107,6 +108,22 @@ export interface WarmUpRule extends RuleBase {
   readonly coolDownMs: number
 }
 
+/** A calendar period's length: what `quota`'s `per` names. */
+export type QuotaPer = 'hour' | 'day' | 'week' | 'month' | 'year'
+
+/**
+ * Counts per calendar period (`per`) in the time zone `timeZone` (an IANA name, kept as `Intl` resolves
+ * it), weeks starting on `weekStartsOn` (1 = Monday … 7 = Sunday): a fixed window whose edges are the
+ * zone's calendar edges (see rules/quota.ts).
+ */
+export interface QuotaRule extends RuleBase {
+  readonly kind: 'quota'
+  readonly limit: number
+  readonly per: QuotaPer
+  readonly timeZone: string
+  readonly weekStartsOn: number
+}
+
 /**
  * One limiting rule: an algorithm with its numbers. Plain data, frozen. Its enumerable fields are its spec
  * (`kind`, the factory's options, `name` when given), so `JSON.stringify(rule)` is what `ruleFromSpec`
@@ -120,6 +137,7 @@ export type Rule =
   | LeakyBucketRule
   | ConcurrencyRule
   | WarmUpRule
+  | QuotaRule
 
 /** The marker for "not limited": `limit: -1` in a rule factory returns this. */
 export interface UnlimitedRule {
@@ -153,6 +171,13 @@ export interface RuleDecision {
   readonly lease?: string
   /** The quota unit of the `RateLimit-Policy` item when it is not requests: `'concurrent-requests'`. */
   readonly unit?: 'concurrent-requests'
+  /**
+   * quota: the units the current period has counted, this call's included when it was admitted (past
+   * `limit` after a penalty or a lowered limit, where `remaining` stays 0).
+   */
+  readonly used?: number
+  /** quota: when the current period ends and its count starts again from 0, in ms since the epoch on the store's clock. */
+  readonly resetsAt?: number
 }
 
 /**

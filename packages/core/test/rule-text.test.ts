@@ -90,7 +90,7 @@ describe('parseRuleSpec', () => {
     ['slidingLog', 'Invalid rule spec "slidingLog": expected -1, JSON, KIND:NUMBERS[@NAME] with one of:'],
     [
       'gcra:5/1s',
-      'Invalid rule spec "gcra:5/1s": expected a known kind (fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency, warmUp)',
+      'Invalid rule spec "gcra:5/1s": expected a known kind (fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency, warmUp, quota)',
     ],
     ['toString:5/1s', 'expected a known kind'],
     [

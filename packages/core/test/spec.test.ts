@@ -237,12 +237,12 @@ describe('rules as data', () => {
     [
       'an unknown kind',
       { kind: 'bogus', limit: 1 },
-      'Invalid rule spec an object: expected a kind of fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency, warmUp or unlimited (got "bogus").',
+      'Invalid rule spec an object: expected a kind of fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency, warmUp, quota or unlimited (got "bogus").',
     ],
     [
       'no kind',
       { limit: 1, windowMs: 10 },
-      'Invalid rule spec an object: expected a kind of fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency, warmUp or unlimited (got undefined).',
+      'Invalid rule spec an object: expected a kind of fixedWindow, slidingLog, slidingWindow, tokenBucket, leakyBucket, concurrency, warmUp, quota or unlimited (got undefined).',
     ],
     ['an inherited kind', Object.create({ kind: 'fixedWindow' }), undefined],
     ['a kind from the prototype chain', { kind: 'toString' }, undefined],

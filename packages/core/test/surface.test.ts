@@ -90,6 +90,8 @@ describe('entry points', () => {
       'overload',
       'parseRuleSpec',
       'parseRuleSpecs',
+      'quota',
+      'quotaPeriod',
       'ruleFromSpec',
       'slidingLog',
       'slidingWindow',

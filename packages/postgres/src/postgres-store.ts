@@ -125,6 +125,7 @@ export class PostgresStore implements Store {
     leakyBucket: undefined,
     concurrency: undefined,
     warmUp: undefined,
+    quota: undefined,
   }
   readonly #timeoutMs: number
   readonly #clock: (() => number) | undefined

@@ -20,6 +20,7 @@ import { concurrencySql } from './kinds/concurrency.ts'
 import { fixedWindowSql } from './kinds/fixed-window.ts'
 import { type KindSql, PARAMS_PER_RULE } from './kinds/kind.ts'
 import { leakyBucketSql } from './kinds/leaky-bucket.ts'
+import { quotaSql } from './kinds/quota.ts'
 import { slidingLogSql } from './kinds/sliding-log.ts'
 import { slidingWindowSql } from './kinds/sliding-window.ts'
 import { tokenBucketSql } from './kinds/token-bucket.ts'
@@ -77,6 +78,7 @@ export function kindsOf(names: Names): { readonly [K in Rule['kind']]: KindSql<E
     leakyBucket: leakyBucketSql(names.of),
     concurrency: concurrencySql,
     warmUp: warmUpSql(names.of),
+    quota: quotaSql,
   }
 }
 

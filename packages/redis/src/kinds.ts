@@ -97,5 +97,13 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     prefetch: false,
     batch: undefined,
     mark: undefined,
+  }, // No chunk yet: wire.ts's ruleArgs refuses a quota rule before any script is made for it.
+  quota: {
+    chunk: '',
+    consumesInOneGo: false,
+    consume: undefined,
+    prefetch: false,
+    batch: undefined,
+    mark: undefined,
   },
 }

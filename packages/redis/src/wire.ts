@@ -24,6 +24,7 @@ import {
   ErrorCode,
   type Rule,
   type RuleDecision,
+  SluiceError,
   type StoreAnswer,
   StoreError,
 } from '@sluice/core'
@@ -46,6 +47,7 @@ export const PARAMS: { readonly [K in Kind]: number } = {
   leakyBucket: 3,
   concurrency: 2,
   warmUp: 7,
+  quota: 0,
 }
 
 /** A rule's params as the script reads them, in order. */
@@ -73,6 +75,12 @@ export function ruleArgs(rule: Rule): string[] {
         String(rule.maxQueueMs),
         String(rule.limit),
       ]
+    case 'quota':
+      // No script counts a quota yet: the store refuses the rule when a call brings it.
+      throw new SluiceError(
+        ErrorCode.UNSUPPORTED,
+        `The Redis store cannot apply quota rules yet (rule ${rule.name}).`,
+      )
   }
 }
 

@@ -13,11 +13,16 @@ import type { Rule } from '../types.ts'
 
 /**
  * The state identity of a rule of `kind` with `shape` and the given `name` (undefined for a default name):
- * `fixedWindow:60000`, `slidingWindow:60000:10`, `tokenBucket`, `fixedWindow:60000@burst`. The kind fixes
- * how many shape figures follow, and a name always follows `@`, which no figure holds: two different
- * identities never read the same.
+ * `fixedWindow:60000`, `slidingWindow:60000:10`, `tokenBucket`, `fixedWindow:60000@burst`,
+ * `quota:month:Europe/Berlin:1`. The kind fixes how many shape figures follow (a figure is a number, or a
+ * word such as a quota's period and time zone), and a name always follows `@`, which no figure holds: two
+ * different identities never read the same.
  */
-export function ruleIdentity(kind: string, shape: readonly number[], name: string | undefined): string {
+export function ruleIdentity(
+  kind: string,
+  shape: readonly (number | string)[],
+  name: string | undefined,
+): string {
   let id = kind
   for (const figure of shape) id += `:${figure}`
   return name === undefined ? id : `${id}@${name}`
@@ -33,7 +38,7 @@ export function defineRule<R extends Rule>(
   identity: readonly string[],
   name: string | undefined,
   defaultName: string,
-  derived: Readonly<Record<string, number>>,
+  derived: Readonly<Record<string, unknown>>,
 ): R {
   // Field by field onto an empty object, not spread: every rule of a kind then shares one hidden class (a
   // spread copy made a new one per rule after a few dozen), so a call reads a rule's fields at one known
@@ -46,7 +51,7 @@ export function defineRule<R extends Rule>(
     'id',
     ruleIdentity(
       spec.kind,
-      identity.map((option) => spec[option] as number),
+      identity.map((option) => spec[option]!),
       name,
     ),
   )

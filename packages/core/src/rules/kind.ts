@@ -39,6 +39,11 @@ export interface RuleKindEntry<K extends RuleKind = RuleKind> {
   readonly text: {
     /** What the text looks like, for error messages: `fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h`. */
     readonly form: string
+    /**
+     * True for a body that may end with `@@ZONE` (quota's time zone): the name is then what follows the
+     * next `@` after it. Absent for the others, whose name follows the first `@`.
+     */
+    readonly zoned?: true
     /** The spec's options a text body gives (the factory checks them), or undefined for a body not of the form. */
     read(body: string): Record<string, unknown> | undefined
     /** The body `read` takes back to the same spec. */

@@ -10,6 +10,7 @@ import { type ConcurrencyOptions, concurrencyKind } from './concurrency.ts'
 import { type FixedWindowOptions, fixedWindowKind } from './fixed-window.ts'
 import type { RuleKindEntry } from './kind.ts'
 import { type LeakyBucketOptions, leakyBucketKind } from './leaky-bucket.ts'
+import { type QuotaOptions, quotaKind } from './quota.ts'
 import { type SlidingLogOptions, slidingLogKind } from './sliding-log.ts'
 import { type SlidingWindowOptions, slidingWindowKind } from './sliding-window.ts'
 import { type TokenBucketOptions, tokenBucketKind } from './token-bucket.ts'
@@ -29,6 +30,7 @@ export type RuleSpec =
   | ({ readonly kind: 'leakyBucket' } & Readonly<LeakyBucketOptions>)
   | ({ readonly kind: 'concurrency' } & Readonly<ConcurrencyOptions>)
   | ({ readonly kind: 'warmUp' } & Readonly<WarmUpOptions>)
+  | ({ readonly kind: 'quota' } & Readonly<QuotaOptions>)
   | { readonly kind: 'unlimited' }
 
 /** Every kind a rule may be, by its entry. */
@@ -40,6 +42,7 @@ export const RULE_KINDS: { readonly [K in RuleKind]: RuleKindEntry<K> } = {
   leakyBucket: leakyBucketKind,
   concurrency: concurrencyKind,
   warmUp: warmUpKind,
+  quota: quotaKind,
 }
 
 /** The kinds, in the registry's order (the order error messages list them in). */

@@ -16,6 +16,9 @@
  * concurrency:10~30s           ... each lease lasting at most 30 s
  * warmUp:100/s,30s             100 a second once warm, warming up over 30 s from 3 times slower (the default)
  * warmUp:100/s,30sx4~1s        ... from 4 times slower, a call waiting up to 1 s for its turn
+ * quota:1000/day               1000 per calendar day in UTC
+ * quota:10000/month@@Europe/Berlin   10000 per calendar month in Berlin (the zone after @@)
+ * quota:500/week-sun@@America/New_York   500 per week starting on Sunday (-mon … -sun; Monday by default)
  * 100/1m                       a bare rate: slidingWindow:100/1m, the kind to start with (exact to a tenth of
  *                              the window in 10 counters); formatRuleSpec writes it with its kind
  * slidingLog:100/1s@burst      any of these with a name (needed to tell apart two rules of one kind and shape)
@@ -76,7 +79,11 @@ export function parseRuleSpec(text: string): RuleInput {
   if (!bare && colon < 0) throw new InvalidSpecError(text, EXPECTED)
   let body = trimmed.slice(colon + 1)
   let name: string | undefined
-  const at = body.indexOf('@')
+  let at = body.indexOf('@')
+  // A zone (`quota:1000/day@@Europe/Berlin@api`) holds no `@`: the name follows the one after it.
+  if (at >= 0 && body.charCodeAt(at + 1) === 64 && zonedKind(trimmed.slice(0, colon))) {
+    at = body.indexOf('@', at + 2)
+  }
   if (at >= 0) {
     name = body.slice(at + 1)
     body = body.slice(0, at)
@@ -139,6 +146,11 @@ export function formatRuleSpec(rule: RuleInput): string {
   // The given name only: a default name is not part of the rule's spec.
   const name = Object.getOwnPropertyDescriptor(rule, 'name')?.enumerable ? rule.name : undefined
   return `${rule.kind}:${kindOf(rule).text.write(rule)}${name === undefined ? '' : `@${name}`}`
+}
+
+/** Whether `kind` names a kind whose text may hold `@@ZONE`. */
+function zonedKind(kind: string): boolean {
+  return Object.hasOwn(RULE_KINDS, kind) && RULE_KINDS[kind as RuleKind].text.zoned === true
 }
 
 /** The spec `<kind>:<body>` gives, read by the kind's entry (kind.ts); text of no kind or form throws. */
