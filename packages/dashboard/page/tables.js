@@ -6,13 +6,15 @@
  */
 import { deleteEntry, readTable, readTables, setEntry, WRITER } from './api.js'
 import { $, h } from './dom.js'
-import { figures } from './figures.js'
-import { formatRuleSpec, parseRuleSpec, parseRuleSpecs } from './grammar.js'
+import { figures, WEEKDAYS } from './figures.js'
+import { formatRuleSpec, parseRuleSpec, parseRuleSpecs, quota } from './grammar.js'
 
 /** @typedef {import('@sluice/dashboard').TableView} TableView */
+/** @typedef {import('./figures.js').Words} Words */
 /**
- * A table's card, made once and updated in place (the form keeps what is typed in it).
- * @typedef {{ version: HTMLElement, entries: HTMLElement, audit: HTMLElement, form: EditForm | undefined }} Card
+ * A table's card, made once and updated in place (the form keeps what is typed in it). `until`: when
+ * the words it shows go stale (the soonest end of a quota's period shown), so it is drawn again then.
+ * @typedef {{ version: HTMLElement, entries: HTMLElement, audit: HTMLElement, form: EditForm | undefined, until: number }} Card
  */
 /** @typedef {{ element: HTMLFormElement, fill: (entry: string, rules: string) => void }} EditForm */
 
@@ -56,17 +58,21 @@ export function rulesOf(text) {
   return JSON.parse(JSON.stringify(rules))
 }
 
+/** Words for a spec the page cannot read (a quota in a zone this browser does not know): none, for good. */
+const NO_WORDS = { text: '', until: Number.POSITIVE_INFINITY }
+
 /**
- * A rule's figures in words (figures.js), or nothing for a spec the page cannot read.
+ * A rule's figures in words (figures.js) at `now`, or none for a spec the page cannot read.
  * @param {unknown} spec
- * @returns {string}
+ * @param {number} now
+ * @returns {Words}
  */
-function figuresOf(spec) {
-  if (spec === null || typeof spec !== 'object') return ''
+function figuresOf(spec, now) {
+  if (spec === null || typeof spec !== 'object') return NO_WORDS
   try {
-    return figures(/** @type {Record<string, unknown>} */ (spec))
+    return figures(/** @type {Record<string, unknown>} */ (spec), now)
   } catch {
-    return ''
+    return NO_WORDS
   }
 }
 
@@ -80,8 +86,10 @@ export async function pollTables() {
     return
   }
   box.querySelector('.empty')?.remove()
+  const now = Date.now()
   for (const t of tables) {
-    if (versions.get(t.name) === t.version) continue
+    // Read again when the version moved, or when a quota's period the card shows has ended.
+    if (versions.get(t.name) === t.version && now < (cards.get(t.name)?.until ?? 0)) continue
     const view = await readTable(t.name)
     versions.set(t.name, view.version)
     renderTable(view)
@@ -109,7 +117,7 @@ function cardOf(name) {
       h('p', { class: 'readonly', text: 'Read-only: your access does not include changing tables.' }),
     )
   $('tables').append(article)
-  card = { version, entries, audit, form }
+  card = { version, entries, audit, form, until: Number.POSITIVE_INFINITY }
   cards.set(name, card)
   return card
 }
@@ -118,6 +126,14 @@ function cardOf(name) {
 function renderTable(view) {
   const card = cardOf(view.name)
   card.version.textContent = `version ${view.version}`
+  const now = Date.now()
+  card.until = Number.POSITIVE_INFINITY
+  /** @param {unknown} spec */
+  const words = (spec) => {
+    const w = figuresOf(spec, now)
+    card.until = Math.min(card.until, w.until)
+    return h('span', { class: 'figure', text: w.text })
+  }
   const rows = view.entries.map(({ entry, rules }) =>
     h(
       'tr',
@@ -127,11 +143,7 @@ function renderTable(view) {
         class: `mono rules${rules === null ? ' free' : ''}`,
         text: rules === null ? 'not limited (-1)' : rulesText(rules),
       }),
-      h(
-        'td',
-        { class: 'figures' },
-        (rules ?? []).map((spec) => h('span', { class: 'figure', text: figuresOf(spec) })),
-      ),
+      h('td', { class: 'figures' }, (rules ?? []).map(words)),
       card.form === undefined
         ? null
         : h(
@@ -256,6 +268,11 @@ function editForm(table) {
       save.disabled = remove.disabled = false
     }
   }
+  const builder = quotaBuilder((text) => {
+    const current = rules.value.trim()
+    rules.value = current === '' || current === '-1' ? text : `${current} ${text}`
+    show('ok', `Added ${text}: save the entry to write it.`)
+  }, show)
   const element = h(
     'form',
     {
@@ -271,6 +288,7 @@ function editForm(table) {
     h('label', {}, h('span', { text: 'entry' }), entry),
     h('label', { class: 'wide' }, h('span', { text: 'rules' }), rules),
     h('div', { class: 'buttons' }, save, remove),
+    builder,
     message,
   )
   remove.addEventListener('click', () =>
@@ -289,3 +307,81 @@ function editForm(table) {
     },
   }
 }
+
+/** Periods a quota counts over, as its `per` names them. */
+const PERIODS = ['hour', 'day', 'week', 'month', 'year']
+
+/**
+ * The form's quota row: limit, period, time zone and (for a week) the day it starts on. "Add quota" builds
+ * the rule with core's own `quota` factory and its checks, and hands its text (`quota:1000/month@@Europe/Berlin`)
+ * to `add`; a refusal shows core's code (`ERR_SLUICE_INVALID_OPTION` naming the option) through `show`.
+ * @param {(text: string) => void} add
+ * @param {(kind: string, text: string) => void} show
+ * @returns {HTMLElement}
+ */
+function quotaBuilder(add, show) {
+  const limit = h('input', {
+    name: 'quota-limit',
+    inputmode: 'numeric',
+    placeholder: '10000',
+    autocomplete: 'off',
+    spellcheck: 'false',
+  })
+  const per = h(
+    'select',
+    { name: 'quota-per' },
+    PERIODS.map((p) => h('option', { value: p, text: p, selected: p === 'month' })),
+  )
+  const zones = h(
+    'datalist',
+    { id: `quota-zones-${++builders}` },
+    Intl.supportedValuesOf('timeZone').map((zone) => h('option', { value: zone })),
+  )
+  const zone = h('input', {
+    name: 'quota-zone',
+    value: 'UTC',
+    list: zones.id,
+    autocomplete: 'off',
+    spellcheck: 'false',
+  })
+  const week = h(
+    'select',
+    { name: 'quota-week', disabled: true },
+    WEEKDAYS.map((day, i) => h('option', { value: String(i + 1), text: day })),
+  )
+  per.addEventListener('change', () => {
+    week.disabled = per.value !== 'week'
+  })
+  const button = h('button', {
+    type: 'button',
+    class: 'small',
+    text: 'Add quota',
+    onclick: () => {
+      try {
+        const rule = quota({
+          limit: limit.value.trim() === '' ? Number.NaN : Number(limit.value),
+          per: /** @type {import('@sluice/core').QuotaPer} */ (per.value),
+          timeZone: zone.value.trim(),
+          ...(per.value === 'week' && { weekStartsOn: Number(week.value) }),
+        })
+        add(formatRuleSpec(rule))
+      } catch (error) {
+        const e = /** @type {{ code?: string, message?: string }} */ (error)
+        show('error', e.code ? `${e.code}: ${e.message}` : String(e.message))
+      }
+    },
+  })
+  return h(
+    'fieldset',
+    { class: 'quota' },
+    h('legend', { text: 'quota' }),
+    h('label', {}, h('span', { text: 'limit' }), limit),
+    h('label', {}, h('span', { text: 'per' }), per),
+    h('label', { class: 'wide' }, h('span', { text: 'time zone' }), zone, zones),
+    h('label', {}, h('span', { text: 'week starts on' }), week),
+    button,
+  )
+}
+
+/** Quota rows made, for their zone lists' ids. */
+let builders = 0
