@@ -541,4 +541,33 @@ describe('sluice limits with quotas (issue 48)', () => {
     }
     expect((await server.cli('KEYS', '*hostile*')).trim()).toBe('')
   })
+
+  it('reads a table holding a quota sluice cannot read, written around it: the entry is left out with a warning, the rest listed', async () => {
+    const t = ['--table', 'around', '--redis', url]
+    expect((await sluice('limits', 'set', 'PLAN:PRO', 'quota:10000/month@@Europe/Berlin', ...t)).code).toBe(0)
+    // Written by hand: an unknown zone, a huge limit, a week start that is not a day.
+    for (const [entry, spec] of [
+      ['MARS', { kind: 'quota', limit: 5, per: 'day', timeZone: 'Mars/Olympus' }],
+      ['HUGE', { kind: 'quota', limit: 2 ** 60, per: 'day' }],
+      ['WEEK', { kind: 'quota', limit: 5, per: 'week', weekStartsOn: 0 }],
+    ] as const) {
+      await server.cli('HSET', 'sluice:table:{around}', entry, JSON.stringify([spec]))
+    }
+    for (const args of [
+      ['list', '--text'],
+      ['get', 'MARS'],
+    ]) {
+      const result = await sluice('limits', ...args, ...t)
+      expect(result.code, args.join(' ')).toBe(0)
+      expect(result.stderr).toMatch(
+        /Warning: Limit table "around" holds 3 entries sluice cannot read \("[A-Z]+", …\); each keeps the last good value this process had, if any\./,
+      )
+      if (args[0] === 'list') expect(result.stdout).toBe('PLAN:PRO\tquota:10000/month@@Europe/Berlin\n')
+      else expect(JSON.parse(result.stdout)).toMatchObject({ entry: 'MARS', defined: false, rules: null })
+    }
+    // Set through sluice, the entry is checked: the hand-written zone is refused, a known one taken.
+    const again = await sluice('limits', 'set', 'MARS', 'quota:5/day@@Mars/Olympus', ...t)
+    expect(again.code).toBe(1)
+    expect((await sluice('limits', 'set', 'MARS', 'quota:5/day@@UTC', ...t)).code).toBe(0)
+  })
 })
