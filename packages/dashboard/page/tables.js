@@ -1,8 +1,9 @@
 // @ts-check
 /**
- * @module The limit tables: each with its entries and its audit trail, and for a writer a form to change
- * an entry. Rules are read and written as text by core's one grammar (grammar.js, `parseRuleSpecs` and
- * `formatRuleSpec` from `@sluice/core`), as the API, the `sluice` command and `rules: ['…']` read them.
+ * @module The limit tables: each with its entries (every rule as text and in words) and its audit trail,
+ * and for a writer a form to change an entry, with a row that writes a quota's text. Rules are read and
+ * written as text by core's one grammar (grammar.js, `parseRuleSpecs` and `formatRuleSpec` from
+ * `@sluice/core`), as the API, the `sluice` command and `rules: ['…']` read them.
  */
 import { deleteEntry, readTable, readTables, setEntry, WRITER } from './api.js'
 import { $, h } from './dom.js'
@@ -371,6 +372,14 @@ function quotaBuilder(add, show) {
       }
     },
   })
+  // Enter in the row adds the quota, rather than saving the entry without it.
+  for (const input of [limit, zone]) {
+    input.addEventListener('keydown', (event) => {
+      if (event.key !== 'Enter') return
+      event.preventDefault()
+      button.click()
+    })
+  }
   return h(
     'fieldset',
     { class: 'quota' },

@@ -169,10 +169,12 @@ describe('rules in words on the tables’ cards', () => {
     await week.selectOption('7')
     await card.locator('input[name="quota-limit"]').fill('500')
     await card.locator('input[name="quota-zone"]').fill('america/new_york')
-    await card.locator('button', { hasText: 'Add quota' }).click()
+    // Enter in the row adds the quota; the entry is not saved yet.
+    await card.locator('input[name="quota-limit"]').press('Enter')
     expect(await rules.inputValue()).toBe(
       'quota:10000/month@@Europe/Berlin quota:500/week-sun@@America/New_York',
     )
+    expect(table.entries().has('business')).toBe(false)
     await card.locator('button', { hasText: 'Save entry' }).click()
     await expect
       .poll(() => message.textContent())
