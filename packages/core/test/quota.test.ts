@@ -18,6 +18,7 @@ import {
   quotaPeriod,
   ruleFromSpec,
 } from '@sluice/core'
+import { rateLimitHeaders, resolveHeaderOptions } from '@sluice/core/http'
 import { describe, expect, it } from 'vitest'
 import { isFactoryRule } from '../src/rules/index.ts'
 import { UNLIMITED } from '../src/rules/unlimited.ts'
@@ -279,6 +280,18 @@ describe('quota periods', () => {
       first[0],
     )
   })
+
+  it('refuses a rule quota did not build, or a time that is not a finite number, with coded errors', () => {
+    const spec = JSON.parse(JSON.stringify(rule({ per: 'day' }))) as QuotaRule
+    expect((catchError(() => quotaPeriod(spec, 0)) as InvalidSpecError).code).toBe('ERR_SLUICE_INVALID_SPEC')
+    expect((catchError(() => quotaPeriod(null as never, 0)) as InvalidSpecError).code).toBe(
+      'ERR_SLUICE_INVALID_SPEC',
+    )
+    for (const now of [Number.NaN, Number.POSITIVE_INFINITY, '0']) {
+      const error = catchError(() => quotaPeriod(rule({ per: 'day' }), now as number)) as InvalidOptionError
+      expect(error.option).toBe('quotaPeriod.now')
+    }
+  })
 })
 
 describe('quota counting', () => {
@@ -390,6 +403,20 @@ describe('quota counting', () => {
     expect(await used()).toBe(0)
     rules = [quota({ limit: 3, per: 'month' })]
     expect(await used()).toBe(0)
+  })
+
+  it('sends the period’s nominal window in RateLimit-Policy and the exact wait to its end', async () => {
+    const { consume } = await rig([rule({ per: 'day', limit: 1, timeZone: 'America/New_York' })])
+    await consume('2026-03-09T03:00:00Z')
+    const d = await consume('2026-03-09T03:59:30Z')
+    expect(rateLimitHeaders(d, resolveHeaderOptions({ legacy: true }))).toStrictEqual({
+      'RateLimit-Policy': '"1-per-day";q=1;w=86400',
+      RateLimit: '"1-per-day";r=0;t=30',
+      'Retry-After': '30',
+      'X-RateLimit-Limit': '1',
+      'X-RateLimit-Remaining': '0',
+      'X-RateLimit-Reset': '30',
+    })
   })
 
   it('refuses a cost above the limit before the store is asked', async () => {
