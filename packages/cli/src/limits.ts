@@ -43,8 +43,9 @@ Specs:
   leakyBucket:5/s[~2s]      5 a second, each call waiting up to 2 s for its turn
   concurrency:10[~30s]      at most 10 leases at once, each lasting at most 30 s (default 60 s)
   warmUp:100/s,30s[x3][~1s] 100 a second once warm, warming up over 30 s from 3 times slower
-  quota:1000/day[@@Europe/Berlin]   1000 per calendar day, in a time zone (an IANA name; default UTC);
-                            PER is hour, day, week, month or year
+  quota:1000/day[@@Europe/Berlin]
+                            1000 per calendar day in a time zone (an IANA name; default UTC); a quota
+                            counts per hour, day, week, month or year
   quota:500/week[-sun]      500 per calendar week, weeks starting on Sunday (-mon … -sun; default Monday)
   KIND:...@NAME             a named rule (two rules of one kind and window need names)
   -1                        not limited (alone: with other specs it is refused)
