@@ -4,13 +4,15 @@
  * independent of the visualiser's runner, and every mark in the SVG is checked against it.
  */
 import { readFileSync } from 'node:fs'
-import { createLimiter, type Decision, MemoryStore } from '@sluice/core'
+import { createLimiter, type Decision, formatRuleSpec, MemoryStore } from '@sluice/core'
 import { describe, expect, it } from 'vitest'
+import { renderCalendar } from '../visualize/calendar.ts'
 import { pictures } from '../visualize/pictures.ts'
-import { type Lane, lanes, lanesFor, runLanes } from '../visualize/run.ts'
+import { type Lane, lanes, lanesFor, quotaLanes, runLanes } from '../visualize/run.ts'
 import { renderTrace } from '../visualize/svg.ts'
 import {
   burstAcrossEdge,
+  quotaMonthTrace,
   randomArrivals,
   randomArrivalsTrace,
   steadyAboveLimit,
@@ -161,7 +163,7 @@ describe('visualize', () => {
     const times = randomArrivals(2024, 8, 0, 4000)
     expect(randomArrivals(2024, 8, 0, 4000)).toEqual(times)
     expect(randomArrivals(2025, 8, 0, 4000)).not.toEqual(times)
-    for (const trace of traces) {
+    for (const trace of [...traces, quotaMonthTrace]) {
       trace.times.forEach((t, i) => {
         expect(Number.isInteger(t)).toBe(true)
         if (i > 0) expect(t).toBeGreaterThan(trace.times[i - 1]!)
@@ -176,5 +178,101 @@ describe('visualize', () => {
       const committed = readFileSync(new URL(`../docs/visualize/${file}`, import.meta.url), 'utf8')
       expect(committed, `docs/visualize/${file} is stale: run pnpm visualize`).toBe(svg)
     }
+  })
+
+  describe('a month of quotas', () => {
+    const CALL =
+      /<g class="call" data-rule="([^"]+)" data-t="(\d+)" data-allowed="(true|false)" data-seen="(\d+)"><title>[^<]*<\/title><(circle|path) /g
+    const EDGE = /<g class="edge" data-at="(\d+)">/g
+    /** The lane of `rule` in the picture. */
+    const laneOf = (svg: string, rule: string) => {
+      const start = svg.indexOf(`<g class="lane" data-rule="${rule}">`)
+      expect(start).toBeGreaterThan(-1)
+      return svg.slice(start, svg.indexOf('\n</g>', start))
+    }
+    /** The wall clock of `zone` at `t`: weekday, day of the month, hour and minute. */
+    const wall = (zone: string, t: number) => {
+      const parts = new Intl.DateTimeFormat('en-US', {
+        timeZone: zone,
+        weekday: 'short',
+        day: 'numeric',
+        hour: 'numeric',
+        minute: 'numeric',
+        hourCycle: 'h23',
+      }).formatToParts(t)
+      const part = (type: string) => parts.find((p) => p.type === type)!.value
+      return { weekday: part('weekday'), day: Number(part('day')), time: `${part('hour')}:${part('minute')}` }
+    }
+
+    it("every mark is the limiter's decision, and a quota admits no more than its limit in a period", async () => {
+      const svg = renderCalendar(quotaMonthTrace, await runLanes(quotaMonthTrace))
+      expect(svg.split('class="call"').length - 1).toBe(quotaMonthTrace.times.length * quotaLanes.length)
+      const admitted: number[] = []
+      for (const lane of quotaLanes) {
+        const text = formatRuleSpec(lane.rule)
+        const ds = await decisions(quotaMonthTrace, lane)
+        const drawn = [...laneOf(svg, text).matchAll(CALL)].map((m) => ({
+          rule: m[1],
+          t: Number(m[2]),
+          allowed: m[3] === 'true',
+          seen: Number(m[4]),
+          shape: m[5],
+        }))
+        expect(drawn).toEqual(
+          ds.map((d, i) => ({
+            rule: text,
+            t: quotaMonthTrace.times[i]!,
+            allowed: d.allowed,
+            seen: d.limit - d.remaining,
+            shape: d.allowed ? 'circle' : 'path',
+          })),
+        )
+        const count = ds.filter((d) => d.allowed).length
+        admitted.push(count)
+        expect(laneOf(svg, text)).toContain(`admitted ${count} of ${quotaMonthTrace.times.length}</text>`)
+        // The densest period holds the limit, never more.
+        expect(laneOf(svg, text)).toContain(
+          `most in one period: ${(lane.rule as { limit: number }).limit}</text>`,
+        )
+      }
+      // The figures docs/visualize/README.md quotes: October's 150 run out on 21 October, and every call
+      // after is denied until November starts in Berlin.
+      expect(quotaMonthTrace.times).toHaveLength(322)
+      expect(admitted).toEqual([240, 248, 251])
+      const month = await decisions(quotaMonthTrace, quotaLanes[2]!)
+      const firstDenied = month.findIndex((d) => !d.allowed)
+      expect(new Date(quotaMonthTrace.times[firstDenied]!).toISOString().slice(0, 10)).toBe('2026-10-21')
+      const november = Date.parse('2026-10-31T23:00:00Z')
+      month.forEach((d, i) => {
+        const t = quotaMonthTrace.times[i]!
+        expect(d.allowed).toBe(i < firstDenied || t >= november)
+      })
+    })
+
+    it("draws each quota's edges at its own zone's calendar edges", async () => {
+      const svg = renderCalendar(quotaMonthTrace, await runLanes(quotaMonthTrace))
+      const edgesOf = (rule: string) => [...laneOf(svg, rule).matchAll(EDGE)].map((m) => Number(m[1]))
+      const berlinWeeks = edgesOf('quota:40/week@@Europe/Berlin')
+      expect(berlinWeeks.map((t) => wall('Europe/Berlin', t))).toEqual(
+        [5, 12, 19, 26, 2, 9].map((day) => ({ weekday: 'Mon', day, time: '00:00' })),
+      )
+      // Central European summer time ends on 25 October: the Monday before starts at 22:00 UTC, the one
+      // after at 23:00 UTC, a week of 169 hours between.
+      expect(berlinWeeks.map((t) => new Date(t).toISOString())).toEqual([
+        '2026-10-04T22:00:00.000Z',
+        '2026-10-11T22:00:00.000Z',
+        '2026-10-18T22:00:00.000Z',
+        '2026-10-25T23:00:00.000Z',
+        '2026-11-01T23:00:00.000Z',
+        '2026-11-08T23:00:00.000Z',
+      ])
+      expect(edgesOf('quota:40/week-sun@@America/New_York').map((t) => wall('America/New_York', t))).toEqual(
+        [4, 11, 18, 25, 1, 8].map((day) => ({ weekday: 'Sun', day, time: '00:00' })),
+      )
+      expect(edgesOf('quota:150/month@@Europe/Berlin').map((t) => new Date(t).toISOString())).toEqual([
+        '2026-09-30T22:00:00.000Z',
+        '2026-10-31T23:00:00.000Z',
+      ])
+    })
   })
 })

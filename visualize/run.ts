@@ -10,6 +10,7 @@ import {
   fixedWindow,
   leakyBucket,
   MemoryStore,
+  quota,
   type Rule,
   type RuleInput,
   type RuleKind,
@@ -104,8 +105,35 @@ export const warmUpLanes: readonly Lane[] = [
   },
 ]
 
+/**
+ * The month picture's rows: quotas whose periods are calendar periods, each in its own time zone, so their
+ * edges fall at different instants: weeks from Monday in Berlin, weeks from Sunday in New York, and
+ * Berlin's months.
+ */
+export const quotaLanes: readonly Lane[] = [
+  {
+    kind: 'quota',
+    detail: '40 a week, from Monday, Europe/Berlin',
+    fill: 'units counted this week',
+    rule: limiting(quota({ limit: 40, per: 'week', timeZone: 'Europe/Berlin' })),
+  },
+  {
+    kind: 'quota',
+    detail: '40 a week, from Sunday, America/New_York',
+    fill: 'units counted this week',
+    rule: limiting(quota({ limit: 40, per: 'week', timeZone: 'America/New_York', weekStartsOn: 7 })),
+  },
+  {
+    kind: 'quota',
+    detail: '150 a month, Europe/Berlin',
+    fill: 'units counted this month',
+    rule: limiting(quota({ limit: 150, per: 'month', timeZone: 'Europe/Berlin' })),
+  },
+]
+
 /** The rows of `trace`'s picture. */
 export function lanesFor(trace: Trace): readonly Lane[] {
+  if (trace.id === 'quota-month') return quotaLanes
   return trace.id === 'warm-up' ? warmUpLanes : lanes
 }
 

@@ -27,7 +27,7 @@ const WAIT_TRACK_GAP = 6
 const FOOTER_HEIGHT = 74
 
 /** Okabe–Ito colours: told apart with every common kind of colour blindness. */
-const COLOR = {
+export const COLOR = {
   admitted: '#009E73',
   queued: '#0072B2',
   denied: '#D55E00',
@@ -42,7 +42,7 @@ const COLOR = {
   chart: '#F1F4F7',
 }
 
-const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+export const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 
 /** The densest stretch of `SPAN_MS`: most admitted calls proceeding within it, and where it starts. */
 export interface Densest {
@@ -298,10 +298,10 @@ function seconds(ms: number): string {
 }
 
 /** A coordinate rounded to 0.1 px, printed without a trailing `.0`. */
-function n(v: number): string {
+export function n(v: number): string {
   return String(Math.round(v * 10) / 10)
 }
 
-function esc(text: string): string {
+export function esc(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 }

@@ -1,6 +1,6 @@
 /**
- * @module The traffic the visualiser draws: four traces of call times, each with the stretch of time
- * its picture shows. Plain data, no limiter here; the random trace comes from a seeded generator so
+ * @module The traffic the visualiser draws: five traces of call times, each with the stretch of time
+ * its picture shows (four of instants within seconds, and a month and a half of calls against quotas). Plain data, no limiter here; the random trace comes from a seeded generator so
  * its picture is the same on every run and every machine.
  */
 
@@ -102,3 +102,22 @@ export const warmUpTrace: Trace = {
 
 /** Every trace, in the order the docs show them. */
 export const traces: readonly Trace[] = [burstAcrossEdge, steadyAboveLimit, randomArrivalsTrace, warmUpTrace]
+
+/** The month picture's stretch: Monday 28 September to Monday 9 November 2026, UTC. */
+const MONTH_FROM = Date.UTC(2026, 8, 28)
+const MONTH_TO = Date.UTC(2026, 10, 9)
+
+/**
+ * Six weeks of calls, 7 a day on average at random, against calendar quotas: the end of October (and of
+ * central European summer time, on 25 October) and the start of November. Times are ms since the epoch,
+ * as the quotas' calendars need.
+ */
+export const quotaMonthTrace: Trace = {
+  id: 'quota-month',
+  title: 'A month of quotas, with their calendar edges',
+  subtitle:
+    'Poisson arrivals at 7 a day on average from 28 September to 9 November 2026 (seeded), against weekly and monthly quotas',
+  times: randomArrivals(48, 7 / 86_400, MONTH_FROM, MONTH_TO),
+  fromMs: MONTH_FROM,
+  toMs: MONTH_TO,
+}

@@ -1,11 +1,12 @@
 /**
- * @module `sluice limits list | get ENTRY | set ENTRY SPEC… | delete ENTRY | audit [--count N]
+ * @module `sluice limits list [--text] | get ENTRY | set ENTRY SPEC… | delete ENTRY | audit [--count N]
  * --table NAME [--redis URL] [--prefix P] [--actor NAME]`: reads and changes a limit table kept in Redis
  * (`RedisLimitTable`). Input is checked in full before Redis is contacted, so a typo never needs a Redis
- * and never writes anything. Results are JSON on stdout.
+ * and never writes anything. Results are JSON on stdout; `list --text` prints each entry's rules as text
+ * instead, in the grammar `set` reads back.
  */
 import { hostname, userInfo } from 'node:os'
-import { InvalidOptionError, parseRuleSpecs, type Rule } from '@sluice/core'
+import { formatRuleSpec, InvalidOptionError, parseRuleSpecs, type Rule } from '@sluice/core'
 import { prefixOption } from '@sluice/core/options'
 import { checkEntryName, parseEntry } from '@sluice/core/store'
 import { RedisLimitTable } from '@sluice/redis'
@@ -17,7 +18,8 @@ import { connect, requiredUrl, withinTimeout } from './redis.ts'
 export const LIMITS_USAGE = `Usage: sluice limits <command> --table NAME [--redis URL] [options]
 
 Commands:
-  list                      every entry of the table, as JSON
+  list [--text]             every entry of the table, as JSON; with --text one line per entry by name:
+                            the entry, a tab and its rules as text (what set takes back)
   get ENTRY                 one entry: its own rules, and the rules that apply to it ("*" for a missing entry)
   set ENTRY SPEC...         set an entry's rules (checked before anything is written)
   delete ENTRY              remove an entry (it then falls to "*"); "deleted": false when the table does
@@ -41,6 +43,10 @@ Specs:
   leakyBucket:5/s[~2s]      5 a second, each call waiting up to 2 s for its turn
   concurrency:10[~30s]      at most 10 leases at once, each lasting at most 30 s (default 60 s)
   warmUp:100/s,30s[x3][~1s] 100 a second once warm, warming up over 30 s from 3 times slower
+  quota:1000/day[@@Europe/Berlin]
+                            1000 per calendar day in a time zone (an IANA name; default UTC); a quota
+                            counts per hour, day, week, month or year
+  quota:500/week[-sun]      500 per calendar week, weeks starting on Sunday (-mon … -sun; default Monday)
   KIND:...@NAME             a named rule (two rules of one kind and window need names)
   -1                        not limited (alone: with other specs it is refused)
   '{"kind":"slidingLog","limit":100,"windowMs":1000}'   JSON: a spec or a list of them
@@ -49,7 +55,7 @@ Exit codes: 0 done, 1 invalid input (nothing written), 2 Redis could not be reac
 within the timeout, or holds a table that cannot be read.`
 
 const VALUED = ['table', 'redis', 'prefix', 'actor', 'timeout', 'count']
-const FLAGS = ['help']
+const FLAGS = ['help', 'text']
 
 export async function limits(argv: readonly string[], io: Io): Promise<number> {
   const { positionals, options } = readArgs(argv, VALUED, FLAGS)
@@ -78,13 +84,18 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
   const given = options.get('actor')
   const actor = given === undefined ? `${safeUser()}@${hostname()}`.slice(0, 128) : actorOption(given)
   const prefix = options.get('prefix')
+  const text = options.has('text')
+  if (text && command !== 'list') throw new InvalidOptionError('--text', true, 'only with list')
 
   // Everything the command says is checked before Redis is asked anything.
   let run: (t: RedisLimitTable) => Promise<unknown>
   switch (command) {
     case 'list':
       arity(command, rest, 0)
-      run = async (t) => ({ table, version: t.version, entries: Object.fromEntries(t.entries()) })
+      run = async (t) =>
+        text
+          ? textLines(t.entries())
+          : { table, version: t.version, entries: Object.fromEntries(t.entries()) }
       break
     case 'get': {
       arity(command, rest, 1)
@@ -169,12 +180,24 @@ export async function limits(argv: readonly string[], io: Io): Promise<number> {
   }
   try {
     const result = await withinTimeout(work(), timeoutMs, url)
-    io.out(JSON.stringify(result, replacer, 2))
+    io.out(typeof result === 'string' ? result : JSON.stringify(result, replacer, 2))
     return 0
   } finally {
     done = true
     client?.disconnect()
   }
+}
+
+/**
+ * A table's entries as `list --text` prints them: a line each, `ENTRY<TAB>RULES` (`-1` for not limited),
+ * by entry name.
+ * An entry's name holds no tab or line break (`checkEntryName`), so each line reads back unambiguously.
+ */
+function textLines(entries: ReadonlyMap<string, readonly Rule[] | null>): string {
+  return [...entries]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([entry, rules]) => `${entry}\t${rules === null ? '-1' : rules.map(formatRuleSpec).join(' ')}`)
+    .join('\n')
 }
 
 /** Rules print as their specs (their JSON), and maps as objects. */

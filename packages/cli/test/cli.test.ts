@@ -401,6 +401,8 @@ describe('sluice limits', () => {
       'concurrency',
       'fixedWindow',
       'leakyBucket',
+      'quota',
+      'quota',
       'slidingLog',
       'slidingWindow',
       'tokenBucket',
@@ -411,5 +413,161 @@ describe('sluice limits', () => {
       expect(() => parseRuleSpec(form.replace(/[[\]]/g, ''))).not.toThrow()
       expect(() => parseRuleSpec(form.replace(/\[[^\]]*\]/g, ''))).not.toThrow()
     }
+  })
+})
+
+describe('sluice limits with quotas (issue 48)', () => {
+  it('sets quotas as text, lists them as specs and, with --text, as the text set takes back', async () => {
+    const t = ['--table', 'plans', '--redis', url]
+    const pro = await sluice('limits', 'set', 'PLAN:PRO', 'quota:10000/month@@europe/berlin', ...t)
+    expect(pro).toMatchObject({ code: 0, stderr: '' })
+    // The zone as Intl names it.
+    expect(JSON.parse(pro.stdout)).toEqual({
+      table: 'plans',
+      version: 1,
+      entry: 'PLAN:PRO',
+      rules: [{ kind: 'quota', limit: 10_000, per: 'month', timeZone: 'Europe/Berlin', weekStartsOn: 1 }],
+    })
+    const set = (entry: string, ...specs: string[]) => sluice('limits', 'set', entry, ...specs, ...t)
+    expect(
+      (await set('PLAN:TEAM', 'quota:500/week-sun@@America/New_York', 'fixedWindow:60/1m@requests')).code,
+    ).toBe(0)
+    expect(
+      (await set('PLAN:AI', 'quota:1000000/month@@Asia/Tokyo@tokens', 'slidingWindow:90000/1m@burst')).code,
+    ).toBe(0)
+    expect((await set('*', 'quota:1000/day')).code).toBe(0)
+    expect((await set('PLAN:FREE', '-1')).code).toBe(0)
+
+    const listed = JSON.parse((await sluice('limits', 'list', ...t)).stdout)
+    expect(listed).toEqual({
+      table: 'plans',
+      version: 5,
+      entries: {
+        'PLAN:PRO': [
+          { kind: 'quota', limit: 10_000, per: 'month', timeZone: 'Europe/Berlin', weekStartsOn: 1 },
+        ],
+        'PLAN:TEAM': [
+          { kind: 'quota', limit: 500, per: 'week', timeZone: 'America/New_York', weekStartsOn: 7 },
+          { kind: 'fixedWindow', limit: 60, windowMs: 60_000, name: 'requests' },
+        ],
+        'PLAN:AI': [
+          {
+            kind: 'quota',
+            limit: 1_000_000,
+            per: 'month',
+            timeZone: 'Asia/Tokyo',
+            weekStartsOn: 1,
+            name: 'tokens',
+          },
+          { kind: 'slidingWindow', limit: 90_000, windowMs: 60_000, buckets: 10, name: 'burst' },
+        ],
+        '*': [{ kind: 'quota', limit: 1000, per: 'day', timeZone: 'UTC', weekStartsOn: 1 }],
+        'PLAN:FREE': null,
+      },
+    })
+    const text = await sluice('limits', 'list', '--text', ...t)
+    expect(text).toMatchObject({ code: 0, stderr: '' })
+    expect(text.stdout).toBe(
+      [
+        '*\tquota:1000/day',
+        'PLAN:AI\tquota:1000000/month@@Asia/Tokyo@tokens slidingWindow:90000/1m@burst',
+        'PLAN:FREE\t-1',
+        'PLAN:PRO\tquota:10000/month@@Europe/Berlin',
+        'PLAN:TEAM\tquota:500/week-sun@@America/New_York fixedWindow:60/1m@requests',
+        '',
+      ].join('\n'),
+    )
+    // Each line reads back: set with its text gives the same entry.
+    for (const line of text.stdout.trim().split('\n')) {
+      const [entry, rules] = line.split('\t') as [string, string]
+      const again = await sluice(
+        'limits',
+        'set',
+        entry,
+        ...rules.split(' '),
+        '--table',
+        'again',
+        '--redis',
+        url,
+      )
+      expect(JSON.parse(again.stdout).rules).toEqual(listed.entries[entry])
+    }
+    // A plan falls back to "*": its daily quota applies.
+    const other = JSON.parse((await sluice('limits', 'get', 'PLAN:OTHER', ...t)).stdout)
+    expect(other).toMatchObject({ defined: false, rules: null })
+    expect(other.applies).toEqual([
+      { kind: 'quota', limit: 1000, per: 'day', timeZone: 'UTC', weekStartsOn: 1 },
+    ])
+    const textGet = await sluice('limits', 'get', 'PLAN:PRO', '--text', ...t)
+    expect(textGet.code).toBe(1)
+    expect(textGet.stderr).toBe(
+      'ERR_SLUICE_INVALID_OPTION: Invalid option --text: true; expected only with list.\n',
+    )
+  })
+
+  it('refuses a quota of an unknown zone, a huge limit, a bad week start or period: exit 1, the code, nothing written', async () => {
+    const refused: [string, string][] = [
+      [
+        'quota:1000/day@@Mars/Olympus',
+        'ERR_SLUICE_INVALID_OPTION: Invalid option quota.timeZone: "Mars/Olympus"; expected an IANA time zone name Intl knows, such as Europe/Berlin or UTC.',
+      ],
+      [
+        'quota:99999999999999999999/month',
+        'ERR_SLUICE_INVALID_OPTION: Invalid option quota.limit: 100000000000000000000; expected an integer >= 1, or -1 for not limited.',
+      ],
+      [
+        '{"kind":"quota","limit":500,"per":"week","weekStartsOn":9}',
+        'ERR_SLUICE_INVALID_OPTION: Invalid option quota.weekStartsOn: 9; expected an integer from 1 to 7.',
+      ],
+      [
+        'quota:500/week-xyz',
+        'ERR_SLUICE_INVALID_SPEC: Invalid rule spec "quota:500/week-xyz": expected quota:LIMIT/PER[-DAY][@@ZONE], e.g. quota:1000/day, quota:10000/month@@Europe/Berlin, quota:500/week-sun.',
+      ],
+      [
+        'quota:500/day-sun',
+        'ERR_SLUICE_INVALID_SPEC: Invalid rule spec "quota:500/day-sun": expected quota:LIMIT/PER[-DAY][@@ZONE], e.g. quota:1000/day, quota:10000/month@@Europe/Berlin, quota:500/week-sun.',
+      ],
+      [
+        '{"kind":"quota","limit":5,"per":"fortnight"}',
+        "ERR_SLUICE_INVALID_OPTION: Invalid option quota.per: \"fortnight\"; expected one of 'hour', 'day', 'week', 'month', 'year'.",
+      ],
+    ]
+    for (const [spec, error] of refused) {
+      // Checked before Redis is asked: the same answer with a Redis, and with none to reach.
+      for (const redis of [url, 'redis://127.0.0.1:1']) {
+        const result = await sluice('limits', 'set', 'PLAN:X', spec, '--table', 'hostile', '--redis', redis)
+        expect([result.code, result.stdout, result.stderr], spec).toEqual([1, '', `${error}\n`])
+      }
+    }
+    expect((await server.cli('KEYS', '*hostile*')).trim()).toBe('')
+  })
+
+  it('reads a table holding a quota sluice cannot read, written around it: the entry is left out with a warning, the rest listed', async () => {
+    const t = ['--table', 'around', '--redis', url]
+    expect((await sluice('limits', 'set', 'PLAN:PRO', 'quota:10000/month@@Europe/Berlin', ...t)).code).toBe(0)
+    // Written by hand: an unknown zone, a huge limit, a week start that is not a day.
+    for (const [entry, spec] of [
+      ['MARS', { kind: 'quota', limit: 5, per: 'day', timeZone: 'Mars/Olympus' }],
+      ['HUGE', { kind: 'quota', limit: 2 ** 60, per: 'day' }],
+      ['WEEK', { kind: 'quota', limit: 5, per: 'week', weekStartsOn: 0 }],
+    ] as const) {
+      await server.cli('HSET', 'sluice:table:{around}', entry, JSON.stringify([spec]))
+    }
+    for (const args of [
+      ['list', '--text'],
+      ['get', 'MARS'],
+    ]) {
+      const result = await sluice('limits', ...args, ...t)
+      expect(result.code, args.join(' ')).toBe(0)
+      expect(result.stderr).toMatch(
+        /Warning: Limit table "around" holds 3 entries sluice cannot read \("[A-Z]+", …\); each keeps the last good value this process had, if any\./,
+      )
+      if (args[0] === 'list') expect(result.stdout).toBe('PLAN:PRO\tquota:10000/month@@Europe/Berlin\n')
+      else expect(JSON.parse(result.stdout)).toMatchObject({ entry: 'MARS', defined: false, rules: null })
+    }
+    // Set through sluice, the entry is checked: the hand-written zone is refused, a known one taken.
+    const again = await sluice('limits', 'set', 'MARS', 'quota:5/day@@Mars/Olympus', ...t)
+    expect(again.code).toBe(1)
+    expect((await sluice('limits', 'set', 'MARS', 'quota:5/day@@UTC', ...t)).code).toBe(0)
   })
 })

@@ -1,17 +1,21 @@
 // @ts-check
 /**
- * @module The limit tables: each with its entries and its audit trail, and for a writer a form to change
- * an entry. Rules are read and written as text by core's one grammar (grammar.js, `parseRuleSpecs` and
- * `formatRuleSpec` from `@sluice/core`), as the API, the `sluice` command and `rules: ['…']` read them.
+ * @module The limit tables: each with its entries (every rule as text and in words) and its audit trail,
+ * and for a writer a form to change an entry, with a row that writes a quota's text. Rules are read and
+ * written as text by core's one grammar (grammar.js, `parseRuleSpecs` and `formatRuleSpec` from
+ * `@sluice/core`), as the API, the `sluice` command and `rules: ['…']` read them.
  */
 import { deleteEntry, readTable, readTables, setEntry, WRITER } from './api.js'
 import { $, h } from './dom.js'
-import { formatRuleSpec, parseRuleSpec, parseRuleSpecs } from './grammar.js'
+import { figures, WEEKDAYS } from './figures.js'
+import { formatRuleSpec, parseRuleSpec, parseRuleSpecs, quota } from './grammar.js'
 
 /** @typedef {import('@sluice/dashboard').TableView} TableView */
+/** @typedef {import('./figures.js').Words} Words */
 /**
- * A table's card, made once and updated in place (the form keeps what is typed in it).
- * @typedef {{ version: HTMLElement, entries: HTMLElement, audit: HTMLElement, form: EditForm | undefined }} Card
+ * A table's card, made once and updated in place (the form keeps what is typed in it). `until`: when
+ * the words it shows go stale (the soonest end of a quota's period shown), so it is drawn again then.
+ * @typedef {{ version: HTMLElement, entries: HTMLElement, audit: HTMLElement, form: EditForm | undefined, until: number }} Card
  */
 /** @typedef {{ element: HTMLFormElement, fill: (entry: string, rules: string) => void }} EditForm */
 
@@ -55,6 +59,24 @@ export function rulesOf(text) {
   return JSON.parse(JSON.stringify(rules))
 }
 
+/** Words for a spec the page cannot read (a quota in a zone this browser does not know): none, for good. */
+const NO_WORDS = { text: '', until: Number.POSITIVE_INFINITY }
+
+/**
+ * A rule's figures in words (figures.js) at `now`, or none for a spec the page cannot read.
+ * @param {unknown} spec
+ * @param {number} now
+ * @returns {Words}
+ */
+function figuresOf(spec, now) {
+  if (spec === null || typeof spec !== 'object') return NO_WORDS
+  try {
+    return figures(/** @type {Record<string, unknown>} */ (spec), now)
+  } catch {
+    return NO_WORDS
+  }
+}
+
 /** Reads the tables whose version moved and draws them. */
 export async function pollTables() {
   const { tables } = await readTables()
@@ -65,8 +87,10 @@ export async function pollTables() {
     return
   }
   box.querySelector('.empty')?.remove()
+  const now = Date.now()
   for (const t of tables) {
-    if (versions.get(t.name) === t.version) continue
+    // Read again when the version moved, or when a quota's period the card shows has ended.
+    if (versions.get(t.name) === t.version && now < (cards.get(t.name)?.until ?? 0)) continue
     const view = await readTable(t.name)
     versions.set(t.name, view.version)
     renderTable(view)
@@ -94,7 +118,7 @@ function cardOf(name) {
       h('p', { class: 'readonly', text: 'Read-only: your access does not include changing tables.' }),
     )
   $('tables').append(article)
-  card = { version, entries, audit, form }
+  card = { version, entries, audit, form, until: Number.POSITIVE_INFINITY }
   cards.set(name, card)
   return card
 }
@@ -103,6 +127,14 @@ function cardOf(name) {
 function renderTable(view) {
   const card = cardOf(view.name)
   card.version.textContent = `version ${view.version}`
+  const now = Date.now()
+  card.until = Number.POSITIVE_INFINITY
+  /** @param {unknown} spec */
+  const words = (spec) => {
+    const w = figuresOf(spec, now)
+    card.until = Math.min(card.until, w.until)
+    return h('span', { class: 'figure', text: w.text })
+  }
   const rows = view.entries.map(({ entry, rules }) =>
     h(
       'tr',
@@ -112,6 +144,7 @@ function renderTable(view) {
         class: `mono rules${rules === null ? ' free' : ''}`,
         text: rules === null ? 'not limited (-1)' : rulesText(rules),
       }),
+      h('td', { class: 'figures' }, (rules ?? []).map(words)),
       card.form === undefined
         ? null
         : h(
@@ -135,7 +168,14 @@ function renderTable(view) {
           h(
             'thead',
             {},
-            h('tr', {}, h('th', { text: 'entry' }), h('th', { text: 'rules' }), WRITER ? h('th', {}) : null),
+            h(
+              'tr',
+              {},
+              h('th', { text: 'entry' }),
+              h('th', { text: 'rules' }),
+              h('th', { text: 'in words' }),
+              WRITER ? h('th', {}) : null,
+            ),
           ),
           h('tbody', {}, rows),
         ),
@@ -229,6 +269,11 @@ function editForm(table) {
       save.disabled = remove.disabled = false
     }
   }
+  const builder = quotaBuilder((text) => {
+    const current = rules.value.trim()
+    rules.value = current === '' || current === '-1' ? text : `${current} ${text}`
+    show('ok', `Added ${text}: save the entry to write it.`)
+  }, show)
   const element = h(
     'form',
     {
@@ -244,6 +289,7 @@ function editForm(table) {
     h('label', {}, h('span', { text: 'entry' }), entry),
     h('label', { class: 'wide' }, h('span', { text: 'rules' }), rules),
     h('div', { class: 'buttons' }, save, remove),
+    builder,
     message,
   )
   remove.addEventListener('click', () =>
@@ -262,3 +308,89 @@ function editForm(table) {
     },
   }
 }
+
+/** Periods a quota counts over, as its `per` names them. */
+const PERIODS = ['hour', 'day', 'week', 'month', 'year']
+
+/**
+ * The form's quota row: limit, period, time zone and (for a week) the day it starts on. "Add quota" builds
+ * the rule with core's own `quota` factory and its checks, and hands its text (`quota:1000/month@@Europe/Berlin`)
+ * to `add`; a refusal shows core's code (`ERR_SLUICE_INVALID_OPTION` naming the option) through `show`.
+ * @param {(text: string) => void} add
+ * @param {(kind: string, text: string) => void} show
+ * @returns {HTMLElement}
+ */
+function quotaBuilder(add, show) {
+  const limit = h('input', {
+    name: 'quota-limit',
+    inputmode: 'numeric',
+    placeholder: '10000',
+    autocomplete: 'off',
+    spellcheck: 'false',
+  })
+  const per = h(
+    'select',
+    { name: 'quota-per' },
+    PERIODS.map((p) => h('option', { value: p, text: p, selected: p === 'month' })),
+  )
+  const zones = h(
+    'datalist',
+    { id: `quota-zones-${++builders}` },
+    Intl.supportedValuesOf('timeZone').map((zone) => h('option', { value: zone })),
+  )
+  const zone = h('input', {
+    name: 'quota-zone',
+    value: 'UTC',
+    list: zones.id,
+    autocomplete: 'off',
+    spellcheck: 'false',
+  })
+  const week = h(
+    'select',
+    { name: 'quota-week', disabled: true },
+    WEEKDAYS.map((day, i) => h('option', { value: String(i + 1), text: day })),
+  )
+  per.addEventListener('change', () => {
+    week.disabled = per.value !== 'week'
+  })
+  const button = h('button', {
+    type: 'button',
+    class: 'small',
+    text: 'Add quota',
+    onclick: () => {
+      try {
+        const rule = quota({
+          limit: limit.value.trim() === '' ? Number.NaN : Number(limit.value),
+          per: /** @type {import('@sluice/core').QuotaPer} */ (per.value),
+          timeZone: zone.value.trim(),
+          ...(per.value === 'week' && { weekStartsOn: Number(week.value) }),
+        })
+        add(formatRuleSpec(rule))
+      } catch (error) {
+        const e = /** @type {{ code?: string, message?: string }} */ (error)
+        show('error', e.code ? `${e.code}: ${e.message}` : String(e.message))
+      }
+    },
+  })
+  // Enter in the row adds the quota, rather than saving the entry without it.
+  for (const input of [limit, zone]) {
+    input.addEventListener('keydown', (event) => {
+      if (event.key !== 'Enter') return
+      event.preventDefault()
+      button.click()
+    })
+  }
+  return h(
+    'fieldset',
+    { class: 'quota' },
+    h('legend', { text: 'quota' }),
+    h('label', {}, h('span', { text: 'limit' }), limit),
+    h('label', {}, h('span', { text: 'per' }), per),
+    h('label', { class: 'wide' }, h('span', { text: 'time zone' }), zone, zones),
+    h('label', {}, h('span', { text: 'week starts on' }), week),
+    button,
+  )
+}
+
+/** Quota rows made, for their zone lists' ids. */
+let builders = 0

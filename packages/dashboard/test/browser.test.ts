@@ -16,7 +16,7 @@
  * Without Chromium this suite fails (it never skips): `bash dev.sh setup` installs it.
  */
 import { type ChildProcess, fork } from 'node:child_process'
-import { existsSync, mkdirSync } from 'node:fs'
+import { mkdirSync } from 'node:fs'
 import type { IncomingMessage } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -25,21 +25,12 @@ import { parseRuleSpecs, type RuleSpec } from '@sluice/core'
 import { type Access, dashboard } from '@sluice/dashboard'
 import { RedisLimitTable } from '@sluice/redis'
 import { Redis } from 'ioredis'
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RedisServer, sleep, startRedis, stopAll } from '../../../test/harness/redis.ts'
+import { launchChromium, type Watched, watchedPage } from './chromium.ts'
 import { closeServers, send, serve } from './http.ts'
 
-const CHROMIUM = '/usr/bin/chromium'
-const CHROMIUM_FLAGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-]
 const WORKER = fileURLToPath(new URL('./workers/load.mjs', import.meta.url))
 /**
  * The README's screenshots are redrawn with SLUICE_UPDATE_SCREENSHOTS=1; otherwise they are taken all the
@@ -85,35 +76,13 @@ let browser: Browser
 let base: string
 const contexts: BrowserContext[] = []
 
-/** What a page did that it must not: console errors, CSP violations, uncaught errors, dialogs. */
-interface Watched {
-  page: Page
-  errors: string[]
-  dialogs: string[]
-}
-
 async function open(role: Access): Promise<Watched> {
   const context = await browser.newContext({
     extraHTTPHeaders: { [ROLE]: role },
     viewport: { width: 1440, height: 900 },
   })
   contexts.push(context)
-  const page = await context.newPage()
-  const errors: string[] = []
-  const dialogs: string[] = []
-  // Run before the page's own script, outside its CSP (an init script is the browser's, not the page's).
-  await page.addInitScript(
-    "document.addEventListener('securitypolicyviolation', (e) => " +
-      "console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI))",
-  )
-  page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text())
-  })
-  page.on('pageerror', (e) => errors.push(`page error: ${e.message}`))
-  page.on('dialog', (d) => {
-    dialogs.push(d.message())
-    void d.dismiss()
-  })
+  const { page, errors, dialogs } = await watchedPage(context)
   // The mount path without its slash: the page must land on `/sluice/`.
   await page.goto(`${base}/sluice`)
   expect(new URL(page.url()).pathname).toBe('/sluice/')
@@ -121,12 +90,6 @@ async function open(role: Access): Promise<Watched> {
 }
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `Chromium is not at ${CHROMIUM}: the browser tests need Debian's Chromium (apt-get install -y chromium; ` +
-        '`bash dev.sh setup` installs it).',
-    )
-  }
   redis = await startRedis()
   client = new Redis({ host: redis.host, port: redis.port })
   const initial: Record<string, RuleSpec[] | null> = {
@@ -146,8 +109,7 @@ beforeAll(async () => {
     return role === 'write' || role === 'read' ? role : 'none'
   }
   base = await serve(dashboard({ access, client, tables: { [TABLE]: table }, basePath: '/sluice' }))
-  // launch() starts Chromium on a new, empty profile (--user-data-dir in a temp dir) and removes it after.
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS })
+  browser = await launchChromium()
 }, 60_000)
 
 afterAll(async () => {
@@ -439,6 +401,14 @@ describe('the dashboard in Chromium', () => {
   })
 
   it('takes the screenshots in the README', async () => {
+    // A quota among the channels' entries, read in words with when its month ends in its zone.
+    await table.set(
+      'SETTLEMENT',
+      [{ kind: 'quota', limit: 10_000, per: 'month', timeZone: 'Asia/Shanghai' }],
+      {
+        actor: 'setup',
+      },
+    )
     const { page, errors } = await open('write')
     await page.locator('#range button', { hasText: '1 min' }).click()
     // Enough seconds of load for the charts to show its shape.

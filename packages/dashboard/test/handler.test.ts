@@ -177,6 +177,7 @@ describe('access', () => {
       'app.js',
       'chart.js',
       'dom.js',
+      'figures.js',
       'format.js',
       'grammar.js',
       'stats.js',
@@ -442,6 +443,53 @@ describe('writes that are refused, with nothing written', () => {
       expect(s.table.calls.length).toBe(JUDGED_BY_THE_TABLE.has(what) ? 1 : 0)
     })
   }
+
+  it('refuses a quota of an unknown zone, a huge limit or a bad week start, as text or as a spec: 400, the code naming the option', async () => {
+    const s = await setup()
+    const headers = { ...pageWrite(s.url, s.csrf), [ROLE]: 'write' }
+    const zone =
+      'Invalid option quota.timeZone: "Mars/Olympus"; expected an IANA time zone name Intl knows, such as Europe/Berlin or UTC.'
+    const limit =
+      'Invalid option quota.limit: 100000000000000000000; expected an integer >= 1, or -1 for not limited.'
+    const cases: [unknown, string, string][] = [
+      [['quota:1000/day@@Mars/Olympus'], ErrorCode.INVALID_OPTION, zone],
+      [
+        [{ kind: 'quota', limit: 1000, per: 'day', timeZone: 'Mars/Olympus' }],
+        ErrorCode.INVALID_OPTION,
+        zone,
+      ],
+      [['quota:99999999999999999999/day'], ErrorCode.INVALID_OPTION, limit],
+      [
+        [{ kind: 'quota', limit: 500, per: 'week', weekStartsOn: 9 }],
+        ErrorCode.INVALID_OPTION,
+        'Invalid option quota.weekStartsOn: 9; expected an integer from 1 to 7.',
+      ],
+      [
+        [{ kind: 'quota', limit: 500, per: 'fortnight' }],
+        ErrorCode.INVALID_OPTION,
+        "Invalid option quota.per: \"fortnight\"; expected one of 'hour', 'day', 'week', 'month', 'year'.",
+      ],
+    ]
+    for (const [body, code, message] of cases) {
+      const reply = await send(entryUrl(s.url, 'PLAN:FREE'), {
+        method: 'PUT',
+        headers,
+        body: JSON.stringify(body),
+      })
+      expect([reply.status, reply.json]).toEqual([400, { code, message }])
+    }
+    expect(s.table.version).toBe(0)
+    expect(s.table.entries().has('PLAN:FREE')).toBe(false)
+    // And a quota the factory takes is written, its zone as Intl names it.
+    const ok = await send(entryUrl(s.url, 'PLAN:FREE'), {
+      method: 'PUT',
+      headers,
+      body: JSON.stringify(['quota:1000/day@@europe/berlin']),
+    })
+    expect(ok.json.rules).toEqual([
+      { kind: 'quota', limit: 1000, per: 'day', timeZone: 'Europe/Berlin', weekStartsOn: 1 },
+    ])
+  })
 
   it('refuses a chunked body that grows past the bound while it is read', async () => {
     const s = await setup({ maxBodyBytes: 1024 })
