@@ -8,6 +8,7 @@ import {
   concurrency,
   fixedWindow,
   leakyBucket,
+  quota,
   type Rule,
   slidingLog,
   slidingWindow,
@@ -32,6 +33,9 @@ describe('the Redis record of rule kinds', () => {
       expect(defines(entry.chunk, `${kind}Consume`)).toBe(entry.consumesInOneGo)
       expect(defines(entry.chunk, `${kind}Unqueue`)).toBe(entry.mark === 'queue')
       expect(defines(entry.chunk, `${kind}Release`)).toBe(entry.mark === 'lease')
+      expect(defines(entry.chunk, `${kind}Outside`)).toBe(entry.period)
+      // A kind with a consume written straight down has its script.
+      expect(entry.consume === undefined || entry.consume.includes('KEYS[1]')).toBe(true)
     })
   }
 
@@ -45,6 +49,7 @@ describe('the Redis record of rule kinds', () => {
       [leakyBucket({ ratePerSecond: 5 }), false, false],
       [concurrency({ limit: 5 }) as Rule, false, true],
       [warmUp({ ratePerSecond: 5, warmUpMs: 1000 }), false, false],
+      [quota({ limit: 5, per: 'day' }) as Rule, false, false],
     ]
     for (const [rule, batchable, leases] of one) {
       expect(plans.of([rule])).toMatchObject({ batchable, leases })

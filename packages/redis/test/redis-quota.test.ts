@@ -1,0 +1,359 @@
+/**
+ * quota on a real Redis (docs/design/redis.md, "Quota periods"): the memory store's decisions, field by field
+ * (`used` and `resetsAt` included), across calendar edges (a day of 23 and of 25 hours in Europe/Berlin, a
+ * week starting on Sunday in America/New_York, a month, an hour in Asia/Kathmandu), alone and beside a
+ * fixedWindow, with costs, peeks, refunds, penalties and blocks; the short call of its straight-down consume;
+ * and the period handshake: a call sent for a period that does not hold the script's now changes nothing,
+ * is sent once more for the period that does, and a second miss fails the call having counted nothing.
+ */
+import {
+  type Adjustment,
+  type BlockPolicy,
+  fixedWindow,
+  MemoryStore,
+  type QuotaRule,
+  quota,
+  quotaPeriod,
+  type Rule,
+  StoreError,
+} from '@sluice/core'
+import { type RedisClientLike, RedisStore } from '@sluice/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CLIENT_KINDS, clientOf, closeClients, nodeRedis } from '../../../test/harness/clients.ts'
+import { type RedisServer, startRedis, stopAll } from '../../../test/harness/redis.ts'
+
+let server: RedisServer
+
+beforeAll(async () => {
+  server = await startRedis()
+})
+
+afterAll(async () => {
+  await closeClients()
+  await stopAll()
+})
+
+let run = 0
+const HOUR = 3_600_000
+
+/** Berlin's spring-forward day (23 hours) and fall-back day (25 hours) in 2026. */
+const SPRING = Date.UTC(2026, 2, 28, 23) // 29 March 00:00 in Berlin
+const AUTUMN = Date.UTC(2026, 9, 24, 22) // 25 October 00:00 in Berlin
+
+/** Each set of rules, with the longest step its walk takes (its small steps are up to a tenth of it). */
+const RULE_SETS: [string, Rule[], number][] = [
+  [
+    'day in Europe/Berlin',
+    [quota({ limit: 7, per: 'day', timeZone: 'Europe/Berlin' }) as QuotaRule],
+    7 * HOUR,
+  ],
+  [
+    'week from Sunday in America/New_York, beside a fixedWindow',
+    [
+      quota({ limit: 9, per: 'week', timeZone: 'America/New_York', weekStartsOn: 7 }) as QuotaRule,
+      fixedWindow({ limit: 4, windowMs: 6 * HOUR }) as Rule,
+    ],
+    48 * HOUR,
+  ],
+  ['month in UTC', [quota({ limit: 6, per: 'month' }) as QuotaRule], 10 * 24 * HOUR],
+  [
+    'hour in Asia/Kathmandu and a day in Europe/Berlin',
+    [
+      quota({ limit: 5, per: 'hour', timeZone: 'Asia/Kathmandu' }) as QuotaRule,
+      quota({ limit: 8, per: 'day', timeZone: 'Europe/Berlin' }) as QuotaRule,
+    ],
+    2 * HOUR,
+  ],
+]
+
+/** A seeded sequence in [0, 1) (Park-Miller), so every run walks the same trace. */
+function seeded(seed: number): () => number {
+  let state = seed
+  return () => {
+    state = (state * 48_271) % 2_147_483_647
+    return state / 2_147_483_647
+  }
+}
+
+describe.each(CLIENT_KINDS)('quota on Redis (%s)', (kind) => {
+  it.each(RULE_SETS)(
+    '%s: answers every step of a walk across calendar edges as the memory store, field by field',
+    async (_, rules, longest) => {
+      for (const [from, blockOn] of [
+        [SPRING - 5 * HOUR, false],
+        [AUTUMN - 5 * HOUR, true],
+        [Date.UTC(2026, 0, 31, 20), false],
+      ] as const) {
+        let now = from
+        const clock = () => now
+        const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+        const redis = new RedisStore({
+          client: await clientOf(kind, server),
+          clock,
+          deniedCache: false,
+          timeoutMs: 2000,
+        })
+        const prefix = `quota${run++}`
+        const block: BlockPolicy | undefined = blockOn
+          ? { ms: 1500, factor: 2, maxMs: 6000, forgetMs: 6000, keep: 2 }
+          : undefined
+        const random = seeded(from % 2_147_483_646 || 1)
+        const history: string[] = []
+        const countedAt: number[] = []
+        /** What the walk reached: denials, penalties past the limit, and the periods it counted in. */
+        let denied = 0
+        let over = 0
+        const periods = new Set<number>()
+        for (let step = 0; step < 160; step++) {
+          // Mostly small steps, now and then a long one: every walk crosses several edges.
+          const r = random()
+          now += Math.floor(random() * (r < 0.85 ? longest / 10 : longest))
+          const cost = 1 + Math.floor(random() * 3)
+          const key = random() < 0.7 ? 'a' : 'b'
+          const pick = random()
+          let expected: unknown
+          let actual: unknown
+          let act: string
+          if (pick < 0.6) {
+            act = 'consume'
+            const e = memory.apply(prefix, key, rules, cost, 'consume', block)
+            expected = [...e, e.reason, e.countedAt]
+            const a = await redis.apply(prefix, key, rules, cost, 'consume', block)
+            actual = [...a, a.reason, a.countedAt]
+            if (e.countedAt !== undefined) countedAt.push(e.countedAt)
+            if (e.some((d) => !d.allowed)) denied++
+            periods.add(e[0]!.resetsAt!)
+          } else if (pick < 0.7) {
+            act = 'peek'
+            const e = memory.apply(prefix, key, rules, cost, 'peek', block)
+            expected = [...e, e.reason]
+            const a = await redis.apply(prefix, key, rules, cost, 'peek', block)
+            actual = [...a, a.reason]
+          } else if (pick < 0.8 && countedAt.length > 0) {
+            // A refund naming a call: one counted lately, or one of an earlier period.
+            act = 'refund of a call'
+            const at = countedAt[Math.floor(random() * countedAt.length)]!
+            const marks = rules.map(() => String(at))
+            expected = memory.adjust(prefix, key, rules, cost, 'refund', undefined, marks)
+            actual = await redis.adjust(prefix, key, rules, cost, 'refund', undefined, marks)
+          } else {
+            const adjustment: Adjustment = pick < 0.9 ? 'refund' : 'penalize'
+            act = adjustment
+            const e = memory.adjust(prefix, key, rules, cost, adjustment, block)
+            const a = await redis.adjust(prefix, key, rules, cost, adjustment, block)
+            expected = e === undefined ? undefined : [...e, e.reason]
+            actual = a === undefined ? undefined : [...a, a.reason]
+            if (e?.some((d) => d.used! > d.limit)) over++
+          }
+          history.push(`${new Date(now).toISOString()} ${act} ${key} x${cost}`)
+          expect(actual, `walk so far:\n${history.join('\n')}`).toEqual(expected)
+        }
+        expect(denied, 'denials').toBeGreaterThan(3)
+        expect(periods.size, 'periods counted in').toBeGreaterThan(3)
+        if (rules.length === 1) expect(over, 'counts past the limit').toBeGreaterThan(0)
+        memory.close()
+        await redis.close()
+      }
+    },
+  )
+})
+
+/** A node-redis client that keeps every EVALSHA's ARGV, and answers it with `forged`'s reply when given. */
+async function recordingClient(
+  sent: string[][],
+  forged?: (args: string[]) => unknown,
+): Promise<RedisClientLike> {
+  const client = await nodeRedis(server)
+  return {
+    isReady: true,
+    sendCommand: (args: string[]) => {
+      if (args[0] !== 'EVALSHA') return client.sendCommand(args)
+      const argv = args.slice(3 + Number(args[2]))
+      sent.push(argv)
+      return forged === undefined ? client.sendCommand(args) : Promise.resolve(forged(argv))
+    },
+  } as unknown as RedisClientLike
+}
+
+/**
+ * A fresh store's first call goes twice (its deadline waits for a reply to tell it Redis's clock): one on
+ * another key first, and `sent` starts after it.
+ */
+async function warm(store: RedisStore, sent: string[][]): Promise<void> {
+  await store.apply('warm', 'warm', [fixedWindow({ limit: 1, windowMs: 1000 }) as Rule], 1, 'peek')
+  sent.length = 0
+}
+
+describe('quota: the short call and the period handshake', () => {
+  const rule = quota({ limit: 3, per: 'day', timeZone: 'Europe/Berlin' }) as QuotaRule
+  // Berlin's midnight at the end of its 23-hour day.
+  const edge = SPRING + 23 * HOUR
+  const before = quotaPeriod(rule, edge - 1)
+  const after = quotaPeriod(rule, edge)
+
+  it('sends the deadline, the limit and the period, then the cost when not 1, then the clock when given', async () => {
+    expect(before).toEqual({ start: SPRING, end: edge })
+    const sent: string[][] = []
+    let now = edge - 10
+    const store = new RedisStore({
+      client: await recordingClient(sent),
+      clock: () => now,
+      deniedCache: false,
+    })
+    await warm(store, sent)
+    const memory = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
+    const prefix = `short${run++}`
+    for (const [t, cost] of [
+      [edge - 10, 1],
+      [edge - 5, 2],
+      [edge - 1, 1],
+      [edge, 3],
+    ] as const) {
+      now = t
+      expect(await store.apply(prefix, 'k', [rule], cost, 'consume')).toEqual(
+        memory.apply(prefix, 'k', [rule], cost, 'consume'),
+      )
+    }
+    // The clock is sent, so the cost is too, whatever it is.
+    expect(sent.map((argv) => argv.slice(1))).toEqual([
+      ['3', String(SPRING), String(edge), '1', String(edge - 10)],
+      ['3', String(SPRING), String(edge), '2', String(edge - 5)],
+      ['3', String(SPRING), String(edge), '1', String(edge - 1)],
+      ['3', String(edge), String(after.end), '3', String(edge)],
+    ])
+    // One field, the new period's, living until the period's end (plus the second a caller's clock gets).
+    expect(await server.cli('HGETALL', `sluice:${prefix}:{k}:${rule.id}`)).toBe(`${edge}\n3\n`)
+    memory.close()
+    await store.close()
+  })
+
+  it.each([
+    [
+      'behind: the call is sent for the period before the edge, the script reads a time after it',
+      edge + 2,
+      edge - 3,
+    ],
+    [
+      'ahead: the call is sent for the period after the edge, the script reads a time before it',
+      edge - 2,
+      edge + 3,
+    ],
+  ])(
+    'a stale estimate of the script clock at an edge (%s): the script answers its now and counts nothing, the call goes once more for that now, and its units land in that period',
+    async (_, scriptNow, estimate) => {
+      const sent: string[][] = []
+      // The store reads its clock twice for a quota call: when the call is made (the script's now, sent),
+      // then when its period is written (the estimate). Here the second read is stale.
+      const reads: number[] = []
+      let now = scriptNow
+      const store = new RedisStore({
+        client: await recordingClient(sent),
+        clock: () => reads.shift() ?? now,
+        deniedCache: false,
+      })
+      await warm(store, sent)
+      const memory = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
+      const prefix = `edge${run++}`
+      reads.push(scriptNow, estimate)
+      const expected = memory.apply(prefix, 'k', [rule], 2, 'consume')
+      expect(await store.apply(prefix, 'k', [rule], 2, 'consume')).toEqual(expected)
+      const stale = quotaPeriod(rule, estimate)
+      const right = quotaPeriod(rule, scriptNow)
+      expect(stale).not.toEqual(right)
+      expect(sent.map((argv) => argv.slice(1))).toEqual([
+        ['3', String(stale.start), String(stale.end), '2', String(scriptNow)],
+        ['3', String(right.start), String(right.end), '2', String(scriptNow)],
+      ])
+      expect(expected[0]).toMatchObject({ allowed: true, used: 0, remaining: 1, resetsAt: right.end })
+      expect(await server.cli('HGETALL', `sluice:${prefix}:{k}:${rule.id}`)).toBe(`${right.start}\n2\n`)
+      // The composed script (a peek, a penalty, a refund) checks its period the same way.
+      now = scriptNow
+      reads.push(scriptNow, estimate)
+      expect(await store.apply(prefix, 'k', [rule], 1, 'peek')).toEqual(
+        memory.apply(prefix, 'k', [rule], 1, 'peek'),
+      )
+      reads.push(scriptNow, estimate)
+      expect(await store.adjust(prefix, 'k', [rule], 1, 'penalize')).toEqual(
+        memory.adjust(prefix, 'k', [rule], 1, 'penalize'),
+      )
+      expect(await server.cli('HGETALL', `sluice:${prefix}:{k}:${rule.id}`)).toBe(`${right.start}\n3\n`)
+      expect(sent).toHaveLength(6)
+      memory.close()
+      await store.close()
+    },
+  )
+
+  it('a second miss (an edge passed between the two calls) fails the call, ERR_SLUICE_STORE, and counts nothing', async () => {
+    const sent: string[][] = []
+    const prefix = `twice${run++}`
+    // Both calls are answered as a script whose now lay outside their period answers.
+    const store = new RedisStore({
+      client: await recordingClient(sent, (argv) => ['period', Number(argv[3]), Date.now()]),
+      deniedCache: false,
+    })
+    const error = await Promise.resolve(store.apply(prefix, 'k', [rule], 1, 'consume')).catch(
+      (e: unknown) => e,
+    )
+    expect(error).toBeInstanceOf(StoreError)
+    expect(error).toMatchObject({ code: 'ERR_SLUICE_STORE' })
+    expect((error as Error).message).toMatch(/outside the quota period .* twice/)
+    // Sent twice, the second time for the period holding the now the first answer gave.
+    expect(sent).toHaveLength(2)
+    const second = quotaPeriod(rule, Number(sent[0]![3]))
+    expect(sent[1]!.slice(2, 4)).toEqual([String(second.start), String(second.end)])
+    expect(await server.cli('EXISTS', `sluice:${prefix}:{k}:${rule.id}`)).toBe('0\n')
+    await store.close()
+  })
+
+  it("on Redis's own clock: a fresh store's first calls count once each, in the period holding Redis's now", async () => {
+    const sent: string[][] = []
+    const prefix = `fresh${run++}`
+    const store = new RedisStore({ client: await recordingClient(sent), deniedCache: false })
+    const first = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    const second = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    expect(first[0]).toMatchObject({ allowed: true, used: 0, remaining: 2 })
+    expect(second[0]).toMatchObject({ allowed: true, used: 1, remaining: 1 })
+    const period = quotaPeriod(rule, second.countedAt!)
+    expect(second[0]!.resetsAt).toBe(period.end)
+    expect(await server.cli('HGET', `sluice:${prefix}:{k}:${rule.id}`, String(period.start))).toBe('2\n')
+    await store.close()
+  })
+})
+
+describe('quota and the local layers', () => {
+  const rule = quota({ limit: 3, per: 'day', timeZone: 'Europe/Berlin' }) as QuotaRule
+  const edge = SPRING + 23 * HOUR
+
+  it('is never prefetched (every consume a round trip), and its denial is answered from memory until the period ends', async () => {
+    const sent: string[][] = []
+    let now = edge - 5000
+    const store = new RedisStore({
+      client: await recordingClient(sent),
+      clock: () => now,
+      prefetch: { units: 64, ms: 100 },
+      deniedCache: true,
+    })
+    await warm(store, sent)
+    const prefix = `layers${run++}`
+    for (let i = 0; i < 3; i++) {
+      expect((await store.apply(prefix, 'k', [rule], 1, 'consume')).reason).toBeUndefined()
+    }
+    expect(sent).toHaveLength(3)
+    const denied = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    expect(denied[0]).toMatchObject({ allowed: false, used: 3, retryAfterMs: 5000, resetsAt: edge })
+    expect(sent).toHaveLength(4)
+    // Until the period's end, from memory: Redis is not asked.
+    now = edge - 1
+    const cached = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    expect(cached.reason).toBe('cache')
+    expect(cached[0]!.retryAfterMs).toBe(1)
+    expect(sent).toHaveLength(4)
+    // The next period admits, in Redis.
+    now = edge
+    const next = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    expect(next.reason).toBeUndefined()
+    expect(next[0]).toMatchObject({ allowed: true, used: 0, remaining: 2 })
+    expect(sent).toHaveLength(5)
+    await store.close()
+  })
+})
