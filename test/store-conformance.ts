@@ -11,6 +11,7 @@ import {
   fixedWindow,
   leakyBucket,
   MemoryStore,
+  quota,
   type Rule,
   type RuleDecision,
   type RuleInput,
@@ -22,6 +23,15 @@ import {
 } from '@sluice/core'
 import fc from 'fast-check'
 import { expect } from 'vitest'
+
+/**
+ * The kinds a store under test runs beyond those every store runs, each off until the store says so: with
+ * `quota` on, the random traces also draw quota rules (several zones and periods), and the suite should run
+ * `agreesOnQuotaPeriods`. Off, the traces are exactly those drawn before quota existed.
+ */
+export interface Serves {
+  readonly quota?: boolean
+}
 
 /** The store under test, reading time from `clock` (its own clock would not follow the trace). */
 export type StoreMaker = (
@@ -59,7 +69,7 @@ export function leads(seed: number): () => number {
 }
 
 /** Small numbers, so traces hit limits, window edges and refills often. */
-const ruleArb: fc.Arbitrary<Rule> = fc.oneof(
+const EVERY_STORE_RULES: fc.Arbitrary<Rule>[] = [
   fc
     .record({ limit: fc.integer({ min: 1, max: 5 }), windowMs: fc.constantFrom(7, 10, 50, 100, 1000) })
     .map((o) => asRule(fixedWindow(o))),
@@ -101,10 +111,34 @@ const ruleArb: fc.Arbitrary<Rule> = fc.oneof(
       maxQueueMs: fc.constantFrom(0, 1, 50, 120, 1000),
     })
     .map((o) => asRule(warmUp(o))),
-)
+]
+
+/** Quota rules over several zones (off the hour, half-hour DST) and every period. */
+const quotaArb: fc.Arbitrary<Rule> = fc
+  .record({
+    limit: fc.integer({ min: 1, max: 5 }),
+    per: fc.constantFrom('hour', 'day', 'week', 'month', 'year'),
+    timeZone: fc.constantFrom(
+      'UTC',
+      'Europe/Berlin',
+      'America/New_York',
+      'Asia/Kolkata',
+      'Australia/Lord_Howe',
+      'Pacific/Chatham',
+    ),
+    sunday: fc.boolean(),
+  })
+  .map(({ limit, per, timeZone, sunday }) =>
+    asRule(quota({ limit, per, timeZone, weekStartsOn: per === 'week' && sunday ? 7 : 1 })),
+  )
+
+function ruleArbOf(serves: Serves): fc.Arbitrary<Rule> {
+  return serves.quota === true ? fc.oneof(...EVERY_STORE_RULES, quotaArb) : fc.oneof(...EVERY_STORE_RULES)
+}
 
 /** 1 to 3 rules with distinct ids. */
-const ruleSetArb = fc.uniqueArray(ruleArb, { minLength: 1, maxLength: 3, selector: (r) => r.id })
+const ruleSetArbOf = (serves: Serves) =>
+  fc.uniqueArray(ruleArbOf(serves), { minLength: 1, maxLength: 3, selector: (r) => r.id })
 
 /** A block policy as a limiter resolves it, or none (most traces). */
 const blockArb: fc.Arbitrary<BlockPolicy | undefined> = fc.option(
@@ -159,20 +193,25 @@ const stepArb = fc.record({
   ),
 })
 
-const traceArb = fc.record({
-  block: blockArb,
-  ruleSets: fc.array(ruleSetArb, { minLength: 3, maxLength: 3 }),
-  steps: fc.array(stepArb, { minLength: 20, maxLength: 80 }),
-})
+const traceArbOf = (serves: Serves) =>
+  fc.record({
+    block: blockArb,
+    ruleSets: fc.array(ruleSetArbOf(serves), { minLength: 3, maxLength: 3 }),
+    steps: fc.array(stepArb, { minLength: 20, maxLength: 80 }),
+  })
 
 const KEYS = ['alpha', 'beta:{x}', 'γ\u0000δ']
 
 let run = 0
 /**
- * Random traces of every rule kind, several rules per key, several keys, costs above 1, peeks, refunds,
+ * Random traces of every rule kind (`serves` says which kinds beyond every store's), several rules per key, several keys, costs above 1, peeks, refunds,
  * penalties, queued slots given back, leases released and blocks that escalate, with many calls in one ms.
  */
-export async function answersRandomTraces(makeStore: StoreMaker, pacing: TraceClock = {}): Promise<void> {
+export async function answersRandomTraces(
+  makeStore: StoreMaker,
+  pacing: TraceClock = {},
+  serves: Serves = {},
+): Promise<void> {
   // What the traces reached, so a generator that stopped reaching blocks or queues would be noticed.
   const seen = {
     blocked: 0,
@@ -186,7 +225,7 @@ export async function answersRandomTraces(makeStore: StoreMaker, pacing: TraceCl
   }
   const nextLead = leads(24)
   await fc.assert(
-    fc.asyncProperty(traceArb, async ({ block, ruleSets, steps }) => {
+    fc.asyncProperty(traceArbOf(serves), async ({ block, ruleSets, steps }) => {
       // The trace clock never runs slower than real time (x4) unless told so, so a store that expires keys
       // by its own clock never drops a key before the memory store would.
       const started = performance.now()
@@ -479,4 +518,87 @@ export async function holdsWorkedExample(makeStore: StoreMaker): Promise<void> {
   expect(denied.retryAfterMs).toBe(600)
   expect((await at(1100)).allowed).toBe(true)
   expect((await at(1101)).allowed).toBe(false)
+}
+
+/**
+ * Quota rules across the calendar edges that move: the DST days of America/New_York and Europe/Berlin
+ * (23 and 25 hours), an hour shown twice, Lord Howe's half-hour DST, a midnight skipped (America/Santiago)
+ * and one shown twice (America/Havana), month ends (Jan 31, Feb 28, Apr 30, Dec 31 into the next year, the
+ * leap day 2028-02-29), a Sunday week and a Chatham year. At each edge one trace consumes up to the limit
+ * just before it, peeks, penalizes, crosses it, refunds a call of the period before (nothing comes back)
+ * and one of the new period (it does), alone and beside a fixedWindow rule; every answer of the store must
+ * be the memory store's, field by field. For a store that serves quota (`Serves`).
+ */
+export async function agreesOnQuotaPeriods(makeStore: StoreMaker): Promise<void> {
+  const edges: [Rule, string][] = [
+    [asRule(quota({ limit: 3, per: 'day', timeZone: 'America/New_York' })), '2026-03-08T05:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'day', timeZone: 'America/New_York' })), '2026-03-09T04:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'day', timeZone: 'America/New_York' })), '2026-11-02T05:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'day', timeZone: 'Europe/Berlin' })), '2026-03-29T22:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'day', timeZone: 'Europe/Berlin' })), '2026-10-25T23:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'hour', timeZone: 'Europe/Berlin' })), '2026-10-25T02:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'hour', timeZone: 'Australia/Lord_Howe' })), '2026-04-04T15:30:00Z'],
+    [asRule(quota({ limit: 3, per: 'hour', timeZone: 'Australia/Lord_Howe' })), '2026-10-03T16:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'day', timeZone: 'America/Santiago' })), '2026-09-06T04:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'day', timeZone: 'America/Havana' })), '2026-11-02T05:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'month' })), '2026-02-01T00:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'month' })), '2026-03-01T00:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'month' })), '2026-05-01T00:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'month' })), '2027-01-01T00:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'month', timeZone: 'Europe/Berlin' })), '2026-03-31T22:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'month', timeZone: 'Asia/Kolkata' })), '2026-02-28T18:30:00Z'],
+    [asRule(quota({ limit: 3, per: 'day' })), '2028-02-29T00:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'month' })), '2028-03-01T00:00:00Z'],
+    [
+      asRule(quota({ limit: 3, per: 'week', weekStartsOn: 7, timeZone: 'America/New_York' })),
+      '2026-11-08T05:00:00Z',
+    ],
+    [asRule(quota({ limit: 3, per: 'year', timeZone: 'Pacific/Chatham' })), '2026-12-31T10:15:00Z'],
+  ]
+  const beside = asRule(fixedWindow({ limit: 5, windowMs: 1000 }))
+  let now = 0
+  const clock = () => now
+  const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+  const store = makeStore(clock)
+  for (const [i, [rule, iso]] of edges.entries()) {
+    for (const rules of [[rule], [rule, beside]]) {
+      const edge = Date.parse(iso)
+      const prefix = `quota-${run++}`
+      const history: string[] = []
+      const both = async (at: number, act: string, cost: number, mark?: number): Promise<void> => {
+        now = at
+        let expected: unknown
+        let actual: unknown
+        if (act === 'consume' || act === 'peek') {
+          expected = memory.apply(prefix, 'k', rules, cost, act)
+          actual = await store.apply(prefix, 'k', rules, cost, act)
+        } else {
+          const adjustment = act === 'penalize' ? 'penalize' : 'refund'
+          const marks = mark === undefined ? undefined : rules.map(() => String(mark))
+          expected = memory.adjust(prefix, 'k', rules, cost, adjustment, undefined, marks)
+          actual = await store.adjust(prefix, 'k', rules, cost, adjustment, undefined, marks)
+        }
+        history.push(`${at - edge} ${act} x${cost}${mark === undefined ? '' : ` mark ${mark - edge}`}`)
+        expect(
+          actual,
+          `edge ${i} ${rule.id} at ${iso} [${rules.map((r) => r.id)}]: ${history.join(', ')}`,
+        ).toEqual(expected)
+      }
+      await both(edge - 1000, 'consume', 1)
+      await both(edge - 1, 'consume', 2)
+      await both(edge - 1, 'peek', 1)
+      await both(edge - 1, 'penalize', 2)
+      await both(edge, 'consume', 1)
+      await both(edge, 'peek', 3)
+      await both(edge, 'refund', 1, edge - 1000)
+      await both(edge + 1, 'consume', 2)
+      await both(edge + 1, 'refund', 1, edge)
+      await both(edge + 1, 'penalize', 4)
+      await both(edge + 2, 'peek', 1)
+      await both(edge + 2, 'refund', 9)
+      await both(edge + 3, 'consume', 3)
+    }
+  }
+  memory.close()
+  store.close()
 }

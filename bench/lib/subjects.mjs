@@ -16,6 +16,7 @@ const {
   fixedWindow,
   leakyBucket,
   MemoryStore,
+  quota,
   slidingLog,
   slidingWindow,
   tokenBucket,
@@ -59,6 +60,9 @@ export function ruleFor(algorithm) {
       return concurrency({ limit: 10_000, leaseMs: WINDOW_MS })
     case 'warmUp':
       return warmUp({ ratePerSecond: 1e9, warmUpMs: 1000, maxQueueMs: 1000 })
+    case 'quota':
+      // A UTC day: it ends at midnight UTC, where the counted cases' day windows end too.
+      return quota({ limit: HIGH, per: 'day' })
     default:
       throw new Error(`unknown algorithm ${algorithm}`)
   }

@@ -10,8 +10,8 @@
  * and week start (`calendarOf`): a decision inside it costs two comparisons, and `Intl` runs only when `now`
  * leaves it. See docs/design/rules/quota.md.
  */
-import { InvalidOptionError } from '../errors.ts'
-import { integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
+import { InvalidOptionError, InvalidSpecError } from '../errors.ts'
+import { given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { QuotaPer, QuotaRule, RuleDecision, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, limitDecision } from './algorithm.ts'
 import { countingMaxCost, FIXUP_STEPS } from './bounds.ts'
@@ -56,13 +56,8 @@ export function quota(options: QuotaOptions): QuotaRule | UnlimitedRule {
     throw new InvalidOptionError('quota.per', o.per, `one of ${PERS.map((p) => `'${p}'`).join(', ')}`)
   }
   const per = o.per
-  const timeZone = zoneOption(o.timeZone === undefined ? 'UTC' : o.timeZone)
-  const weekStartsOn = integerOption(
-    'quota.weekStartsOn',
-    o.weekStartsOn === undefined ? 1 : o.weekStartsOn,
-    1,
-    7,
-  )
+  const timeZone = zoneOption(given(o.timeZone, 'UTC'))
+  const weekStartsOn = integerOption('quota.weekStartsOn', given(o.weekStartsOn, 1), 1, 7)
   if (weekStartsOn !== 1 && per !== 'week') {
     throw new InvalidOptionError(
       'quota.weekStartsOn',
@@ -85,7 +80,8 @@ export function quota(options: QuotaOptions): QuotaRule | UnlimitedRule {
 function zoneOption(value: unknown): string {
   if (typeof value === 'string' && value.length > 0 && value.length <= 64) {
     try {
-      return formatterOf(value).resolvedOptions().timeZone
+      // A formatter of its own: only resolved names are cached (formatterOf), however a name is spelled.
+      return new Intl.DateTimeFormat('en-US', { timeZone: value }).resolvedOptions().timeZone
     } catch {
       // Not a zone Intl knows: refused below.
     }
@@ -150,8 +146,17 @@ function formatterOf(zone: string): Intl.DateTimeFormat {
 /**
  * The period of `rule` that holds `now`: [start, end) in ms since the epoch, computed with the zone's rules
  * (see the module comment). The stores call it with their own clock's `now`.
+ *
+ * @throws `InvalidSpecError` for a rule `quota` did not build (its JSON spec included: build it with
+ *   `ruleFromSpec`), `InvalidOptionError` for a `now` that is not a finite number.
  */
 export function quotaPeriod(rule: QuotaRule, now: number): { start: number; end: number } {
+  if ((rule as Partial<CalendarRule> | null)?.calendar === undefined) {
+    throw new InvalidSpecError(rule, 'a quota rule built by quota() or parseRuleSpec')
+  }
+  if (typeof now !== 'number' || !Number.isFinite(now)) {
+    throw new InvalidOptionError('quotaPeriod.now', now, 'a finite number of ms since the epoch')
+  }
   const c = periodAt(rule as CalendarRule, now)
   return { start: c.start, end: c.end }
 }
