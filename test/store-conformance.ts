@@ -523,7 +523,7 @@ export async function holdsWorkedExample(makeStore: StoreMaker): Promise<void> {
 /**
  * Quota rules across the calendar edges that move: the DST days of America/New_York and Europe/Berlin
  * (23 and 25 hours), an hour shown twice, Lord Howe's half-hour DST, a midnight skipped (America/Santiago)
- * and one shown twice (America/Havana), month ends (Jan 31, Feb 28, Apr 30, Dec 31 into the next year, the
+ * and one shown twice (America/Havana; America/Goose_Bay 2010, set back across it), month ends (Jan 31, Feb 28, Apr 30, Dec 31 into the next year, the
  * leap day 2028-02-29), a Sunday week and a Chatham year. At each edge one trace consumes up to the limit
  * just before it, peeks, penalizes, crosses it, refunds a call of the period before (nothing comes back)
  * and one of the new period (it does), alone and beside a fixedWindow rule; every answer of the store must
@@ -541,6 +541,7 @@ export async function agreesOnQuotaPeriods(makeStore: StoreMaker): Promise<void>
     [asRule(quota({ limit: 3, per: 'hour', timeZone: 'Australia/Lord_Howe' })), '2026-10-03T16:00:00Z'],
     [asRule(quota({ limit: 3, per: 'day', timeZone: 'America/Santiago' })), '2026-09-06T04:00:00Z'],
     [asRule(quota({ limit: 3, per: 'day', timeZone: 'America/Havana' })), '2026-11-02T05:00:00Z'],
+    [asRule(quota({ limit: 3, per: 'day', timeZone: 'America/Goose_Bay' })), '2010-11-07T03:00:00Z'],
     [asRule(quota({ limit: 3, per: 'month' })), '2026-02-01T00:00:00Z'],
     [asRule(quota({ limit: 3, per: 'month' })), '2026-03-01T00:00:00Z'],
     [asRule(quota({ limit: 3, per: 'month' })), '2026-05-01T00:00:00Z'],

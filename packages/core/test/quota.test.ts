@@ -117,7 +117,7 @@ describe('quota periods', () => {
     ])
   })
 
-  it('starts a day whose midnight is skipped at the jump, and one whose midnight is shown twice at the first', () => {
+  it('starts a day whose midnight is skipped at the jump, and one whose midnight is shown twice at the first (clocks set back across it included)', () => {
     // America/Santiago 2026-09-06: 00:00 -04 is 01:00 -03 (04:00Z). The day starts at the jump: 23 hours.
     const santiago = rule({ per: 'day', timeZone: 'America/Santiago' })
     expect(period(santiago, '2026-09-06T12:00:00Z')).toEqual([
@@ -139,6 +139,21 @@ describe('quota periods', () => {
     expect(period(havana, '2026-10-31T12:00:00Z')).toEqual([
       '2026-10-31T04:00:00.000Z',
       '2026-11-01T04:00:00.000Z',
+    ])
+    // America/Goose_Bay 2010-11-07 fell back at 00:01 to 23:01 of the 6th (03:01Z): its day began at 03:00Z,
+    // and the minutes after the change that read the 6th again belong to the 7th, which lasts 25 hours.
+    const gooseBay = rule({ per: 'day', timeZone: 'America/Goose_Bay' })
+    expect(period(gooseBay, '2010-11-07T02:59:59.999Z')).toEqual([
+      '2010-11-06T03:00:00.000Z',
+      '2010-11-07T03:00:00.000Z',
+    ])
+    expect(period(gooseBay, '2010-11-07T03:30:00Z')).toEqual([
+      '2010-11-07T03:00:00.000Z',
+      '2010-11-08T04:00:00.000Z',
+    ])
+    expect(period(gooseBay, '2010-11-07T04:00:00Z')).toEqual([
+      '2010-11-07T03:00:00.000Z',
+      '2010-11-08T04:00:00.000Z',
     ])
   })
 
