@@ -197,6 +197,31 @@ describe('quota: the short call and the period handshake', () => {
     await store.close()
   })
 
+  it.each([
+    ['a now that is not a number', 'x'],
+    ['a negative now', -1],
+    ['a now with a fraction', 1.5],
+  ])(
+    "a period answer with %s is no script's: the call fails with ERR_SLUICE_STORE, not sent again",
+    async (_, now) => {
+      const sent: string[][] = []
+      const store = new RedisStore({
+        client: await recordingClient(sent, () => ['period', now, Date.now()]),
+        deniedCache: false,
+      })
+      const error = await Promise.resolve(store.apply(`forged${run++}`, 'k', [rule], 1, 'consume')).catch(
+        (e: unknown) => e,
+      )
+      expect(error).toBeInstanceOf(StoreError)
+      expect(error).toMatchObject({
+        code: 'ERR_SLUICE_STORE',
+        message: expect.stringMatching(/unexpected reply/),
+      })
+      expect(sent).toHaveLength(1)
+      await store.close()
+    },
+  )
+
   it("on Redis's own clock: a fresh store's first calls count once each, in the period holding Redis's now", async () => {
     const sent: string[][] = []
     const prefix = `fresh${run++}`
