@@ -132,6 +132,25 @@ describe('quota: the period handshake', () => {
     await store.close()
   })
 
+  it("a reset forgets the period's count: the next call is admitted as on a key never seen", async () => {
+    const now = edge - 5000
+    const store = new PostgresStore({ client: pool, clock: () => now, timeoutMs: 2000, sweepIntervalMs: 0 })
+    const memory = new MemoryStore({ clock: () => now, sweepIntervalMs: 0 })
+    const prefix = `reset${run++}`
+    for (let i = 0; i < 4; i++) {
+      expect(await store.apply(prefix, 'k', [rule], 1, 'consume')).toEqual(
+        memory.apply(prefix, 'k', [rule], 1, 'consume'),
+      )
+    }
+    await store.reset(prefix, 'k')
+    memory.reset(prefix, 'k')
+    const after = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    expect(after).toEqual(memory.apply(prefix, 'k', [rule], 1, 'consume'))
+    expect(after[0]).toMatchObject({ allowed: true, used: 0, remaining: 2 })
+    memory.close()
+    await store.close()
+  })
+
   it("on the database's own clock: a fresh store's calls count in the period holding the database's now", async () => {
     const prefix = `fresh${run++}`
     const store = new PostgresStore({ client: pool, timeoutMs: 2000, sweepIntervalMs: 0 })

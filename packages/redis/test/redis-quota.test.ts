@@ -273,4 +273,27 @@ describe('quota and the local layers', () => {
     expect(sent).toHaveLength(5)
     await store.close()
   })
+
+  it("a reset forgets the period's count and drops the cached denial: the next call is admitted as on a key never seen", async () => {
+    let now = edge - 5000
+    const clock = () => now
+    const store = new RedisStore({ client: await clientOf('ioredis', server), clock, deniedCache: true })
+    const memory = new MemoryStore({ clock, sweepIntervalMs: 0 })
+    const prefix = `reset${run++}`
+    for (let i = 0; i < 4; i++) {
+      expect(await store.apply(prefix, 'k', [rule], 1, 'consume')).toEqual(
+        memory.apply(prefix, 'k', [rule], 1, 'consume'),
+      )
+    }
+    now = edge - 4000
+    expect((await store.apply(prefix, 'k', [rule], 1, 'consume')).reason).toBe('cache')
+    await store.reset(prefix, 'k', [rule])
+    memory.reset(prefix, 'k')
+    expect(await server.cli('EXISTS', `sluice:${prefix}:{k}:${rule.id}`)).toBe('0\n')
+    const after = await store.apply(prefix, 'k', [rule], 1, 'consume')
+    expect(after).toEqual(memory.apply(prefix, 'k', [rule], 1, 'consume'))
+    expect(after[0]).toMatchObject({ allowed: true, used: 0, remaining: 2 })
+    memory.close()
+    await store.close()
+  })
 })
