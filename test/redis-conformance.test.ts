@@ -12,6 +12,7 @@ import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
 import {
   agreesAtEdges,
   agreesOnLongLogs,
+  agreesOnQuotaPeriods,
   answersRandomTraces,
   asRule,
   givesQueuedSlotsBack,
@@ -46,6 +47,15 @@ describe.each(STORE_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)'
   it('answers every random trace exactly as the memory store does', async () => {
     const client = await clientOf(kind, server)
     await answersRandomTraces(
+      (clock) => new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 }),
+      {},
+      { quota: true },
+    )
+  })
+
+  it('agrees with the memory store on quota periods: DST days, skipped and repeated midnights, month ends, a leap day', async () => {
+    const client = await clientOf(kind, server)
+    await agreesOnQuotaPeriods(
       (clock) => new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 }),
     )
   })

@@ -11,6 +11,8 @@
  *    timeout fails the case instead of passing as an admission).
  *    `concurrency` releases each lease as the HTTP kit does (not awaited); `concurrency-awaited` awaits it.
  *  - `sluice-node-redis:<algorithm>`: the same on a node-redis client.
+ *  - `sluice-pair:<algorithm>`: the same (ioredis), the rule second of two, after a fixedWindow: the composed
+ *    script, not a straight-down one.
  *  - `rlf`: rate-limiter-flexible RateLimiterRedis (its Lua script through ioredis).
  *  - `rlr`: rate-limit-redis (express-rate-limit's Redis store, EVALSHA through ioredis `call`).
  *  - `ceiling:<algorithm>`: a raw EVALSHA of lib/ceiling-scripts.mjs through ioredis.
@@ -29,7 +31,7 @@ import { consumeAndRelease, HIGH, ruleFor, WINDOW_MS } from '../lib/subjects.mjs
 
 const require = createRequire(import.meta.url)
 const p = params()
-const { createLimiter } = await sluice('core')
+const { createLimiter, fixedWindow } = await sluice('core')
 const { RedisStore } = await sluice('redis')
 
 async function ioredisClient(name) {
@@ -50,10 +52,10 @@ async function ioredisClient(name) {
 
 async function subject(name) {
   const [kind, algorithm] = name.split(':')
-  if (kind === 'sluice' || kind === 'sluice-node-redis') {
+  if (kind === 'sluice' || kind === 'sluice-node-redis' || kind === 'sluice-pair') {
     let client
     let close
-    if (kind === 'sluice') ({ client, close } = await ioredisClient(name))
+    if (kind !== 'sluice-node-redis') ({ client, close } = await ioredisClient(name))
     else {
       const { createClient } = require('redis')
       client = createClient({ socket: { host: '127.0.0.1', port: p.port }, disableOfflineQueue: true })
@@ -62,7 +64,11 @@ async function subject(name) {
     }
     const store = new RedisStore({ client, timeoutMs: 1000, deniedCache: p.deniedCache ?? true })
     const rule = ruleFor(algorithm === 'concurrency-awaited' ? 'concurrency' : algorithm)
-    const limiter = createLimiter({ rules: [rule], store, onStoreError: 'throw' })
+    const rules =
+      kind === 'sluice-pair'
+        ? [fixedWindow({ limit: HIGH, windowMs: WINDOW_MS, name: 'first' }), rule]
+        : [rule]
+    const limiter = createLimiter({ rules, store, onStoreError: 'throw' })
     const consume =
       algorithm === 'concurrency' || algorithm === 'concurrency-awaited'
         ? consumeAndRelease(limiter, algorithm === 'concurrency-awaited')

@@ -46,10 +46,12 @@ import {
   encodeSlidingWindow,
   type FixedWindowRow,
   isLate,
+  periodMissOf,
   rowKey,
   type SlidingWindowRow,
   serverNowOf,
   withDeadline,
+  writePeriods,
 } from './wire.ts'
 
 export interface PostgresStoreOptions {
@@ -219,7 +221,7 @@ export class PostgresStore implements Store {
       block,
       marks,
     )
-    return this.#call(args).then((reply) => decode(reply, rules, consume, marks))
+    return this.#call(args, rules).then((reply) => decode(reply, rules, consume, marks))
   }
 
   async adjust(
@@ -253,7 +255,7 @@ export class PostgresStore implements Store {
       act === ACT.penalize ? block : undefined,
       marks ?? null,
     )
-    const reply = await this.#call(args)
+    const reply = await this.#call(args, rules)
     return act === ACT.penalize ? decode(reply, rules, false, null) : undefined
   }
 
@@ -312,19 +314,42 @@ export class PostgresStore implements Store {
    * Runs the apply function within the timeout, with the call's deadline in the database's clock (or, before
    * any reply has told that clock, the timeout as a budget from the statement's start).
    */
-  #call(args: unknown[]): Promise<(number | null)[]> {
+  #call(args: unknown[], rules: readonly Rule[]): Promise<(number | null)[]> {
     if (this.#closed) return Promise.reject(this.#closedError())
     const started = performance.now()
     const deadline = this.#offset === undefined ? null : Math.floor(started + this.#timeoutMs + this.#offset)
     withDeadline(args, deadline, this.#timeoutMs)
+    const periods = rules.some((rule) => rule.kind === 'quota')
+    if (periods) writePeriods(args, rules, this.#periodNow())
+    const run = () => this.#connection.rows(this.#applyName, this.#apply, args)
     return this.#run(
-      this.#connection.rows(this.#applyName, this.#apply, args).then((rows) => {
-        const reply = rows[0]!.r as (number | null)[]
+      run().then(async (rows) => {
+        let reply = rows[0]!.r as (number | null)[]
         this.#learnClock(serverNowOf(reply))
+        const outside = periodMissOf(reply)
+        if (outside !== undefined) {
+          // The database's now lay outside a quota's period (a stale estimate at its edge): once more, for
+          // the period holding that now; a second miss (an edge passed between the two) counts nothing.
+          writePeriods(args, rules, outside)
+          reply = (await run())[0]!.r as (number | null)[]
+          this.#learnClock(serverNowOf(reply))
+          if (periodMissOf(reply) !== undefined) throw periodsMissed()
+        }
         if (isLate(reply)) throw this.#timedOut()
         return reply
       }),
     )
+  }
+
+  /**
+   * The call's now as this store expects it, from which a quota rule's period is sent: the given clock's,
+   * else the database's as the replies have told it, else (before any reply) this machine's. The apply
+   * function checks it, so a wrong guess costs a round trip, never a miscount.
+   */
+  #periodNow(): number {
+    const now = this.#now()
+    if (now !== null) return now
+    return this.#offset === undefined ? Date.now() : Math.floor(performance.now() + this.#offset)
   }
 
   /** One fixedWindow rule consumed without a block: one upsert, its deadline and lock bound as `#call`'s. */
@@ -430,4 +455,12 @@ export class PostgresStore implements Store {
 /** Per-rule costs and `'settle'`, which this store does not take yet. */
 function perRuleCosts(): SluiceError {
   return new SluiceError(ErrorCode.UNSUPPORTED, 'PostgresStore does not take per-rule costs or settle yet.')
+}
+
+/** A quota call whose period PostgreSQL's clock left twice: nothing counted. */
+function periodsMissed(): StoreError {
+  return new StoreError(
+    ErrorCode.STORE_ERROR,
+    "PostgreSQL's clock lay outside the quota period the call was sent for, twice (a period's edge passed between the two); nothing was counted.",
+  )
 }

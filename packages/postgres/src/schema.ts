@@ -37,8 +37,11 @@ export const ACT = {
   release: 6,
 } as const
 
-/** The reply's head: status, server ms, the call's ms, then the block begun (or the block's ms left). */
-export const STATUS = { ok: 0, blocked: 1, late: 2 } as const
+/**
+ * The reply's head: status, server ms, the call's ms, then the block begun (or the block's ms left). A call
+ * whose `now` lies outside a period it carries (a quota's) is answered `[period, server ms, the call's ms]`.
+ */
+export const STATUS = { ok: 0, blocked: 1, late: 2, period: 3 } as const
 export const HEAD = 4
 /** Per rule: allowed (1/0), remaining, resetMs, retryAfterMs, waitMs, and where a queued call left the queue. */
 export const PER_RULE = 7
@@ -110,6 +113,25 @@ export function migration(names: Names): string {
       END IF;
       ${Array.from({ length: PARAMS_PER_RULE }, (_, j) => params(j + 1)).join(' ')}
       ok := true; rem := 0; rst := 0; rty := 0; wt := 0; q1 := NULL; q2 := NULL; changed := false;`
+  /**
+   * Checks the periods the call carries (the kinds with \`outside\`), before any lock: a call outside one
+   * changes nothing and answers its \`now\`.
+   */
+  const periodic = kinds.filter((k) => k.outside !== undefined)
+  const checkPeriods =
+    periodic.length === 0
+      ? ''
+      : `
+  IF kinds && ARRAY[${periodic.map((k) => k.code).join(', ')}] THEN
+    FOR i IN 1..n LOOP
+      o := (i - 1) * ${PARAMS_PER_RULE};
+      ${Array.from({ length: PARAMS_PER_RULE }, (_, j) => params(j + 1)).join(' ')}
+      CASE kinds[i]
+      ${periodic.map((k) => `WHEN ${k.code} THEN IF ${k.outside} THEN RETURN ARRAY[${STATUS.period}, server, now]; END IF;`).join('\n')}
+      ELSE NULL;
+      END CASE;
+    END LOOP;
+  END IF;`
   /** Writes the row in \`st\`. */
   const write = `
         INSERT INTO ${T} VALUES (st.*)
@@ -191,7 +213,7 @@ BEGIN
   IF deadline IS NOT NULL THEN
     IF server >= deadline THEN RETURN ARRAY[${STATUS.late}, server]; END IF;
     PERFORM set_config('lock_timeout', (deadline - server)::bigint || 'ms', true);
-  END IF;
+  END IF;${checkPeriods}
   IF act = ${ACT.peek} THEN
     FOR st IN SELECT * FROM ${T} WHERE k = key AND (r = ANY(rids) OR r = '') LOOP
       IF st.r = '' THEN brow := st; ELSE rows[array_position(rids, st.r)] := st; END IF;

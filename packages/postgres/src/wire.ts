@@ -5,7 +5,14 @@
  */
 
 import type { FixedWindowRule, SlidingWindowRule } from '@sluice/core'
-import { type BlockPolicy, ErrorCode, type Rule, type RuleDecision, StoreError } from '@sluice/core'
+import {
+  type BlockPolicy,
+  ErrorCode,
+  quotaPeriod,
+  type Rule,
+  type RuleDecision,
+  StoreError,
+} from '@sluice/core'
 import { blockedAnswer, ruleDecision, type StoreAnswer } from '@sluice/core/store'
 import { PARAMS_PER_RULE } from './kinds/kind.ts'
 import { HEAD, type kindsOf, PER_RULE, STATUS } from './schema.ts'
@@ -63,6 +70,27 @@ export function encode(
   const blk = block === undefined ? null : [block.ms, block.factor, block.maxMs, block.forgetMs, block.keep]
   const m = marks === null ? null : marks.map((x) => x ?? null)
   return [rowKey, ids, codes, params, cost, act, at, null, blk, m, null]
+}
+
+/**
+ * Writes into `args` (from `encode`) each quota rule's period holding `now` (ms on the database's clock, as the
+ * store estimates it): [start, end) as core's `quotaPeriod` computes it, its params 2 and 3. The apply
+ * function answers `STATUS.period` when the call's `now` lies outside one (`periodMissOf`).
+ */
+export function writePeriods(args: unknown[], rules: readonly Rule[], now: number): void {
+  const params = args[3] as number[]
+  for (let i = 0; i < rules.length; i++) {
+    const rule = rules[i]!
+    if (rule.kind !== 'quota') continue
+    const { start, end } = quotaPeriod(rule, now)
+    params[i * PARAMS_PER_RULE + 1] = start
+    params[i * PARAMS_PER_RULE + 2] = end
+  }
+}
+
+/** The call's `now` from a reply saying it lay outside a period the call carried; else undefined. */
+export function periodMissOf(reply: readonly (number | null)[]): number | undefined {
+  return reply[0] === STATUS.period ? reply[2]! : undefined
 }
 
 /**
@@ -148,6 +176,15 @@ export function decode(
     const ok = reply[at] === 1
     if (!ok) allowed = false
     const retry = !ok && reply[at + 3]! < blockMs ? blockMs : reply[at + 3]!
+    if (rule.kind === 'quota') {
+      // A quota never waits: its waitMs place holds the period's count before the call (kinds/quota.ts).
+      out[i] = {
+        ...ruleDecision(rule, ok, reply[at + 1]!, reply[at + 2]!, retry, 0),
+        used: reply[at + 4]!,
+        resetsAt: quotaPeriod(rule, reply[2]!).end,
+      }
+      continue
+    }
     const d = ruleDecision(rule, ok, reply[at + 1]!, reply[at + 2]!, retry, reply[at + 4]!) as {
       -readonly [F in keyof RuleDecision]: RuleDecision[F]
     }

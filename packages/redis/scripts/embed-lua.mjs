@@ -21,6 +21,7 @@ export const RULE_FILES = {
   leakyBucket: 'leaky-bucket.lua',
   concurrency: 'concurrency.lua',
   warmUp: 'warm-up.lua',
+  quota: 'quota.lua',
 }
 
 /** The rule kinds whose single-rule consume (a cost above 0, no block) has a script written straight down. */
@@ -28,6 +29,7 @@ export const CONSUME_FILES = {
   fixedWindow: 'fixed-window-consume.lua',
   slidingLog: 'sliding-log-consume.lua',
   concurrency: 'concurrency-consume.lua',
+  quota: 'quota-consume.lua',
 }
 
 function read(name) {

@@ -6,7 +6,15 @@
 import { ErrorCode, StoreError } from '@sluice/core'
 import { type RedisConnection, type Script, storeError } from './client.ts'
 import { Deadlines, type PendingCall } from './deadlines.ts'
-import { type Call, isLate, serverNowOf, unexpectedReply, withDeadline } from './wire.ts'
+import {
+  type Call,
+  isLate,
+  periodMissOf,
+  serverNowOf,
+  unexpectedReply,
+  withDeadline,
+  writePeriods,
+} from './wire.ts'
 
 /**
  * Reads a script's reply. `late`: the call had already been answered by its timeout when the reply came,
@@ -40,6 +48,11 @@ export class ScriptCalls {
     this.#deadlines = new Deadlines(timeoutMs, () => performance.now(), this.timeoutError)
   }
 
+  /** Redis's ms now as these calls estimate it (see `#learnClock`); undefined until the first reply. */
+  redisNow(): number | undefined {
+    return this.#offset === undefined ? undefined : performance.now() + this.#offset
+  }
+
   /** A call, waiting from now until its timeout. */
   start<T>(): PendingCall<T> {
     return this.#deadlines.start<T>()
@@ -54,6 +67,11 @@ export class ScriptCalls {
    * call's timeout from a script that ran (see `ReadReply`). `lost` is told when the call ends without the
    * script having run, as far as can be known: with `late` true when Redis answered `late` and the call goes
    * no more (the script surely did nothing), false when the client failed the call (it may have run).
+   *
+   * A call carrying quota periods (`wire.periods`) whose script's now lay outside one of them (a stale
+   * estimate of Redis's clock at a period's edge) is answered `{ 'period', now, serverNow }` and changed
+   * nothing: it is sent once more with the periods holding that now. A second such answer (a period's edge
+   * passed between the two) fails the call, `ERR_SLUICE_STORE`, having counted nothing.
    */
   attempt<T>(
     call: PendingCall<T>,
@@ -72,7 +90,7 @@ export class ScriptCalls {
         if (serverNow !== undefined) this.#learnClock(serverNow, sent, performance.now())
         if (call.done) {
           // Answered by its timeout meanwhile: a script that ran anyway has what it counted given back.
-          if (isLate(reply)) lost?.(true)
+          if (isLate(reply) || missed(reply)) lost?.(true)
           else if (serverNow !== undefined) {
             try {
               done(reply as unknown[], true)
@@ -84,6 +102,24 @@ export class ScriptCalls {
           const refused = retry ? this.refuse() : this.timeoutError()
           if (refused === undefined) this.attempt(call, s, wire, false, done, lost)
           else {
+            call.reject(refused)
+            lost?.(true)
+          }
+          return
+        }
+        let outside: number | undefined
+        try {
+          outside = periodMissOf(reply)
+        } catch (error) {
+          call.reject(error)
+          return
+        }
+        if (outside !== undefined) {
+          const refused = wire.periods === undefined ? periodsMissed() : this.refuse(true)
+          if (refused === undefined) {
+            writePeriods(wire, outside)
+            this.attempt(call, s, { ...wire, periods: undefined }, retry, done, lost)
+          } else {
             call.reject(refused)
             lost?.(true)
           }
@@ -166,4 +202,20 @@ export class ScriptCalls {
       },
     )
   }
+}
+
+/** Whether a reply says the script's now lay outside a period the call carried (a malformed one says no). */
+function missed(reply: unknown): boolean {
+  try {
+    return periodMissOf(reply) !== undefined
+  } catch {
+    return false
+  }
+}
+
+function periodsMissed(): StoreError {
+  return new StoreError(
+    ErrorCode.STORE_ERROR,
+    "Redis's clock lay outside the quota period the call was sent for, twice (a period's edge passed between the two); nothing was counted.",
+  )
 }

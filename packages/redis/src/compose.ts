@@ -54,6 +54,26 @@ export const FETCH_SHARE = 16
  */
 export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): string {
   const f = feetOf(kinds)
+  return periodChecks(f) + actFoot(f, act, withBlock)
+}
+
+/**
+ * Before anything else, each rule whose params carry a period (a quota: `period` in its `REDIS_KINDS` entry)
+ * checks that the script's now lies in it; when not, the script changes nothing and answers its now, for
+ * which the client computes the periods again (wire.ts `writePeriods`).
+ */
+function periodChecks({ kinds, params }: Rules): string {
+  let lines = ''
+  kinds.forEach((kind, i) => {
+    if (REDIS_KINDS[kind].period) {
+      lines += `if ${kind}Outside(now, ${params[i]}) then return { 'period', now, serverNow } end\n`
+    }
+  })
+  return lines
+}
+
+function actFoot(f: Rules, act: Act, withBlock: boolean): string {
+  const kinds = f.kinds
   switch (act) {
     case 'refund':
       return [...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${f.params[i]})`), OK].join(

@@ -39,6 +39,13 @@ export interface RedisKind {
    * id; `release` ends it with `<kind>Release`), or nothing.
    */
   readonly mark: 'queue' | 'lease' | undefined
+  /**
+   * Whether the rule's params end with a period [start, end) the client computes per call from its estimate of
+   * the script's clock (wire.ts `writePeriods`): the chunk defines `<kind>Outside(now, params...)`, which the
+   * foot asks before anything else, and a call whose `now` lies outside changes nothing and answers
+   * `{ 'period', now, serverNow }` (calls.ts sends it once more, for the period holding that `now`).
+   */
+  readonly period: boolean
 }
 
 export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
@@ -49,6 +56,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     prefetch: true,
     batch: 'window',
     mark: undefined,
+    period: false,
   },
   slidingLog: {
     chunk: RULE_LUA.slidingLog,
@@ -57,6 +65,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     prefetch: true,
     batch: 'newest',
     mark: undefined,
+    period: false,
   },
   slidingWindow: {
     chunk: RULE_LUA.slidingWindow,
@@ -65,6 +74,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     prefetch: true,
     batch: 'newest',
     mark: undefined,
+    period: false,
   },
   tokenBucket: {
     chunk: RULE_LUA.tokenBucket,
@@ -73,6 +83,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     prefetch: true,
     batch: 'all',
     mark: undefined,
+    period: false,
   },
   leakyBucket: {
     chunk: RULE_LUA.leakyBucket,
@@ -81,6 +92,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     prefetch: false,
     batch: undefined,
     mark: 'queue',
+    period: false,
   },
   concurrency: {
     chunk: RULE_LUA.concurrency,
@@ -89,6 +101,7 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     prefetch: false,
     batch: undefined,
     mark: 'lease',
+    period: false,
   },
   warmUp: {
     chunk: RULE_LUA.warmUp,
@@ -97,13 +110,17 @@ export const REDIS_KINDS: { readonly [K in RuleKind]: RedisKind } = {
     prefetch: false,
     batch: undefined,
     mark: undefined,
-  }, // No chunk yet: wire.ts's ruleArgs refuses a quota rule before any script is made for it.
+    period: false,
+  },
   quota: {
-    chunk: '',
+    chunk: RULE_LUA.quota,
     consumesInOneGo: false,
-    consume: undefined,
+    consume: CONSUME_LUA.quota,
+    // A batch would have to end at its period's edge, and the decision's `used` would be the batch's, not the
+    // call's: every quota consume is a round trip (docs/design/layers.md).
     prefetch: false,
     batch: undefined,
     mark: undefined,
+    period: true,
   },
 }

@@ -7,7 +7,7 @@ import { certainRetry } from '@sluice/core/store'
 import type { Script } from './client.ts'
 import { type Act, consumeScriptFor, scriptFor } from './compose.ts'
 import { REDIS_KINDS } from './kinds.ts'
-import { ruleArgs } from './wire.ts'
+import { type Periods, periodsOf, ruleArgs } from './wire.ts'
 
 /** What the store sends for one combination of rules, computed once and kept. */
 export interface Plan {
@@ -21,6 +21,8 @@ export interface Plan {
   readonly kinds: readonly Rule['kind'][]
   /** Every rule's numbers, in order, as the script reads them (the wire's `params`). */
   readonly params: readonly string[]
+  /** Where its quota rules' periods go among the params, written per call; undefined without a quota rule. */
+  readonly periods: Periods | undefined
   /** The script that applies this sequence of rule kinds without a block (src/compose.ts). */
   readonly script: Script
   /**
@@ -98,6 +100,7 @@ function planOf(id: string, rules: readonly Rule[]): Plan {
     ids: rules.map((r) => r.id),
     kinds,
     params: rules.flatMap(ruleArgs),
+    periods: periodsOf(rules),
     script: scriptFor(kinds, 'apply', false),
     consume: consumeScriptFor(kinds),
     limits: rules.map((r) => ('limit' in r ? r.limit : r.capacity)),

@@ -54,6 +54,7 @@ import {
   resetKeys,
   returnExtras,
   serverNowOf,
+  writePeriods,
 } from './wire.ts'
 
 export type { RedisStoreOptions } from './store-options.ts'
@@ -103,6 +104,15 @@ export class RedisStore implements Store {
   /** The ms a script is sent as its `now`: the given clock's, whole (PEXPIRE takes integers); else Redis's. */
   #scriptNow(): number | undefined {
     return this.#clock === undefined ? undefined : Math.floor(this.#clock())
+  }
+
+  /**
+   * The script's now as this store expects it, from which a quota rule's period is sent: the given clock's
+   * when the call is sent, else Redis's as the replies have told it, else (before any reply) this machine's.
+   * The script checks it (calls.ts `attempt`), so a wrong guess costs a round trip, never a miscount.
+   */
+  #periodNow(): number {
+    return this.#scriptNow() ?? this.#calls.redisNow() ?? Date.now()
   }
 
   /** Local ms: the given clock, or the process's monotonic one. */
@@ -206,11 +216,12 @@ export class RedisStore implements Store {
           false,
           lease === undefined ? undefined : [lease],
         )
+    if (sent.periods !== undefined) writePeriods(sent, this.#periodNow())
 
     const call = this.#calls.start<StoreAnswer>()
     const s = straight ? plan.consume! : block !== undefined ? scriptOf(plan, 'apply', true) : plan.script
     this.#calls.attempt(call, s, sent, true, (reply, late) => {
-      const [answer, blocked] = decode(plan.limits, rules, reply, false, lease)
+      const [answer, blocked] = decode(plan.limits, rules, reply, false, lease, now ?? serverNowOf(reply))
       if (late) {
         // Answered by onStoreError already: what the script counted goes back.
         if (consume) this.#undo(key, base, plan, rules, cost, answer, now ?? serverNowOf(reply)!)
@@ -335,6 +346,7 @@ export class RedisStore implements Store {
     const marks = rules.map((rule, i) => refundMark(rule, answer[i]!, countedAt) ?? '')
     if (marks.some((mark) => mark !== '') && this.#calls.refuse(true) === undefined) {
       const sent = encode(base, plan, this.#scriptNow(), 'refund', cost, undefined, false, marks)
+      if (sent.periods !== undefined) writePeriods(sent, this.#periodNow())
       const call = this.#calls.start<undefined>()
       this.#calls.attempt(call, scriptOf(plan, 'refundCall', false), sent, true, expectOk)
       this.#track(call.promise.then(undefined, () => {}))
@@ -434,10 +446,13 @@ export class RedisStore implements Store {
     // Each rule's mark follows the params for the acts that name one call's units, lease or queue slot.
     const extras = act === 'refund' || act === 'penalize' ? undefined : rules.map((_, i) => marks?.[i] ?? '')
     const sent = encode(base, plan, now, adjustment, cost, withBlock ? block : undefined, false, extras)
+    if (sent.periods !== undefined) writePeriods(sent, this.#periodNow())
     const s = scriptOf(plan, act, withBlock)
     const call = this.#calls.start<StoreAnswer | undefined>()
     this.#calls.attempt(call, s, sent, true, (reply) =>
-      penalize ? decode(plan.limits, rules, reply, false)[0] : expectOk(reply),
+      penalize
+        ? decode(plan.limits, rules, reply, false, undefined, now ?? serverNowOf(reply))[0]
+        : expectOk(reply),
     )
     return call.promise
   }

@@ -1035,6 +1035,75 @@ local function warmUpPenalize(key, now, cost, stableMs, _threshold, maxPermits, 
   warmWrite(key, now, maxPermits, coolDownMs, next, stored)
 end
 `,
+  /** quota.lua */
+  quota: `-- quota (params: limit, start, finish): a count per calendar period [start, finish) in the rule's time zone.
+-- The client computes the period with @sluice/core's quotaPeriod, from its estimate of this script's clock,
+-- and sends it (src/wire.ts, writePeriods); the foot first asks quotaOutside, and a call whose \`now\` lies
+-- outside a period it carries changes nothing and answers { 'period', now, serverNow }, from which the
+-- client computes the period again and calls once more (src/calls.ts). A hash with one field, named by the
+-- period's start, holding its count: a consume is then one HINCRBY. The key lives until the period ends; a
+-- field of an earlier period (a key that outlived its period by a caller's clock's slack) goes when the new
+-- period's first units are counted. A quota never waits: the reply's waitMs place carries the period's count
+-- before the call, the decision's \`used\` (src/wire.ts, decode).
+
+local function quotaOutside(now, _limit, start, finish)
+  return now < start or now >= finish
+end
+
+local function quotaDecide(key, now, cost, limit, start, finish)
+  local count = tonumber(redis.call('HGET', key, start)) or 0
+  local allowed = count + cost <= limit
+  local after = count
+  if allowed then after = count + cost end
+  local remaining = limit - after
+  if remaining < 0 then remaining = 0 end
+  -- Nothing counted (only with cost 0: another rule denied the call) means nothing to replenish.
+  local resetMs = 0
+  if after > 0 then resetMs = finish - now end
+  local retryAfterMs = 0
+  if not allowed then retryAfterMs = resetMs end
+  return allowed, remaining, resetMs, retryAfterMs, count
+end
+
+-- The period's first units have just been counted in field \`start\`: earlier periods' fields go, and the key
+-- lives until the period ends.
+local function quotaBegin(key, now, start, finish)
+  if redis.call('HLEN', key) > 1 then
+    local count = redis.call('HGET', key, start)
+    redis.call('DEL', key)
+    redis.call('HSET', key, start, count)
+  end
+  redis.call('PEXPIRE', key, pttl(finish - now))
+end
+
+local function quotaAdmit(key, now, cost, _limit, start, finish)
+  if redis.call('HINCRBY', key, start, cost) == cost then quotaBegin(key, now, start, finish) end
+end
+
+-- Only the current period's count: units of a period that is over no longer count anyway.
+local function quotaRefund(key, _now, cost, _limit, start, _finish)
+  local h = redis.call('HGET', key, start)
+  if not h then return end
+  local count = tonumber(h) - cost
+  if count < 0 then count = 0 end
+  redis.call('HSET', key, start, count)
+end
+
+-- One call's units, counted at \`at\`: given back only while the period they were counted in lasts.
+local function quotaRefundCall(key, now, cost, limit, start, finish, at)
+  if at >= start and at < finish then quotaRefund(key, now, cost, limit, start, finish) end
+end
+
+local function quotaPenalize(key, now, cost, limit, start, finish)
+  local h = redis.call('HGET', key, start)
+  local count = tonumber(h) or 0
+  local after = count + cost
+  if after > limit + cost then after = limit + cost end
+  if after < count then after = count end
+  redis.call('HSET', key, start, after)
+  if not h then quotaBegin(key, now, start, finish) end
+end
+`,
 } as const
 
 /** One rule's consume of a cost above 0 without a block, written straight down, for the kinds that have one. */
@@ -1256,6 +1325,49 @@ end
 local remaining = limit - leased
 if remaining < 0 then remaining = 0 end
 return { 0, remaining, tonumber(live[#live]) - now, retryAt - now, 0, '', 0, serverNow }
+`,
+  /** quota-consume.lua */
+  quota: `-- sluice: one quota rule's consume of a cost above 0, without a block, written straight down: the prelude's
+-- head (TIME, the deadline, the caller's clock), the period check and quota.lua's decide and admit inlined,
+-- counting first as fixed-window-consume.lua does. It reads the short call (src/wire.ts, encodeConsume):
+-- ARGV the deadline, limit, the period's start and end, then the cost (absent: 1), then the caller's ms
+-- (absent: Redis's clock). Its replies are the composed \`apply\` script's: \`{ 'period', now, serverNow }\`
+-- when \`now\` lies outside the period sent, else the full form (a quota's waitMs place carries \`used\`). Keep
+-- it in step with quota.lua: the conformance suites run every such consume through it.
+
+local t = redis.call('TIME')
+local serverNow = t[1] * 1000 + math.floor(t[2] / 1000)
+if serverNow >= tonumber(ARGV[1]) then return { 'late', serverNow } end
+local now, ttlSlack = serverNow, 0
+if ARGV[6] then now, ttlSlack = tonumber(ARGV[6]), 1000 end
+local start, finish = tonumber(ARGV[3]), tonumber(ARGV[4])
+if now < start or now >= finish then return { 'period', now, serverNow } end
+local costText = ARGV[5] or '1'
+local key, cost, limit = KEYS[1], tonumber(costText), tonumber(ARGV[2])
+-- The field is the start as the client wrote it, the digits Redis writes for the number in quota.lua.
+local field = ARGV[3]
+local after = redis.call('HINCRBY', key, field, costText)
+local count = after - cost
+if after == cost then
+  -- The period's first units: as quotaBegin.
+  if redis.call('HLEN', key) > 1 then
+    redis.call('DEL', key)
+    redis.call('HSET', key, field, after)
+  end
+  redis.call('PEXPIRE', key, finish - now + ttlSlack)
+end
+if after <= limit then return { 1, limit - after, finish - now, 0, count, '', 0, serverNow } end
+-- Denied: the units go again (and with them a field this call made).
+if count == 0 then
+  redis.call('HDEL', key, field)
+else
+  redis.call('HINCRBY', key, field, -cost)
+end
+local remaining = limit - count
+if remaining < 0 then remaining = 0 end
+local resetMs = 0
+if count > 0 then resetMs = finish - now end
+return { 0, remaining, resetMs, resetMs, count, '', 0, serverNow }
 `,
 }
 

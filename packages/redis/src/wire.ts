@@ -10,7 +10,9 @@
  * (`fetchExtras`) or a return's (`returnExtras`). The one exception is the short call of a straight-down
  * consume of one rule (`encodeConsume`): the deadline, the rule's params, a concurrency rule's lease id,
  * then the cost and the caller's ms only when they say something.
- * Reply: `{ 'late', serverNow }`; `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
+ * A quota rule's params end with its period, which the store writes per call (`writePeriods`).
+ * Reply: `{ 'late', serverNow }`; `{ 'period', now, serverNow }` (a quota's period did not hold the script's
+ * now); `{ 'blocked', ms left, serverNow }`; or `REPLY_FIELDS` values per rule,
  * the block begun, (a fetch: the units taken, the key's reset count,) serverNow; `{ 'ok', serverNow }`. A
  * decision of one rule that admits, waits for nothing and holds no mark (or only the lease the call sent)
  * may come as `ADMITTED_REPLY`.
@@ -22,9 +24,10 @@ import {
   type Adjustment,
   type BlockPolicy,
   ErrorCode,
+  type QuotaRule,
+  quotaPeriod,
   type Rule,
   type RuleDecision,
-  SluiceError,
   type StoreAnswer,
   StoreError,
 } from '@sluice/core'
@@ -47,7 +50,7 @@ export const PARAMS: { readonly [K in Kind]: number } = {
   leakyBucket: 3,
   concurrency: 2,
   warmUp: 7,
-  quota: 0,
+  quota: 3,
 }
 
 /** A rule's params as the script reads them, in order. */
@@ -76,12 +79,62 @@ export function ruleArgs(rule: Rule): string[] {
         String(rule.limit),
       ]
     case 'quota':
-      // No script counts a quota yet: the store refuses the rule when a call brings it.
-      throw new SluiceError(
-        ErrorCode.UNSUPPORTED,
-        `The Redis store cannot apply quota rules yet (rule ${rule.name}).`,
-      )
+      // The period's start and end: written per call, for the script's now (`writePeriods`).
+      return [String(rule.limit), '', '']
   }
+}
+
+/**
+ * A plan's quota rules, each with where its period's start sits among the plan's params (its end follows):
+ * what `writePeriods` fills in. Rules of one spec share their period (core's `quotaPeriod`), so a plan keeps
+ * the first rules it was made for.
+ */
+export interface Periods {
+  readonly rules: readonly QuotaRule[]
+  readonly at: readonly number[]
+}
+
+/** The quota rules' periods among `rules`' params (`ruleArgs`), or undefined when no rule has one. */
+export function periodsOf(rules: readonly Rule[]): Periods | undefined {
+  const quotas: QuotaRule[] = []
+  const at: number[] = []
+  let offset = 0
+  for (const rule of rules) {
+    if (rule.kind === 'quota') {
+      quotas.push(rule)
+      at.push(offset + 1)
+    }
+    offset += PARAMS[rule.kind]
+  }
+  return quotas.length === 0 ? undefined : { rules: quotas, at }
+}
+
+/**
+ * Writes into the call each quota rule's period holding `now` (ms on the script's clock): [start, end) as
+ * core's `quotaPeriod` computes it. The script answers `{ 'period', now, serverNow }` when its own now lies
+ * outside one of them.
+ */
+export function writePeriods(call: Call, now: number): void {
+  const periods = call.periods
+  if (periods === undefined) return
+  const first = call.paramsAt ?? HEAD_ARGS
+  for (let j = 0; j < periods.rules.length; j++) {
+    const { start, end } = quotaPeriod(periods.rules[j]!, now)
+    call.args[first + periods.at[j]!] = String(start)
+    call.args[first + periods.at[j]! + 1] = String(end)
+  }
+}
+
+/**
+ * The script's now from a reply saying it lay outside a period the call carried (`{ 'period', now,
+ * serverNow }`); undefined for any other reply. A `now` that is not a whole number >= 0 is not one of the
+ * scripts' replies.
+ */
+export function periodMissOf(reply: unknown): number | undefined {
+  if (!Array.isArray(reply) || reply.length !== 3 || String(reply[0]) !== 'period') return undefined
+  const now = numberOf(reply[1])
+  if (!(Number.isInteger(now) && now >= 0)) throw unexpectedReply()
+  return now
 }
 
 /** Per rule the reply holds allowed, remaining, resetMs, retryAfterMs, waitMs and the queue mark. */
@@ -153,6 +206,10 @@ export interface Call {
   readonly args: string[]
   /** Where in `args` the deadline goes: the head's place (ARGV[4]) when not given. */
   readonly deadlineAt?: number
+  /** The quota rules' periods the call carries (`writePeriods`), or undefined when it has none. */
+  readonly periods?: Periods | undefined
+  /** Where in `args` the rules' params begin: after the head (`HEAD_ARGS`) when not given. */
+  readonly paramsAt?: number
 }
 
 /** The rules a call applies, as the wire carries them. */
@@ -161,6 +218,8 @@ export interface RulesOnWire {
   readonly ids: readonly string[]
   /** Every rule's params, in order (`ruleArgs`). */
   readonly params: readonly string[]
+  /** Where the quota rules' periods go among the params (`periodsOf`); absent without a quota rule. */
+  readonly periods?: Periods | undefined
 }
 
 /**
@@ -191,7 +250,7 @@ export function encode(
   args[4] = blockArg(block)
   for (let i = 0; i < params.length; i++) args[i + HEAD_ARGS] = params[i]!
   for (let i = 0; i < extras.length; i++) args[i + HEAD_ARGS + params.length] = extras[i]!
-  return { keys, args, deadlineAt: HEAD_DEADLINE }
+  return { keys, args, deadlineAt: HEAD_DEADLINE, periods: rules.periods }
 }
 
 const NONE: readonly string[] = []
@@ -216,9 +275,11 @@ export function encodeConsume(
   const params = rules.params
   const keys = [base + rules.ids[0]!]
   const args = lease === undefined ? ['', params[0]!, params[1]!] : ['', params[0]!, params[1]!, lease]
+  // A quota rule's third param, its period's end (its start is the second).
+  if (rules.periods !== undefined) args.push(params[2]!)
   if (cost !== 1 || now !== undefined) args.push(String(cost))
   if (now !== undefined) args.push(String(now))
-  return { keys, args, deadlineAt: 0 }
+  return { keys, args, deadlineAt: 0, periods: rules.periods, paramsAt: 1 }
 }
 
 /**
@@ -306,7 +367,8 @@ function amountOf(value: unknown): number {
  * rule's limit (or capacity), as the decisions report it. Data from Redis: a reply of another shape, an
  * `allowed` other than 0 or 1, or a count or ms that is not a finite number >= 0 (a block's ms: > 0)
  * throws `unexpectedReply()`, and the call fails as any store failure does (`onStoreError`). `lease`: the
- * lease id a consume sent (a plan with a concurrency rule), which a short reply stands for.
+ * lease id a consume sent (a plan with a concurrency rule), which a short reply stands for. `now`: the
+ * script's now, whose period a quota rule's decision ends at (`resetsAt`).
  */
 export function decode(
   limits: readonly number[],
@@ -314,6 +376,7 @@ export function decode(
   reply: unknown[],
   fetch: boolean,
   lease?: string,
+  now?: number,
 ): [StoreAnswer, number] {
   const n = rules.length
   if (reply.length === 3 && String(reply[0]) === 'blocked') {
@@ -341,6 +404,26 @@ export function decode(
       out[i] = leaseDecision(rule, allowed === 1, limit, remaining, resetMs, retryAfterMs, waitMs, lease)
       continue
     }
+    if (rule.kind === 'quota') {
+      // A quota never waits: its waitMs place carries `used`, but for a rule that admitted a call another rule
+      // denied, whose figures the foot decides again at cost 0 (compose.ts), writing 0 there: it has then
+      // counted `limit - remaining` (below its limit, or it would not have admitted).
+      const limit = limits[i]!
+      const used = allowed === 1 && deniedAt(reply, n) ? limit - remaining : waitMs
+      out[i] = {
+        rule: rule.name,
+        allowed: allowed === 1,
+        limit,
+        remaining,
+        resetMs,
+        retryAfterMs,
+        waitMs: 0,
+        windowSeconds: rule.policyWindowSeconds,
+        used,
+        resetsAt: quotaPeriod(rule, now!).end,
+      }
+      continue
+    }
     const d: RuleDecision = {
       rule: rule.name,
       allowed: allowed === 1,
@@ -354,6 +437,12 @@ export function decode(
     out[i] = waitMs > 0 && mark !== '' && mark != null ? { ...d, queue: String(mark) } : d
   }
   return [out, amountOf(reply[n * REPLY_FIELDS])]
+}
+
+/** Whether any rule of the reply's `n` denied the call. */
+function deniedAt(reply: unknown[], n: number): boolean {
+  for (let i = 0; i < n; i++) if (numberOf(reply[i * REPLY_FIELDS]) === 0) return true
+  return false
 }
 
 /**

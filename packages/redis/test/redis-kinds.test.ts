@@ -25,8 +25,7 @@ function defines(chunk: string, name: string): boolean {
 }
 
 describe('the Redis record of rule kinds', () => {
-  // quota has no chunk yet (the store refuses its rules, below); it joins this loop with its script.
-  for (const [kind, entry] of Object.entries(REDIS_KINDS).filter(([kind]) => kind !== 'quota')) {
+  for (const [kind, entry] of Object.entries(REDIS_KINDS)) {
     it(`${kind}: a declared trait names a function its chunk defines, and an undeclared one names none (a renamed Return no longer turns prefetch off silently)`, () => {
       expect(defines(entry.chunk, `${kind}Decide`)).toBe(true)
       expect(defines(entry.chunk, `${kind}Admit`)).toBe(true)
@@ -34,21 +33,11 @@ describe('the Redis record of rule kinds', () => {
       expect(defines(entry.chunk, `${kind}Consume`)).toBe(entry.consumesInOneGo)
       expect(defines(entry.chunk, `${kind}Unqueue`)).toBe(entry.mark === 'queue')
       expect(defines(entry.chunk, `${kind}Release`)).toBe(entry.mark === 'lease')
+      expect(defines(entry.chunk, `${kind}Outside`)).toBe(entry.period)
+      // A kind with a consume written straight down has its script.
+      expect(entry.consume === undefined || entry.consume.includes('KEYS[1]')).toBe(true)
     })
   }
-
-  it('quota: no chunk yet, and a plan of a quota rule is refused with ERR_SLUICE_UNSUPPORTED before any script is made', () => {
-    expect(REDIS_KINDS.quota.chunk).toBe('')
-    const error = (() => {
-      try {
-        new Plans().of([quota({ limit: 5, per: 'day' }) as Rule])
-      } catch (e) {
-        return e
-      }
-      return undefined
-    })()
-    expect((error as { code?: string } | undefined)?.code).toBe('ERR_SLUICE_UNSUPPORTED')
-  })
 
   it('a plan is batchable exactly when every rule is of a kind declared prefetchable, and holds leases exactly with a concurrency rule', () => {
     const plans = new Plans()
@@ -60,6 +49,7 @@ describe('the Redis record of rule kinds', () => {
       [leakyBucket({ ratePerSecond: 5 }), false, false],
       [concurrency({ limit: 5 }) as Rule, false, true],
       [warmUp({ ratePerSecond: 5, warmUpMs: 1000 }), false, false],
+      [quota({ limit: 5, per: 'day' }) as Rule, false, false],
     ]
     for (const [rule, batchable, leases] of one) {
       expect(plans.of([rule])).toMatchObject({ batchable, leases })

@@ -29,6 +29,12 @@ export interface KindSql<R extends Rule = Rule> {
   readonly penalize: string
   readonly unqueue?: string
   readonly release?: string
+  /**
+   * For a kind whose params carry a period the client computed (quota), a condition over `now` and the
+   * params that holds when `now` lies outside it: the apply function then answers its `now` before taking
+   * any lock or reading any row (`STATUS.period`), and the client sends the call once more.
+   */
+  readonly outside?: string
 }
 
 /** Params per rule in the call's flat list of params. */
