@@ -2,6 +2,8 @@
  * @module What each entry point of @sluice/core offers at run time. Growing a surface is a decision: it
  * changes this list.
  */
+
+import { createRequire } from 'node:module'
 import * as core from '@sluice/core'
 import * as http from '@sluice/core/http'
 import * as options from '@sluice/core/options'
@@ -122,5 +124,18 @@ describe('entry points', () => {
       thrown = error
     }
     expect(thrown).toBeInstanceOf(builtCore.InvalidOptionError)
+  })
+
+  it("a quota rule built by the CommonJS build is a rule to the ESM build's limiter (another copy of core)", async () => {
+    const esm = await import(new URL('../dist/index.js', import.meta.url).href)
+    const cjs = createRequire(import.meta.url)('../dist/index.cjs')
+    const rule = cjs.quota({ limit: 2, per: 'day', timeZone: 'Europe/Berlin' })
+    const limiter = esm.createLimiter({
+      rules: [rule],
+      store: new esm.MemoryStore({ clock: () => 1_800_000_000_000 }),
+    })
+    const said = [await limiter.consume('k'), await limiter.consume('k'), await limiter.consume('k')]
+    expect(said.map((d: { allowed: boolean }) => d.allowed)).toEqual([true, true, false])
+    expect(esm.quotaPeriod(rule, 1_800_000_000_000)).toEqual(cjs.quotaPeriod(rule, 1_800_000_000_000))
   })
 })
