@@ -99,13 +99,13 @@ const COMPARISONS = [
     goal: 0.9,
   },
   {
-<<<<<<< HEAD
     // At most 1.3 times fixedWindow's instructions: a decision inside the cached period compares, no Intl.
     name: 'quota (a UTC day) vs fixedWindow',
     sluice: ['sluice:quota', KEYS],
     against: ['sluice:fixedWindow', KEYS],
     goal: 1 / 1.3,
-=======
+  },
+  {
     name: 'two rules, 3 units under both, vs fixedWindow',
     sluice: ['sluice:cost', KEYS],
     against: ['sluice:fixedWindow', KEYS],
@@ -118,7 +118,6 @@ const COMPARISONS = [
     against: ['sluice:cost', KEYS],
     goal: undefined,
     bound: 'beside',
->>>>>>> costs-core
   },
 ].filter((c) => ONLY === undefined || ONLY.some((o) => c.name.includes(o)))
 

@@ -7,6 +7,7 @@
 import type { FixedWindowRule, SlidingWindowRule } from '@sluice/core'
 import {
   type BlockPolicy,
+  type Costs,
   ErrorCode,
   quotaPeriod,
   type Rule,
@@ -45,13 +46,15 @@ export function rowKey(prefix: string, key: string): string {
 
 /**
  * The apply function's arguments for a call, but its deadline and budget: key, ids, kinds, params, cost,
- * act, the caller's ms (or null: the database's clock), deadline, block, marks.
+ * act, the caller's ms (or null: the database's clock), deadline, block, marks, budget, costs. `cost` is one
+ * number for every rule (`costs` null), or one per rule (`costs`, `cost` then 0): per-rule costs, or a
+ * settle's signed amounts.
  */
 export function encode(
   kinds: Kinds,
   rowKey: string,
   rules: readonly Rule[],
-  cost: number,
+  cost: number | Costs,
   act: number,
   at: number | null,
   block: BlockPolicy | undefined,
@@ -69,7 +72,8 @@ export function encode(
   }
   const blk = block === undefined ? null : [block.ms, block.factor, block.maxMs, block.forgetMs, block.keep]
   const m = marks === null ? null : marks.map((x) => x ?? null)
-  return [rowKey, ids, codes, params, cost, act, at, null, blk, m, null]
+  if (typeof cost === 'number') return [rowKey, ids, codes, params, cost, act, at, null, blk, m, null, null]
+  return [rowKey, ids, codes, params, 0, act, at, null, blk, m, null, cost]
 }
 
 /**

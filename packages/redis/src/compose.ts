@@ -26,7 +26,16 @@ function paramsOf(kind: Kind, first: number): string {
  * What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`); or, for a
  * store that prefetches, consume a batch of units (`fetch`) and return unspent ones (`return`).
  */
-export type Act = 'apply' | 'penalize' | 'refund' | 'refundCall' | 'unqueue' | 'release' | 'fetch' | 'return'
+export type Act =
+  | 'apply'
+  | 'penalize'
+  | 'settle'
+  | 'refund'
+  | 'refundCall'
+  | 'unqueue'
+  | 'release'
+  | 'fetch'
+  | 'return'
 
 /**
  * A fetch takes no more than this share of what any of its rules has left: 1/16 of it, rounded down, so
@@ -38,7 +47,10 @@ export const FETCH_SHARE = 16
  * The Lua after the chunks. `apply`: decide every rule, admit all or none, begin a block when a consume is
  * denied (with a `block`), reply `REPLY_FIELDS` values per rule, then the block begun (its ms, or 0), then
  * the server's ms; a blocked key replies `{ 'blocked', ms left, server ms }` before any rule is read.
- * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `refundCall`
+ * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `settle`: each rule by its
+ * own signed amount (its per-rule cost, below), each rule's mark after them: below 0, `<kind>RefundCall` of
+ * that many units by the rule's mark (none without a mark); above 0, `<kind>Penalize`; then answer as
+ * `penalize` does. `refund`, `refundCall`
  * (one call's units, each rule's mark after the params), `unqueue`: change the state, reply
  * `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
  * batch (the units wanted, `FETCH_EXTRAS.want`, cut to `1 / FETCH_SHARE` of every rule's remaining,
@@ -51,9 +63,18 @@ export const FETCH_SHARE = 16
  * units it spent locally since its previous round trip. When the count has moved (another process
  * reset the key), those units are counted in the new state, as a penalty counts them, and a `return`
  * gives nothing back: its units were counted in the state the reset removed.
+ *
+ * Per-rule costs (`perRule`; a settle's always): each rule's own cost, in ARGV right after the params, one
+ * per rule in order, in place of the head's cost; the act's extras follow them. Not for `fetch` and
+ * `return` (prefetch serves only calls of one cost).
  */
-export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): string {
-  const f = feetOf(kinds)
+export function footOf(
+  kinds: readonly Kind[],
+  act: Act = 'apply',
+  withBlock = true,
+  perRule = false,
+): string {
+  const f = feetOf(kinds, perRule || act === 'settle')
   return periodChecks(f) + actFoot(f, act, withBlock)
 }
 
@@ -76,9 +97,11 @@ function actFoot(f: Rules, act: Act, withBlock: boolean): string {
   const kinds = f.kinds
   switch (act) {
     case 'refund':
-      return [...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${f.params[i]})`), OK].join(
-        '\n',
-      )
+      return [
+        ...f.head,
+        ...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, ${f.costs[i]}, ${f.params[i]})`),
+        OK,
+      ].join('\n')
     case 'refundCall':
       return refundCallFoot(f)
     case 'return':
@@ -91,22 +114,38 @@ function actFoot(f: Rules, act: Act, withBlock: boolean): string {
   }
 }
 
-/** What every foot reads: the kinds, each rule's params as Lua, and the ARGV index of the act's extras. */
+/**
+ * What every foot reads: the kinds, each rule's params and cost as Lua, the lines that read per-rule costs
+ * (none for one cost), and the ARGV index of the act's extras.
+ */
 interface Rules {
   readonly kinds: readonly Kind[]
   readonly params: readonly string[]
-  /** The first ARGV after the rules' params. */
+  /** Each rule's cost: `cost` (the head's), or its own local (`cost1`, `cost2`, ...). */
+  readonly costs: readonly string[]
+  /** What the foot runs first: the per-rule costs read into their locals. */
+  readonly head: readonly string[]
+  /** The first ARGV after the rules' params (and their per-rule costs). */
   readonly extras: number
 }
 
-function feetOf(kinds: readonly Kind[]): Rules {
+function feetOf(kinds: readonly Kind[], perRule: boolean): Rules {
   const params: string[] = []
   let argv = HEAD_ARGS + 1
   for (const kind of kinds) {
     params.push(paramsOf(kind, argv))
     argv += PARAMS[kind]
   }
-  return { kinds, params, extras: argv }
+  if (!perRule) return { kinds, params, costs: kinds.map(() => 'cost'), head: [], extras: argv }
+  const costs = kinds.map((_, i) => `cost${i + 1}`)
+  const values = kinds.map((_, i) => `tonumber(ARGV[${argv + i}])`)
+  return {
+    kinds,
+    params,
+    costs,
+    head: [`local ${costs.join(', ')} = ${values.join(', ')}`],
+    extras: argv + kinds.length,
+  }
 }
 
 const OK = "return { 'ok', serverNow }"
@@ -115,11 +154,12 @@ const OK = "return { 'ok', serverNow }"
  * Each rule's mark (the ms that names the call in its state, see @sluice/core's refundMark) follows the
  * params; '' for a rule that gives nothing back.
  */
-function refundCallFoot({ kinds, params, extras }: Rules): string {
+function refundCallFoot({ kinds, params, costs, head, extras }: Rules): string {
   return [
+    ...head,
     ...kinds.map(
       (kind, i) =>
-        `if ARGV[${extras + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, cost, ${params[i]}, tonumber(ARGV[${extras + i}])) end`,
+        `if ARGV[${extras + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, ${costs[i]}, ${params[i]}, tonumber(ARGV[${extras + i}])) end`,
     ),
     OK,
   ].join('\n')
@@ -153,13 +193,15 @@ function returnFoot(rules: Rules): string {
 }
 
 /** Each rule's mark (its queue mark, its lease) follows the params; '' for a rule without one. */
-function markFoot({ kinds, params, extras }: Rules, act: 'unqueue' | 'release'): string {
-  const lines: string[] = []
+function markFoot({ kinds, params, costs, head, extras }: Rules, act: 'unqueue' | 'release'): string {
+  const lines: string[] = [...head]
   kinds.forEach((kind, i) => {
     const mark = `ARGV[${extras + i}]`
     const held = REDIS_KINDS[kind].mark
     if (act === 'unqueue' && held === 'queue') {
-      lines.push(`if ${mark} ~= '' then ${kind}Unqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`)
+      lines.push(
+        `if ${mark} ~= '' then ${kind}Unqueue(KEYS[${i + 1}], now, ${costs[i]}, ${params[i]}, ${mark}) end`,
+      )
     } else if (act === 'release' && held === 'lease') {
       lines.push(`if ${mark} ~= '' then ${kind}Release(KEYS[${i + 1}], ${mark}) end`)
     }
@@ -168,26 +210,43 @@ function markFoot({ kinds, params, extras }: Rules, act: 'unqueue' | 'release'):
   return lines.join('\n')
 }
 
-/** The foot of the acts that decide: `apply`, `penalize` (then a peek of cost 1) and `fetch`. */
+/** The foot of the acts that decide: `apply`, `penalize` and `settle` (then a peek of cost 1) and `fetch`. */
 function decideFoot(rules: Rules, act: Act, withBlock: boolean): string {
   const head = decideHead(rules, act, withBlock)
   // A fetch replies the units it took and the key's reset count before the server's ms.
   const tail = act === 'fetch' ? 'cost, resets, serverNow' : 'serverNow'
-  return rules.kinds.length === 1
+  return rules.kinds.length === 1 && rules.head.length === 0
     ? oneRuleFoot(rules, act, withBlock, head, tail)
-    : severalRulesFoot(rules, withBlock, head, tail)
+    : severalRulesFoot(rules, act, withBlock, head, tail)
+}
+
+/** `settle`: each rule by its signed amount (its per-rule cost), its mark after them; 0 leaves it alone. */
+function settleLines({ kinds, params, costs, extras }: Rules): string[] {
+  const lines: string[] = []
+  kinds.forEach((kind, i) => {
+    const mark = `ARGV[${extras + i}]`
+    const amount = costs[i]!
+    lines.push(
+      `if ${amount} > 0 then ${kind}Penalize(KEYS[${i + 1}], now, ${amount}, ${params[i]})`,
+      `elseif ${amount} < 0 and ${mark} ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, -${amount}, ${params[i]}, tonumber(${mark})) end`,
+    )
+  })
+  return lines
 }
 
 function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
-  const { kinds, params, extras } = rules
-  const head: string[] = []
+  const { kinds, params, costs, extras } = rules
+  const head: string[] = [...rules.head]
+  if (act === 'settle') head.push(...settleLines(rules))
   if (act === 'fetch') {
     head.push(...recountLines(rules, extras + FETCH_EXTRAS.seen, extras + FETCH_EXTRAS.spent))
   }
   if (act === 'penalize') {
     kinds.forEach((kind, i) => {
-      head.push(`${kind}Penalize(KEYS[${i + 1}], now, cost, ${params[i]})`)
+      head.push(`${kind}Penalize(KEYS[${i + 1}], now, ${costs[i]}, ${params[i]})`)
     })
+  }
+  if (act === 'penalize' || act === 'settle') {
     // What a peek of cost 1 answers right after (the mode is not '1': nothing is admitted).
     head.push('cost = 1')
   }
@@ -216,15 +275,22 @@ function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
       'if cost == 0 then consume = false end',
     )
   }
-  // A call with a concurrency rule brings its lease id (made by the store) after the params.
+  // A call with a concurrency rule brings its lease id (made by the store) after the params (and the costs).
   if (kinds.some((kind) => REDIS_KINDS[kind].mark === 'lease')) head.push(`local lease = ARGV[${extras}]`)
   return head
 }
 
 /** Rule `i`'s admit, its mark (a leaky bucket's queue mark, a lease) kept in `mark` when it has one. */
-function admitOf(rules: Rules, i: number, indent: string, mark: string, waitMs: string): string[] {
+function admitOf(
+  rules: Rules,
+  i: number,
+  indent: string,
+  mark: string,
+  waitMs: string,
+  cost = 'cost',
+): string[] {
   const kind = rules.kinds[i]!
-  const call = `${kind}Admit(KEYS[${i + 1}], now, cost, ${rules.params[i]}, ${stateOf(rules.kinds.length, i)}`
+  const call = `${kind}Admit(KEYS[${i + 1}], now, ${cost}, ${rules.params[i]}, ${stateOf(rules.kinds.length, i)}`
   const held = REDIS_KINDS[kind].mark
   if (held === 'queue')
     return [`${indent}local m = ${call})`, `${indent}if ${waitMs} > 0 then ${mark} = m end`]
@@ -268,8 +334,10 @@ function oneRuleFoot(rules: Rules, act: Act, withBlock: boolean, head: string[],
 }
 
 /** Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i]. */
-function severalRulesFoot(rules: Rules, withBlock: boolean, head: string[], tail: string): string {
+function severalRulesFoot(rules: Rules, act: Act, withBlock: boolean, head: string[], tail: string): string {
   const { kinds, params } = rules
+  // A call decides at each rule's cost; a penalty's and a settle's peek at cost 1 (`cost`, set in their head).
+  const costOf = (i: number): string => (act === 'apply' ? rules.costs[i]! : 'cost')
   const F = REPLY_FIELDS
   const slots = kinds.flatMap(() => ['0', '0', '0', '0', '0', "''"]).join(', ')
   // The reply table is built at its full size, so its slots are an array from the start.
@@ -280,7 +348,7 @@ function severalRulesFoot(rules: Rules, withBlock: boolean, head: string[], tail
     lines.push(
       `-- rule ${i}: ${kind}`,
       `ok, out[${o + 2}], out[${o + 3}], out[${o + 4}], out[${o + 5}], st[${2 * i - 1}], st[${2 * i}] = ` +
-        `${kind}Decide(KEYS[${i}], now, cost, ${params[index]})`,
+        `${kind}Decide(KEYS[${i}], now, ${costOf(index)}, ${params[index]})`,
       `if ok then out[${o + 1}] = 1 else out[${o + 1}] = 0; admitted = false end`,
     )
   })
@@ -290,7 +358,7 @@ function severalRulesFoot(rules: Rules, withBlock: boolean, head: string[], tail
     // A queue mark's admit declares a local (`m`): each in a block of its own.
     const queue = REDIS_KINDS[kind].mark === 'queue'
     if (queue) lines.push('    do')
-    lines.push(...admitOf(rules, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`))
+    lines.push(...admitOf(rules, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`, costOf(index)))
     if (queue) lines.push('    end')
   })
   lines.push(
@@ -332,15 +400,21 @@ const MAX_SCRIPTS = 256
 
 /**
  * The script for rules of these kinds, in this order, doing `act`; `withBlock` when the call carries a block
- * policy (a script without one neither reads nor begins a block).
+ * policy (a script without one neither reads nor begins a block); `perRule` when each rule has a cost of its
+ * own (see `footOf`).
  */
-export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): Script {
-  const id = `${act}:${withBlock ? 'b' : ''}:${kinds.join(',')}`
+export function scriptFor(
+  kinds: readonly Kind[],
+  act: Act = 'apply',
+  withBlock = true,
+  perRule = false,
+): Script {
+  const id = `${act}:${withBlock ? 'b' : ''}${perRule ? 'c' : ''}:${kinds.join(',')}`
   let s = scripts.get(id)
   if (s === undefined) {
     const chunks = [PRELUDE_LUA]
     for (const kind of new Set(kinds)) chunks.push(REDIS_KINDS[kind].chunk)
-    const foot = footOf(kinds, act, withBlock)
+    const foot = footOf(kinds, act, withBlock, perRule)
     s = script(`${withoutUnused(chunks.join('\n'), foot)}\n${foot}`)
     if (scripts.size >= MAX_SCRIPTS) scripts.clear()
     scripts.set(id, s)

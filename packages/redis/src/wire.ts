@@ -5,8 +5,9 @@
  *
  * KEYS: each rule's key, then the key's reset count (a batch's acts: fetch, return), then the key's block
  * (when the call carries a block policy: the scripts read it from the last key).
- * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a consume's
- * lease (a plan with a concurrency rule), the marks of a release, unqueue or refund of one call, a fetch's
+ * ARGV: the head (now, mode, cost, deadline, block), each rule's params, a call's per-rule costs (one per
+ * rule, the head's cost then 0; a settle's signed amounts), then the act's extras: a consume's lease (a plan
+ * with a concurrency rule), the marks of a settle, of a release, unqueue or refund of one call, a fetch's
  * (`fetchExtras`) or a return's (`returnExtras`). The one exception is the short call of a straight-down
  * consume of one rule (`encodeConsume`): the deadline, the rule's params, a concurrency rule's lease id,
  * then the cost and the caller's ms only when they say something.
@@ -23,6 +24,7 @@
 import {
   type Adjustment,
   type BlockPolicy,
+  type Costs,
   ErrorCode,
   type QuotaRule,
   quotaPeriod,
@@ -224,14 +226,16 @@ export interface RulesOnWire {
 
 /**
  * Encodes one call on the key whose base (`keyBase`) is `base`: `block` when the call reads or may begin a
- * block, `withResets` for a batch's acts, `extras` after the params (see the module comment).
+ * block, `withResets` for a batch's acts, `extras` after the params (see the module comment). `cost`: one
+ * for every rule, or one per rule (`Costs`: after the params, before the extras; the script is then its
+ * act's per-rule one, compose.ts `footOf`).
  */
 export function encode(
   base: string,
   rules: RulesOnWire,
   now: number | undefined,
   mode: Mode,
-  cost: number,
+  cost: number | Costs,
   block?: BlockPolicy,
   withResets = false,
   extras: readonly string[] = NONE,
@@ -242,18 +246,21 @@ export function encode(
   if (withResets) keys.push(base + RESETS_SUFFIX)
   if (block !== undefined) keys.push(base + BLOCK_SUFFIX)
   const params = rules.params
-  const args = new Array<string>(HEAD_ARGS + params.length + extras.length)
+  const costs = typeof cost === 'number' ? NONE : cost
+  const args = new Array<string>(HEAD_ARGS + params.length + costs.length + extras.length)
   args[0] = now === undefined ? '' : String(now)
   args[1] = mode
-  args[2] = String(cost)
+  args[2] = typeof cost === 'number' ? String(cost) : '0'
   args[3] = ''
   args[4] = blockArg(block)
-  for (let i = 0; i < params.length; i++) args[i + HEAD_ARGS] = params[i]!
-  for (let i = 0; i < extras.length; i++) args[i + HEAD_ARGS + params.length] = extras[i]!
+  let at = HEAD_ARGS
+  for (let i = 0; i < params.length; i++) args[at++] = params[i]!
+  for (let i = 0; i < costs.length; i++) args[at++] = String(costs[i])
+  for (let i = 0; i < extras.length; i++) args[at++] = extras[i]!
   return { keys, args, deadlineAt: HEAD_DEADLINE, periods: rules.periods }
 }
 
-const NONE: readonly string[] = []
+const NONE: readonly never[] = []
 
 /**
  * A straight-down consume (src/scripts/*-consume.lua: one fixedWindow, slidingLog or concurrency rule, a
