@@ -492,11 +492,12 @@ export class RedisStore implements Store {
     const base = keyBase(this.#prefix, prefix, key)
     // Each rule's mark follows the amounts: '' for a rule that gives nothing back.
     const extras = rules.map((_, i) => marks?.[i] ?? '')
-    const sent = encode(base, plan, this.#scriptNow(), 'settle', amounts, block, false, extras)
+    const now = this.#scriptNow()
+    const sent = encode(base, plan, now, 'settle', amounts, block, false, extras)
     if (sent.periods !== undefined) writePeriods(sent, this.#periodNow())
     const call = this.#calls.start<StoreAnswer | undefined>()
     this.#calls.attempt(call, scriptOf(plan, 'settle', block !== undefined, true), sent, true, (reply) => {
-      return decode(plan.limits, rules, reply, false)[0]
+      return decode(plan.limits, rules, reply, false, undefined, now ?? serverNowOf(reply))[0]
     })
     return call.promise
   }
