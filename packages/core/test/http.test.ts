@@ -610,14 +610,14 @@ describe('settling a request: the settle option, req.rateLimit.settle', () => {
 
   it('shows the decision with a settle that neither spreads nor serializes', async () => {
     const { send } = budgetLimit()
-    const { record } = await send()
-    const shown = record.shown!
+    const { req, record } = await send()
+    const shown = record.shownFor(req)!
     expect(shown).toEqual(record.decision)
     expect(JSON.stringify(shown)).toBe(JSON.stringify(record.decision))
     expect(Object.keys(shown)).not.toContain('settle')
     expect(typeof shown.settle).toBe('function')
     // Read again, the same object.
-    expect(record.shown).toBe(shown)
+    expect(record.shownFor(req)).toBe(shown)
   })
 
   it('a settle option that throws or rejects keeps the reservation, with one warning per limit', async () => {
@@ -684,6 +684,6 @@ describe('settling a request: the settle option, req.rateLimit.settle', () => {
     const req = request()
     expect((await limit.consume(req, new FakeResponse())).action).toBe('allow')
     const record = adapter.recordOf(req)!
-    expect(await record.shown!.settle({ tokens: 3 })).toBe(record.decision)
+    expect(await record.shownFor(req)!.settle({ tokens: 3 })).toBe(record.decision)
   })
 })

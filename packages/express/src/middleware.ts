@@ -95,7 +95,7 @@ const adapter: Omit<HttpAdapterBase<Request>, 'view'> & { responseOf(res: Respon
     if (!servedByAccessor(req)) {
       // A request without an app's prototype (one made by hand) gets a getter of its own.
       Object.defineProperty(req, 'rateLimit', {
-        get: () => record.shown,
+        get: () => record.shownFor(req),
         configurable: true,
         enumerable: true,
       })
@@ -169,7 +169,7 @@ function installAccessor(own: object): boolean {
 }
 
 function readDecision(this: object): RequestRateLimit | undefined {
-  return records.get(this)?.shown
+  return records.get(this)?.shownFor(this)
 }
 
 /** For each request prototype seen, whether the accessor serves it. */

@@ -136,7 +136,7 @@ export function fetchLimit(options: FetchLimitOptions): FetchLimit {
     const record = adapter.recordOf(request)
     let response: Response
     try {
-      response = await handler(request, record?.shown)
+      response = await handler(request, record?.shownFor(request))
     } catch (error) {
       exchange.abandon()
       throw error

@@ -122,7 +122,7 @@ export function rateLimit<E extends Env = Env>(options: HonoRateLimitOptions<E>)
     const outcome = decided instanceof Promise ? await decided : decided
     if (outcome.action === 'reject') return jsonResponse(outcome.status, outcome.body, outcome.contentType)
     const record = adapter.recordOf(c)
-    const shown = record?.shown
+    const shown = record?.shownFor(c)
     if (shown !== undefined) c.set('rateLimit', shown)
     if (outcome.action === 'deny') return limited(outcome, c)
     if (outcome.action === 'allow' && outcome.decision.waitMs > 0) {

@@ -101,7 +101,7 @@ const adapter: HttpAdapter<Context, Context> = {
   keepRecord(ctx, record) {
     records.set(ctx, record)
     Object.defineProperty(ctx.state, 'rateLimit', {
-      get: () => record.shown,
+      get: () => record.shownFor(ctx),
       configurable: true,
       enumerable: true,
     })

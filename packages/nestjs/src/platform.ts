@@ -39,7 +39,7 @@ function keeper(req: PlatformRequest, record: RequestRecord): void {
  * record's `RequestRateLimit`).
  */
 export function showDecision(req: PlatformRequest, record: RequestRecord | undefined): void {
-  ;(req as { rateLimit?: RequestRateLimit }).rateLimit = record?.shown
+  ;(req as { rateLimit?: RequestRateLimit }).rateLimit = record?.shownFor(req)
 }
 
 /**

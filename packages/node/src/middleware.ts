@@ -93,7 +93,7 @@ function adapterFor(address: AddressOf, route: ((req: IncomingMessage) => string
     keepRecord(req, record) {
       records.set(req, record)
       Object.defineProperty(req, 'rateLimit', {
-        get: () => record.shown,
+        get: () => record.shownFor(req),
         configurable: true,
         enumerable: true,
       })

@@ -18,12 +18,12 @@ export interface CountedLimit {
   readonly decision: Decision
   readonly headers: ResolvedHeaderOptions
   /**
-   * The limit's end phase, when its decision reserved units a settle can change, with the request, key
-   * and cost it was counted at: plain fields, not a closure, so a request nobody settles allocates nothing
-   * for it.
+   * The limit's end phase, when its decision reserved units a settle can change, with the key and cost it
+   * was counted at: plain fields, not a closure, so a request nobody settles allocates nothing for it. Not
+   * the request: a record kept in a WeakMap under its request must not hold it (V8 then marks the pair as
+   * an ephemeron cycle on every collection); `shownFor` is given it when the handler reads the record.
    */
   readonly settler?: Settler
-  readonly request?: unknown
   readonly key?: string
   readonly cost?: number | RuleCosts
 }
@@ -71,9 +71,10 @@ export class RequestRecord {
   decision: Decision | undefined = undefined
   /** True once the handler settled the request (`settle`): the limits' `settle` option is not asked then. */
   settled = false
-  /** `shown`, made when first read, and the decision it was made from. */
+  /** `shownFor`'s answer, made when first read, the decision it was made from, and its request. */
   #shown: RequestRateLimit | undefined = undefined
   #shownOf: Decision | undefined = undefined
+  #request: unknown = undefined
   /** The rate-limit headers sluice has written for every limit that counted the request, in order. */
   headers: Readonly<Record<string, string>> | undefined = undefined
 
@@ -112,13 +113,15 @@ export class RequestRecord {
   }
 
   /**
-   * What the handler sees (`req.rateLimit`): `decision` with a `settle` method that settles every limit
-   * that counted the request. Made when first read (a handler that never reads it costs nothing), again
-   * when another limit has counted the request since; undefined when no limit counted it.
+   * What the handler of `request` sees (`req.rateLimit`): `decision` with a `settle` method that settles
+   * every limit that counted the request (asking rules functions with `request`). Made when first read (a
+   * handler that never reads it costs nothing), again when another limit has counted the request since;
+   * undefined when no limit counted it.
    */
-  get shown(): RequestRateLimit | undefined {
+  shownFor(request: unknown): RequestRateLimit | undefined {
     const decision = this.decision
     if (decision === undefined) return undefined
+    this.#request = request
     if (this.#shownOf !== decision) {
       // `settle` is not enumerable: the shown object reads, spreads and serializes as the decision does.
       const shown = Object.defineProperty({ ...decision }, 'settle', {
@@ -130,7 +133,7 @@ export class RequestRecord {
     return this.#shown
   }
 
-  /** `req.rateLimit.settle(cost)`: see `RequestRateLimit.settle`. */
+  /** `req.rateLimit.settle(cost)`: see `RequestRateLimit.settle`. Reached only through `shownFor`. */
   settle(cost: number | RuleCosts): Promise<Decision> {
     if (this.settled) {
       return Promise.reject(new SluiceError(ErrorCode.INVALID_SETTLE, 'This request was settled already.'))
@@ -138,7 +141,7 @@ export class RequestRecord {
     this.settled = true
     const limits = this.#first === undefined ? [] : [this.#first, ...(this.#more ?? [])]
     const settling = limits.map((limit) =>
-      limit.settler?.settle(limit.request, limit.key!, limit.cost, limit.decision, cost),
+      limit.settler?.settle(this.#request, limit.key!, limit.cost, limit.decision, cost),
     )
     return Promise.all(settling).then((after) => {
       let last = this.decision!
