@@ -98,6 +98,20 @@ const COMPARISONS = [
     against: ['sluice:fixedWindow', KEYS],
     goal: 0.9,
   },
+  {
+    name: 'two rules, 3 units under both, vs fixedWindow',
+    sluice: ['sluice:cost', KEYS],
+    against: ['sluice:fixedWindow', KEYS],
+    goal: undefined,
+    bound: 'beside',
+  },
+  {
+    name: 'two rules, per-rule costs by name vs one cost for both',
+    sluice: ['sluice:costs', KEYS],
+    against: ['sluice:cost', KEYS],
+    goal: undefined,
+    bound: 'beside',
+  },
 ].filter((c) => ONLY === undefined || ONLY.some((o) => c.name.includes(o)))
 
 needValgrind('bench/core-instructions.mjs')

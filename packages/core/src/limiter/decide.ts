@@ -7,7 +7,7 @@ import { decisionChannel, storeErrorChannel } from '../channels.ts'
 import { isPromise } from '../options.ts'
 import { applyOneRule, MemoryStore } from '../store/memory-store.ts'
 import type { BlockPolicy, Costs, Decision, Rule, Store, StoreAnswer, StoreMode } from '../types.ts'
-import { callCost, costOf, keyOf } from './checks.ts'
+import { callCost, costOf, keyOf, type NamedCosts } from './checks.ts'
 import {
   answers,
   asInsurance,
@@ -84,7 +84,7 @@ export class Decider<C> {
     resolved: Promise<readonly Rule[]>,
     key: string,
     storageKey: string,
-    cost: number | RuleCosts,
+    cost: number | NamedCosts,
     context: C,
     mode: StoreMode,
   ): Promise<Decision> {
@@ -102,7 +102,7 @@ export class Decider<C> {
     rules: readonly Rule[],
     key: string,
     storageKey: string,
-    cost: number | RuleCosts,
+    cost: number | NamedCosts,
     context: C,
     mode: StoreMode,
   ): Decision | Promise<Decision> {
@@ -135,7 +135,7 @@ export class Decider<C> {
     rules: readonly Rule[],
     key: string,
     storageKey: string,
-    given: number | RuleCosts,
+    given: number | NamedCosts,
     context: C,
     mode: StoreMode,
   ): Decision | Promise<Decision> {
