@@ -89,12 +89,12 @@ export class EndPhase<Req, Res> {
         this.#giveBackUnits(key, cost, req, decision)
         return
       }
-      if (this.#settle !== undefined) this.#settleAtEnd(req, res, finished, key, cost, decision)
+      if (this.#settle !== undefined) this.#settleAtEnd(req, res, finished, key, decision)
     })
   }
 
   /** Asks the `settle` option and settles at its answer; a throw, a rejection or a failed settle warns. */
-  #settleAtEnd(req: Req, res: Res, finished: boolean, key: string, cost: Cost, decision: Decision): void {
+  #settleAtEnd(req: Req, res: Res, finished: boolean, key: string, decision: Decision): void {
     let answer: ReturnType<SettleOption<Req, Res>>
     try {
       answer = this.#settle!(req, res, finished)
@@ -105,7 +105,7 @@ export class EndPhase<Req, Res> {
     Promise.resolve(answer).then(
       (trueCost) => {
         if (trueCost === undefined) return
-        this.settle(req, key, cost, decision, trueCost).catch((error: unknown) => {
+        this.settle(req, key, decision, trueCost).catch((error: unknown) => {
           this.#warnOnce('settle', `settling a reservation failed, so it stays: ${String(error)}`)
         })
       },
@@ -116,13 +116,12 @@ export class EndPhase<Req, Res> {
   }
 
   /**
-   * Settles the reservation `decision` made at `cost` to `trueCost`, naming only the rules this limit has
+   * Settles the reservation `decision` made (`Decision.cost`) to `trueCost`, naming only the rules this limit has
    * (a limit none of whose rules is named is left alone: undefined), and publishes what it changed.
    */
   settle(
     req: Req,
     key: string,
-    cost: Cost,
     decision: Decision,
     trueCost: number | RuleCosts,
   ): Promise<Decision | undefined> {
@@ -146,7 +145,7 @@ export class EndPhase<Req, Res> {
       return Promise.reject(error)
     }
     return settling.then((after) => {
-      this.#settled(req, key, after, settledCosts(decision, cost, own))
+      this.#settled(req, key, after, settledCosts(decision, own))
       return after
     })
   }
@@ -207,7 +206,7 @@ export class EndPhase<Req, Res> {
   #giveBackUnits(key: string, cost: Cost, req: Req, decision: Decision): void {
     const given =
       typeof cost === 'object'
-        ? this.settle(req, key, cost, decision, 0)
+        ? this.settle(req, key, decision, 0)
         : this.#limiter.refund(key, { decision, cost, context: req })
     given.catch((error: unknown) => {
       this.#warnOnce('refund', `a refund failed, so the request stays counted: ${String(error)}`)
@@ -224,14 +223,20 @@ export class EndPhase<Req, Res> {
   }
 }
 
-/** Per rule by name, what the call reserved and what it settled at (rules not named in `trueCost` keep theirs). */
-function settledCosts(decision: Decision, cost: Cost, trueCost: number | RuleCosts): SettledCosts {
+/**
+ * Per rule by name, what the call reserved (the decision's own record of it, `Decision.cost`) and what it
+ * settled at (rules not named in `trueCost` keep theirs).
+ */
+function settledCosts(decision: Decision, trueCost: number | RuleCosts): SettledCosts {
   const reserved: Record<string, number> = {}
   const settled: Record<string, number> = {}
-  for (const { rule } of decision.rules) {
-    const held = cost === undefined ? 1 : typeof cost === 'number' ? cost : (cost[rule] ?? 1)
-    reserved[rule] = held
-    settled[rule] = typeof trueCost === 'number' ? trueCost : (trueCost[rule] ?? held)
+  const held = decision.cost
+  const rules = decision.rules
+  for (let i = 0; i < rules.length; i++) {
+    const rule = rules[i]!.rule
+    const own = held === undefined ? 1 : typeof held === 'number' ? held : (held[i] ?? 1)
+    reserved[rule] = own
+    settled[rule] = typeof trueCost === 'number' ? trueCost : (trueCost[rule] ?? own)
   }
   return { reserved, cost: settled }
 }

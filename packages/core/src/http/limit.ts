@@ -288,7 +288,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     }
     if (this.#shadow) {
       if (decision.allowed) this.#end.atEnd(req, res, record, key, cost, decision)
-      record.counted(this.#counted(key, cost, decision))
+      record.counted(this.#counted(key, decision))
       // Counted as usual; never denied or held.
       if (httpChannel.hasSubscribers) {
         this.#publish(req, key, decision, decision.allowed && decision.waitMs === 0 ? 'allow' : 'shadow')
@@ -302,7 +302,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
         return this.#deny(req, record, key, queueFull(decision), this.#status)
       }
       this.#end.atEnd(req, res, record, key, cost, decision)
-      const headers = record.counted(this.#counted(key, cost, decision))
+      const headers = record.counted(this.#counted(key, decision))
       if (httpChannel.hasSubscribers)
         this.#publish(req, key, decision, decision.waitMs > 0 ? 'queue' : 'allow')
       return { action: 'allow', decision, headers, key, cost }
@@ -315,9 +315,9 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
    * The record's entry for an admitted decision: its headers, and the settle of its reservation when the
    * store counted it (not a store failure's pass, not an unlimited key).
    */
-  #counted(key: string, cost: Cost, decision: Decision): CountedLimit {
+  #counted(key: string, decision: Decision): CountedLimit {
     if (!reserved(decision)) return { decision, headers: this.#headers }
-    return { decision, headers: this.#headers, settler: this.#end, key, cost }
+    return { decision, headers: this.#headers, settler: this.#end, key }
   }
 
   /** Enters the request into the guard's critical headroom: true when admitted (it leaves with its response). */

@@ -18,14 +18,14 @@ export interface CountedLimit {
   readonly decision: Decision
   readonly headers: ResolvedHeaderOptions
   /**
-   * The limit's end phase, when its decision reserved units a settle can change, with the key and cost it
-   * was counted at: plain fields, not a closure, so a request nobody settles allocates nothing for it. Not
-   * the request: a record kept in a WeakMap under its request must not hold it (V8 then marks the pair as
-   * an ephemeron cycle on every collection); `shownFor` is given it when the handler reads the record.
+   * The limit's end phase, when its decision reserved units a settle can change, with the key it was
+   * counted under (the decision holds what it reserved): plain fields, not a closure, so a request nobody
+   * settles allocates nothing for it. Not the request: a record kept in a WeakMap under its request must
+   * not hold it (V8 then marks the pair as an ephemeron cycle on every collection); `shownFor` is given it
+   * when the handler reads the record.
    */
   readonly settler?: Settler
   readonly key?: string
-  readonly cost?: number | RuleCosts
 }
 
 /** What settles one limit's reservation (its end phase): undefined when the cost names none of its rules. */
@@ -33,7 +33,6 @@ export interface Settler {
   settle(
     request: unknown,
     key: string,
-    cost: number | RuleCosts | undefined,
     decision: Decision,
     trueCost: number | RuleCosts,
   ): Promise<Decision | undefined>
@@ -141,7 +140,7 @@ export class RequestRecord {
     this.settled = true
     const limits = this.#first === undefined ? [] : [this.#first, ...(this.#more ?? [])]
     const settling = limits.map((limit) =>
-      limit.settler?.settle(this.#request, limit.key!, limit.cost, limit.decision, cost),
+      limit.settler?.settle(this.#request, limit.key!, limit.decision, cost),
     )
     return Promise.all(settling).then((after) => {
       let last = this.decision!
