@@ -675,6 +675,20 @@ describe('settling a request: the settle option, req.rateLimit.settle', () => {
     expect(asked).toEqual([])
   })
 
+  it("refuses a handler's settle naming a rule no limit of the request has, changing nothing; it may then settle", async () => {
+    const { send, used } = budgetLimit()
+    const { req, record } = await send()
+    const shown = record.shownFor(req)!
+    await expect(shown.settle({ token: 3 })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_COST,
+      message:
+        "Invalid cost an object: token names no rule of this request's limits (their rules: requests, tokens).",
+    })
+    expect(await used()).toEqual({ requests: 1, tokens: 40 })
+    expect((await shown.settle({ tokens: 3 })).rules.map((r) => r.remaining)).toEqual([3, 96])
+    expect(await used()).toEqual({ requests: 1, tokens: 3 })
+  })
+
   it("the handler's settle on a request no reservation was made for answers the shown decision", async () => {
     const adapter = adapterFor(view)
     const limit = buildRequestLimit(

@@ -8,7 +8,7 @@
  * made only for a second limit or a second callback.
  */
 
-import { ErrorCode, SluiceError } from '../errors.ts'
+import { ErrorCode, InvalidCostError, SluiceError } from '../errors.ts'
 import type { RuleCosts } from '../limiter/limiter.ts'
 import type { Decision } from '../types.ts'
 import { type ResolvedHeaderOptions, stackedHeaders } from './headers.ts'
@@ -46,7 +46,8 @@ export type RequestRateLimit = Decision & {
   /**
    * Makes the request's reservation its true cost now, under every limit that admitted it: an integer, or
    * per rule by name (rules not named keep what they reserved; a limit none of whose rules is named is left
-   * alone, so one call settles stacked limits with different rules). The limits' `settle` option is then not
+   * alone, so one call settles stacked limits with different rules; a name none of them has is an
+   * `ERR_SLUICE_INVALID_COST` error, and nothing is settled). The limits' `settle` option is then not
    * asked. Resolves with the decision after (of the last limit settled; the shown decision when no limit
    * held a reservation: a store failure let the request by, an unlimited key). Rejects with
    * `ERR_SLUICE_INVALID_SETTLE` when called twice, `ERR_SLUICE_INVALID_COST` for a bad cost, and the store's
@@ -137,10 +138,18 @@ export class RequestRecord {
     if (this.settled) {
       return Promise.reject(new SluiceError(ErrorCode.INVALID_SETTLE, 'This request was settled already.'))
     }
+    const counted = this.#first === undefined ? [] : [this.#first, ...(this.#more ?? [])]
+    // Only limits whose decisions reserved units have anything to settle.
+    const limits = counted.filter((limit) => limit.settler !== undefined)
+    const unknown = limits.length === 0 ? undefined : unnamedRule(cost, limits)
+    if (unknown !== undefined) {
+      const all = limits.flatMap((limit) => limit.decision.rules.map((rule) => rule.rule)).join(', ')
+      const reason = `${unknown} names no rule of this request's limits (their rules: ${all})`
+      return Promise.reject(new InvalidCostError(cost, reason))
+    }
     this.settled = true
-    const limits = this.#first === undefined ? [] : [this.#first, ...(this.#more ?? [])]
     const settling = limits.map((limit) =>
-      limit.settler?.settle(this.#request, limit.key!, limit.decision, cost),
+      limit.settler!.settle(this.#request, limit.key!, limit.decision, cost),
     )
     return Promise.all(settling).then((after) => {
       let last = this.decision!
@@ -178,6 +187,18 @@ export class RequestRecord {
     if (Array.isArray(ended)) for (const callback of ended) runEnd(callback, finished)
     else runEnd(ended, finished)
   }
+}
+
+/**
+ * The first name in a per-rule cost that no limit counting the request has a rule of: a typo must not
+ * settle nothing in silence. (Each limit then settles only the names it has.)
+ */
+function unnamedRule(cost: number | RuleCosts, limits: readonly CountedLimit[]): string | undefined {
+  if (typeof cost !== 'object' || cost === null) return undefined
+  for (const name of Object.keys(cost)) {
+    if (!limits.some((limit) => limit.decision.rules.some((rule) => rule.rule === name))) return name
+  }
+  return undefined
 }
 
 function runEnd(callback: EndCallback, finished: boolean): void {
