@@ -651,13 +651,18 @@ describe('settling a request: the settle option, req.rateLimit.settle', () => {
     )
   })
 
-  it('a settle naming none of the rules leaves the reservation; undefined keeps it', async () => {
+  it('a settle option naming a rule its limit lacks is refused (a warning, the reservation stays); undefined keeps it', async () => {
+    const warnings = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     const answers: unknown[] = [{ images: 2 }, undefined]
     const { send, used } = budgetLimit({ settle: () => answers.shift() as undefined })
     finish((await send()).res)
     finish((await send()).res)
     await settled()
     expect(await used()).toEqual({ requests: 2, tokens: 80 })
+    expect(warnings).toHaveBeenCalledTimes(1)
+    expect(String(warnings.mock.calls[0]![0])).toContain(
+      'settling a reservation failed, so it stays: InvalidCostError: Invalid cost an object: images names no rule of this call',
+    )
   })
 
   it('countWhen answering false gives per-rule units back (a settle at 0); the settle option is not asked', async () => {

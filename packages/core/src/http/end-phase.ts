@@ -116,36 +116,18 @@ export class EndPhase<Req, Res> {
   }
 
   /**
-   * Settles the reservation `decision` made (`Decision.cost`) to `trueCost`, naming only the rules this limit has
-   * (a limit none of whose rules is named is left alone: undefined), and publishes what it changed.
+   * Settles the reservation `decision` made (`Decision.cost`) at `trueCost` (`limiter.settle`: a name
+   * this limit has no rule of is its `ERR_SLUICE_INVALID_COST`), and publishes what it changed.
    */
-  settle(
-    req: Req,
-    key: string,
-    decision: Decision,
-    trueCost: number | RuleCosts,
-  ): Promise<Decision | undefined> {
-    let own: number | RuleCosts = trueCost
-    if (typeof trueCost === 'object' && trueCost !== null) {
-      const named: Record<string, number> = {}
-      let any = false
-      for (const rule of decision.rules) {
-        if (Object.hasOwn(trueCost, rule.rule)) {
-          named[rule.rule] = trueCost[rule.rule]!
-          any = true
-        }
-      }
-      if (!any) return Promise.resolve(undefined)
-      own = named
-    }
+  settle(req: Req, key: string, decision: Decision, trueCost: number | RuleCosts): Promise<Decision> {
     let settling: Promise<Decision>
     try {
-      settling = this.#limiter.settle(key, { decision, cost: own, context: req })
+      settling = this.#limiter.settle(key, { decision, cost: trueCost, context: req })
     } catch (error) {
       return Promise.reject(error)
     }
     return settling.then((after) => {
-      this.#settled(req, key, after, settledCosts(decision, own))
+      this.#settled(req, key, after, settledCosts(decision, trueCost))
       return after
     })
   }

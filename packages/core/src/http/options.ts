@@ -78,7 +78,7 @@ export interface HttpLimitOptions<R, S = unknown> {
   /**
    * Asked once when the response has ended, for an admitted request whose handler did not settle it
    * (`req.rateLimit.settle`): the request's true cost, an integer or per rule by name (rules not named
-   * keep what they reserved), and the reservation becomes it (`limiter.settle`): units given back, or the
+   * keep what they reserved; a name this limit has no rule of is refused), and the reservation becomes it (`limiter.settle`): units given back, or the
    * excess charged past the limit. `finished` is true when the response was sent in full, false when the
    * client left first (a stream cut off): it is asked then too. `undefined` keeps the reservation. It may
    * answer by promise. A throw, a rejection or a failed settle keeps the reservation and emits one

@@ -28,14 +28,9 @@ export interface CountedLimit {
   readonly key?: string
 }
 
-/** What settles one limit's reservation (its end phase): undefined when the cost names none of its rules. */
+/** What settles one limit's reservation: its end phase. */
 export interface Settler {
-  settle(
-    request: unknown,
-    key: string,
-    decision: Decision,
-    trueCost: number | RuleCosts,
-  ): Promise<Decision | undefined>
+  settle(request: unknown, key: string, decision: Decision, trueCost: number | RuleCosts): Promise<Decision>
 }
 
 /**
@@ -148,9 +143,12 @@ export class RequestRecord {
       return Promise.reject(new InvalidCostError(cost, reason))
     }
     this.settled = true
-    const settling = limits.map((limit) =>
-      limit.settler!.settle(this.#request, limit.key!, limit.decision, cost),
-    )
+    const settling = limits.map((limit) => {
+      const own = ownCost(cost, limit.decision)
+      return own === undefined
+        ? undefined
+        : limit.settler!.settle(this.#request, limit.key!, limit.decision, own)
+    })
     return Promise.all(settling).then((after) => {
       let last = this.decision!
       for (const decision of after) if (decision !== undefined) last = decision
@@ -199,6 +197,19 @@ function unnamedRule(cost: number | RuleCosts, limits: readonly CountedLimit[]):
     if (!limits.some((limit) => limit.decision.rules.some((rule) => rule.rule === name))) return name
   }
   return undefined
+}
+
+/** `cost` as one limit settles it: only the names its decision's rules have; undefined when it has none. */
+function ownCost(cost: number | RuleCosts, decision: Decision): number | RuleCosts | undefined {
+  if (typeof cost !== 'object' || cost === null) return cost
+  let own: Record<string, number> | undefined
+  for (const rule of decision.rules) {
+    if (Object.hasOwn(cost, rule.rule)) {
+      own ??= {}
+      own[rule.rule] = cost[rule.rule]!
+    }
+  }
+  return own
 }
 
 function runEnd(callback: EndCallback, finished: boolean): void {
