@@ -8,6 +8,7 @@ import {
   type HttpLimitOptions,
   type HttpOutcome,
   parseHttpOptions,
+  type RequestRateLimit,
   type RequestView,
 } from '@sluice/core/http'
 import { functionOption } from '@sluice/core/options'
@@ -15,6 +16,7 @@ import {
   departedResponse,
   exchangeLimit,
   FetchExchange,
+  type FetchSettle,
   fetchAdapter,
   jsonResponse,
   withHeaders,
@@ -25,7 +27,13 @@ import {
  * about the handler's `Response`), plus `onLimited`. Rules, stores and `createLimiter` come from
  * `@sluice/core`.
  */
-export interface FetchLimitOptions extends HttpLimitOptions<Request, Response> {
+export interface FetchLimitOptions extends Omit<HttpLimitOptions<Request, Response>, 'settle'> {
+  /**
+   * Asked once when the response has ended (its body read to its end, or cancelled, or the request
+   * aborted): the request's true cost, as core's `settle` option (`HttpLimitOptions.settle`); `response`
+   * is undefined when the client left before the handler answered.
+   */
+  settle?: FetchSettle<Request>
   /**
    * Called for a denied request. It may answer with a `Response` of its own (sluice adds the rate-limit
    * headers to it); when it answers nothing, sluice sends its 429 as usual. A throw or a rejection rejects
@@ -66,9 +74,13 @@ export interface FetchLimit {
 
 /**
  * What `handle` calls for an admitted request (or one no limit counts): `decision` is that of the sluice
- * limit that last counted the request (`remaining`, `waitMs`…), undefined when none did (skipped).
+ * limit that last counted the request (`remaining`, `waitMs`…), with `settle(cost)` (see `RequestRateLimit`),
+ * undefined when none did (skipped).
  */
-export type FetchHandler = (request: Request, decision: Decision | undefined) => Response | Promise<Response>
+export type FetchHandler = (
+  request: Request,
+  decision: RequestRateLimit | undefined,
+) => Response | Promise<Response>
 
 type OnLimited = NonNullable<FetchLimitOptions['onLimited']>
 const OWN_OPTIONS = { onLimited: functionOption }
@@ -124,7 +136,7 @@ export function fetchLimit(options: FetchLimitOptions): FetchLimit {
     const record = adapter.recordOf(request)
     let response: Response
     try {
-      response = await handler(request, record?.decision)
+      response = await handler(request, record?.shownFor(request))
     } catch (error) {
       exchange.abandon()
       throw error

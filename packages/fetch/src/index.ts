@@ -7,10 +7,12 @@
  * @module @sluice/fetch
  */
 export type { Decision } from '@sluice/core'
+export type { RequestRateLimit } from '@sluice/core/http'
 export {
   departedResponse,
   exchangeLimit,
   FetchExchange,
+  type FetchSettle,
   fetchAdapter,
   jsonResponse,
   withHeaders,

@@ -9,6 +9,7 @@ import {
   type HttpOutcome,
   type KeySpec,
   parseHttpOptions,
+  type RequestRateLimit,
   type RequestView,
 } from '@sluice/core/http'
 import { functionOption } from '@sluice/core/options'
@@ -16,6 +17,7 @@ import {
   departedResponse,
   exchangeLimit,
   FetchExchange,
+  type FetchSettle,
   fetchAdapter,
   jsonResponse,
   withHeaders,
@@ -28,9 +30,10 @@ declare module 'hono' {
   interface ContextVariableMap {
     /**
      * The decision of the sluice limit that last counted this request (allowed or denied), at
-     * `c.get('rateLimit')`. `undefined` when no limit counted it.
+     * `c.get('rateLimit')`, with `settle(cost)`: the request's true cost, settled now (see
+     * `RequestRateLimit`). `undefined` when no limit counted it.
      */
-    rateLimit?: Decision
+    rateLimit?: RequestRateLimit
   }
 }
 
@@ -39,7 +42,14 @@ declare module 'hono' {
  * `rules` functions are given the `Context`; `countWhen(c, response)` the `Response` sent), plus
  * `getConnInfo` and `onLimited`. Rules, stores and `createLimiter` come from `@sluice/core`.
  */
-export interface HonoRateLimitOptions<E extends Env = Env> extends HttpLimitOptions<Context<E>, Response> {
+export interface HonoRateLimitOptions<E extends Env = Env>
+  extends Omit<HttpLimitOptions<Context<E>, Response>, 'settle'> {
+  /**
+   * Asked once when the response has ended (its body read to its end, or cancelled, or the request
+   * aborted): the request's true cost, as core's `settle` option (`HttpLimitOptions.settle`); `response`
+   * is undefined when the client left before the handler answered.
+   */
+  settle?: FetchSettle<Context<E>>
   /**
    * Your runtime's `getConnInfo` (from `hono/bun`, `hono/deno`, `@hono/node-server/conninfo`,
    * `hono/cloudflare-workers`…): how `key: 'ip'` reads the client's address. Required when the key
@@ -112,7 +122,8 @@ export function rateLimit<E extends Env = Env>(options: HonoRateLimitOptions<E>)
     const outcome = decided instanceof Promise ? await decided : decided
     if (outcome.action === 'reject') return jsonResponse(outcome.status, outcome.body, outcome.contentType)
     const record = adapter.recordOf(c)
-    if (record?.decision !== undefined) c.set('rateLimit', record.decision)
+    const shown = record?.shownFor(c)
+    if (shown !== undefined) c.set('rateLimit', shown)
     if (outcome.action === 'deny') return limited(outcome, c)
     if (outcome.action === 'allow' && outcome.decision.waitMs > 0) {
       if (!(await limit.hold(c, exchange, outcome))) return departedResponse()

@@ -8,13 +8,47 @@
  * made only for a second limit or a second callback.
  */
 
+import { ErrorCode, InvalidCostError, SluiceError } from '../errors.ts'
+import type { RuleCosts } from '../limiter/limiter.ts'
 import type { Decision } from '../types.ts'
 import { type ResolvedHeaderOptions, stackedHeaders } from './headers.ts'
 
-/** One limit's part in a response's headers. */
+/** One limit's part in a response's headers, and what settling the request under it needs. */
 export interface CountedLimit {
   readonly decision: Decision
   readonly headers: ResolvedHeaderOptions
+  /**
+   * The limit's end phase, when its decision reserved units a settle can change, with the key it was
+   * counted under (the decision holds what it reserved): plain fields, not a closure, so a request nobody
+   * settles allocates nothing for it. Not the request: a record kept in a WeakMap under its request must
+   * not hold it (V8 then marks the pair as an ephemeron cycle on every collection); `shownFor` is given it
+   * when the handler reads the record.
+   */
+  readonly settler?: Settler
+  readonly key?: string
+}
+
+/** What settles one limit's reservation: its end phase. */
+export interface Settler {
+  settle(request: unknown, key: string, decision: Decision, trueCost: number | RuleCosts): Promise<Decision>
+}
+
+/**
+ * What a handler sees of the limits that counted its request (`req.rateLimit`, `ctx.state.rateLimit`,
+ * `c.get('rateLimit')`): the decision of the limit that counted it last, and `settle`.
+ */
+export type RequestRateLimit = Decision & {
+  /**
+   * Makes the request's reservation its true cost now, under every limit that admitted it: an integer, or
+   * per rule by name (rules not named keep what they reserved; a limit none of whose rules is named is left
+   * alone, so one call settles stacked limits with different rules; a name none of them has is an
+   * `ERR_SLUICE_INVALID_COST` error, and nothing is settled). The limits' `settle` option is then not
+   * asked. Resolves with the decision after (of the last limit settled; the shown decision when no limit
+   * held a reservation: a store failure let the request by, an unlimited key). Rejects with
+   * `ERR_SLUICE_INVALID_SETTLE` when called twice, `ERR_SLUICE_INVALID_COST` for a bad cost, and the store's
+   * error when it fails.
+   */
+  settle(cost: number | RuleCosts): Promise<Decision>
 }
 
 /** Runs when the response ends: `finished` is false when the client went away before it was sent. */
@@ -28,8 +62,14 @@ export class RequestRecord {
   #ended: EndCallback | EndCallback[] | undefined = undefined
   /** How the response ended (`finished`), once it has: undefined while it runs. */
   #over: boolean | undefined = undefined
-  /** The decision of the limit that last counted the request: what `req.rateLimit` shows. */
+  /** The decision of the limit that last counted the request: what `req.rateLimit` shows (see `shown`). */
   decision: Decision | undefined = undefined
+  /** True once the handler settled the request (`settle`): the limits' `settle` option is not asked then. */
+  settled = false
+  /** `shownFor`'s answer, made when first read, the decision it was made from, and its request. */
+  #shown: RequestRateLimit | undefined = undefined
+  #shownOf: Decision | undefined = undefined
+  #request: unknown = undefined
   /** The rate-limit headers sluice has written for every limit that counted the request, in order. */
   headers: Readonly<Record<string, string>> | undefined = undefined
 
@@ -68,6 +108,55 @@ export class RequestRecord {
   }
 
   /**
+   * What the handler of `request` sees (`req.rateLimit`): `decision` with a `settle` method that settles
+   * every limit that counted the request (asking rules functions with `request`). Made when first read (a
+   * handler that never reads it costs nothing), again when another limit has counted the request since;
+   * undefined when no limit counted it.
+   */
+  shownFor(request: unknown): RequestRateLimit | undefined {
+    const decision = this.decision
+    if (decision === undefined) return undefined
+    this.#request = request
+    if (this.#shownOf !== decision) {
+      // `settle` is not enumerable: the shown object reads, spreads and serializes as the decision does.
+      const shown = Object.defineProperty({ ...decision }, 'settle', {
+        value: (cost: number | RuleCosts) => this.settle(cost),
+      }) as RequestRateLimit
+      this.#shownOf = decision
+      this.#shown = shown
+    }
+    return this.#shown
+  }
+
+  /** `req.rateLimit.settle(cost)`: see `RequestRateLimit.settle`. Reached only through `shownFor`. */
+  settle(cost: number | RuleCosts): Promise<Decision> {
+    if (this.settled) {
+      return Promise.reject(new SluiceError(ErrorCode.INVALID_SETTLE, 'This request was settled already.'))
+    }
+    const counted = this.#first === undefined ? [] : [this.#first, ...(this.#more ?? [])]
+    // Only limits whose decisions reserved units have anything to settle.
+    const limits = counted.filter((limit) => limit.settler !== undefined)
+    const unknown = limits.length === 0 ? undefined : unnamedRule(cost, limits)
+    if (unknown !== undefined) {
+      const all = limits.flatMap((limit) => limit.decision.rules.map((rule) => rule.rule)).join(', ')
+      const reason = `${unknown} names no rule of this request's limits (their rules: ${all})`
+      return Promise.reject(new InvalidCostError(cost, reason))
+    }
+    this.settled = true
+    const settling = limits.map((limit) => {
+      const own = ownCost(cost, limit.decision)
+      return own === undefined
+        ? undefined
+        : limit.settler!.settle(this.#request, limit.key!, limit.decision, own)
+    })
+    return Promise.all(settling).then((after) => {
+      let last = this.decision!
+      for (const decision of after) if (decision !== undefined) last = decision
+      return last
+    })
+  }
+
+  /**
    * Adds a callback for the response's end. Answers true for the first one, when the adapter's kit must
    * start watching the response; callbacks added after the end run at once.
    */
@@ -96,6 +185,31 @@ export class RequestRecord {
     if (Array.isArray(ended)) for (const callback of ended) runEnd(callback, finished)
     else runEnd(ended, finished)
   }
+}
+
+/**
+ * The first name in a per-rule cost that no limit counting the request has a rule of: a typo must not
+ * settle nothing in silence. (Each limit then settles only the names it has.)
+ */
+function unnamedRule(cost: number | RuleCosts, limits: readonly CountedLimit[]): string | undefined {
+  if (typeof cost !== 'object' || cost === null) return undefined
+  for (const name of Object.keys(cost)) {
+    if (!limits.some((limit) => limit.decision.rules.some((rule) => rule.rule === name))) return name
+  }
+  return undefined
+}
+
+/** `cost` as one limit settles it: only the names its decision's rules have; undefined when it has none. */
+function ownCost(cost: number | RuleCosts, decision: Decision): number | RuleCosts | undefined {
+  if (typeof cost !== 'object' || cost === null) return cost
+  let own: Record<string, number> | undefined
+  for (const rule of decision.rules) {
+    if (Object.hasOwn(cost, rule.rule)) {
+      own ??= {}
+      own[rule.rule] = cost[rule.rule]!
+    }
+  }
+  return own
 }
 
 function runEnd(callback: EndCallback, finished: boolean): void {
