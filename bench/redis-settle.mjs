@@ -4,8 +4,10 @@
  * script call costs inside redis-server for a token budget's acts on 10,000 keys, each with two rules (60
  * requests and 100,000 tokens a minute, `fixedWindow` and `slidingWindow`): a consume of per-rule costs
  * `[1, 1200]` beside a plain consume of 1, a peek, a penalty of 300 on both rules, a refund naming the call
- * (700 units back under the call's marks, the act a settle of fewer units replaces), and settles of
- * `[0, -700]` (units back), `[0, 300]` (units counted past the reservation) and `[0, 0]`. Redis runs one
+ * (700 units back under the call's marks, the act a settle of fewer units replaces), and settles as
+ * `limiter.settle` sends them: only the rules whose true cost differs from their reservation (here the
+ * tokens rule: 700 back, or 300 past the reservation; a settle at the reservation sends nothing), and, to
+ * show what leaving the unchanged rule out saves, `[0, -700]` sent with both rules. Redis runs one
  * script at a time, so its time per call is what bounds a Redis's decisions per second; other processes on
  * the machine barely move it.
  *
@@ -59,9 +61,9 @@ const ACTS = [
   'peek 1',
   'refund 700 (marks)',
   'penalize 300',
-  'settle [0, -700]',
-  'settle [0, 300]',
-  'settle [0, 0]',
+  'settle tokens -700',
+  'settle tokens +300',
+  'settle [0, -700], both rules',
 ]
 const figures = new Map(ACTS.map((a) => [a, []]))
 try {
@@ -74,6 +76,7 @@ try {
     await store.apply(prefix, 'warm', rules, [1, 2], 'consume')
     await store.adjust(prefix, 'warm', rules, 1, 'refund', undefined, ['0', '0'])
     await store.adjust(prefix, 'warm', rules, [0, 1], 'settle', undefined, ['0', '0'])
+    await store.adjust(prefix, 'warm', [rules[1]], 1, 'settle', undefined, [undefined])
     figures.get('consume 1').push(await measure((i) => store.apply(prefix, `plain${i}`, rules, 1, 'consume')))
     figures.get('consume [1, 1200]').push(
       await measure(async (i) => {
@@ -92,22 +95,25 @@ try {
     figures
       .get('penalize 300')
       .push(await measure((i) => store.adjust(prefix, `plain${i}`, rules, 300, 'penalize')))
+    const tokens = [rules[1]]
     figures
-      .get('settle [0, -700]')
+      .get('settle tokens -700')
+      .push(
+        await measure((i) => store.adjust(prefix, `k${i}`, tokens, -700, 'settle', undefined, [marks[i][1]])),
+      )
+    figures
+      .get('settle tokens +300')
+      .push(
+        await measure((i) => store.adjust(prefix, `k${i}`, tokens, 300, 'settle', undefined, [undefined])),
+      )
+    figures
+      .get('settle [0, -700], both rules')
       .push(
         await measure((i) => store.adjust(prefix, `k${i}`, rules, [0, -700], 'settle', undefined, marks[i])),
       )
-    figures
-      .get('settle [0, 300]')
-      .push(
-        await measure((i) => store.adjust(prefix, `k${i}`, rules, [0, 300], 'settle', undefined, marks[i])),
-      )
-    figures
-      .get('settle [0, 0]')
-      .push(await measure((i) => store.adjust(prefix, `k${i}`, rules, [0, 0], 'settle', undefined, marks[i])))
   }
-  console.log('\nact                     Redis µs per call (median of rounds)')
-  for (const [act, usec] of figures) console.log(`${act.padEnd(24)}${median(usec).toFixed(2)}`)
+  console.log('\nact                             Redis µs per call (median of rounds)')
+  for (const [act, usec] of figures) console.log(`${act.padEnd(32)}${median(usec).toFixed(2)}`)
 } finally {
   await store.close()
   client.disconnect()

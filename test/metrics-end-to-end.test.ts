@@ -186,19 +186,17 @@ describe('metrics from real decisions', () => {
       }),
       (_req, res) => res.end(),
     )
-    app.post(
-      '/v1/exact',
-      rateLimit({
-        rules: budget(),
-        store: new RedisStore({ client, prefix: 'settle-handler', clock }),
-        prefix: 'exact',
-        cost: () => ({ tokens: 400 }),
-      }),
-      async (req, res) => {
-        const after = await req.rateLimit!.settle({ tokens: 900 })
-        res.json({ remaining: after.rules.map((r) => r.remaining) })
-      },
-    )
+    const exactLimit = rateLimit({
+      rules: budget(),
+      store: new RedisStore({ client, prefix: 'settle-handler', clock }),
+      prefix: 'exact',
+      cost: () => ({ tokens: 400 }),
+    })
+    app.post('/v1/exact', exactLimit, async (req, res) => {
+      await req.rateLimit!.settle({ tokens: 900 })
+      const after = await exactLimit.limiter.peek(req.ip!, { context: req })
+      res.json({ remaining: after.rules.map((r) => r.remaining) })
+    })
     const server = await listen(app)
     try {
       expect((await fetch(`${server.url}/v1/chat`, { method: 'POST' })).status).toBe(200)

@@ -340,10 +340,30 @@ export async function answersRandomTraces(
             last.rules.map((r, i) =>
               amounts[i]! < 0 ? refundMark(r, answer[i]!, answer.countedAt!) : undefined,
             )
-          const e = memory.adjust(prefix, key, last.rules, amounts, 'settle', block, marksOf(last.memory))
-          const a = await store.adjust(prefix, key, last.rules, amounts, 'settle', block, marksOf(last.store))
-          expected = e === undefined ? undefined : [...bare(e), e.reason]
-          actual = a === undefined ? undefined : [...bare(a), a.reason]
+          // A settle answers nothing; both stores are then held to what a peek answers right after.
+          const settledMemory = memory.adjust(
+            prefix,
+            key,
+            last.rules,
+            amounts,
+            'settle',
+            block,
+            marksOf(last.memory),
+          )
+          const settledStore = await store.adjust(
+            prefix,
+            key,
+            last.rules,
+            amounts,
+            'settle',
+            block,
+            marksOf(last.store),
+          )
+          expect([settledMemory, settledStore]).toEqual([undefined, undefined])
+          const e = memory.apply(prefix, key, last.rules, 1, 'peek', block)
+          const a = await store.apply(prefix, key, last.rules, 1, 'peek', block)
+          expected = [...bare(e), e.reason]
+          actual = [...bare(a), a.reason]
           said = `[${amounts}] -> ${brief(e)}`
           seen.settle!++
           if (amounts.some((n) => n < 0)) seen.settleBack!++

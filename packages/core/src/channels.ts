@@ -48,7 +48,7 @@ export interface HttpMessage {
   /**
    * `action: 'settle'` only: per rule by name, the units the request reserved (`reserved`) and its true
    * cost as settled (`cost`); a larger cost charged the difference, a smaller one gave it back. The
-   * decision is then what a peek answers right after the settle.
+   * decision is the request's own, whose reservation was settled.
    */
   readonly reserved?: Readonly<Record<string, number>>
   readonly cost?: Readonly<Record<string, number>>

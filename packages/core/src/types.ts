@@ -290,8 +290,8 @@ export interface Store {
   /**
    * Changes the state of `rules` for `key` outside a call (see `Adjustment`), atomically. `cost` is an
    * integer from 1 to 2^50 and may exceed a rule's limit; for `'settle'` it is one integer per rule, in
-   * order, from −2^50 to 2^50 (`Costs`). For `'penalize'` and `'settle'` it answers what a peek of cost 1
-   * (with `block`) answers right after; for the others, nothing. `marks` holds, per rule in order, what
+   * order, from −2^50 to 2^50 (`Costs`). For `'penalize'` it answers what a peek of cost 1 (with `block`)
+   * answers right after; for the others, `'settle'` included, nothing. `marks` holds, per rule in order, what
    * the call left: its `RuleDecision.queue` for `'unqueue'`, its `RuleDecision.lease` for `'release'`, its
    * `refundMark` for `'refund'` (a rule whose mark is undefined gives nothing back).
    * Optional: a store without it cannot refund or penalize.

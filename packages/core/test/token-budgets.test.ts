@@ -217,27 +217,39 @@ describe('per-rule costs', () => {
 })
 
 describe('settle', () => {
+  it('asks the store nothing when the true cost is what was reserved, and answers nothing', async () => {
+    const { limiter, asked } = onClock(REQUESTS_AND_TOKENS)
+    const d = await limiter.consume('k', { cost: { tokens: 500 } })
+    const calls = asked.length
+    expect(await limiter.settle('k', { decision: d, cost: { requests: 1, tokens: 500 } })).toBeUndefined()
+    expect(asked.length).toBe(calls)
+    expect((await limiter.peek('k')).rules.map((r) => r.remaining)).toEqual([8, 499])
+  })
+
   it('gives back what a smaller true cost did not use, and counts what a larger one used beyond', async () => {
     const { limiter, asked, clock } = onClock(REQUESTS_AND_TOKENS)
     const d = await limiter.consume('k', { cost: { tokens: 500 } })
     clock.now = 1000
-    const after = await limiter.settle('k', { decision: d, cost: { tokens: 200 } })
-    // What a peek of cost 1 answers right after: 9 requests and 800 tokens left before it.
+    await limiter.settle('k', { decision: d, cost: { tokens: 200 } })
+    const after = await limiter.peek('k')
+    // What a peek of cost 1 answers after the settle: 9 requests and 800 tokens left before it.
     expect(after.rules.map((r) => r.remaining)).toEqual([8, 799])
     expect(after).toMatchObject({ allowed: true, rule: 'requests', resetMs: 59_000 })
-    expect(asked.at(-1)).toEqual({ act: 'settle', cost: [0, -300], marks: [undefined, '0'] })
+    expect(asked.at(-2)).toEqual({ act: 'settle', cost: -300, marks: ['0'] }) // only the rule it changes
 
     const e = await limiter.consume('k', { cost: { tokens: 100 } })
-    const more = await limiter.settle('k', { decision: e, cost: { requests: 1, tokens: 350 } })
+    await limiter.settle('k', { decision: e, cost: { requests: 1, tokens: 350 } })
+    const more = await limiter.peek('k')
     expect(more.rules.map((r) => r.remaining)).toEqual([7, 449])
-    expect(asked.at(-1)).toEqual({ act: 'settle', cost: [0, 250], marks: [undefined, undefined] })
+    expect(asked.at(-2)).toEqual({ act: 'settle', cost: 250, marks: [undefined] })
   })
 
   it('counts a larger true cost past the limit, so later calls wait it off', async () => {
     const { limiter, clock } = onClock(REQUESTS_AND_TOKENS)
     const d = await limiter.consume('k', { cost: { tokens: 900 } })
     clock.now = 20_000
-    const after = await limiter.settle('k', { decision: d, cost: { tokens: 1600 } })
+    await limiter.settle('k', { decision: d, cost: { tokens: 1600 } })
+    const after = await limiter.peek('k')
     expect(after).toMatchObject({ allowed: false, rule: 'tokens', remaining: 0, retryAfterMs: 40_000 })
     clock.now = 60_000
     expect(await left(limiter)).toEqual([9, 999])
@@ -246,10 +258,12 @@ describe('settle', () => {
   it('settles an equal cost to nothing, and a zero cost to the whole reservation back', async () => {
     const { limiter } = onClock(REQUESTS_AND_TOKENS)
     const d = await limiter.consume('k', { cost: { tokens: 500 } })
-    expect((await limiter.settle('k', { decision: d, cost: { tokens: 500 } })).rules[1]!.remaining).toBe(499)
+    await limiter.settle('k', { decision: d, cost: { tokens: 500 } })
+    expect((await limiter.peek('k')).rules[1]!.remaining).toBe(499)
     const e = await limiter.consume('k', { cost: { tokens: 100 } })
     // A number is every rule's true cost: 0 gives back the request as well as the tokens.
-    const after = await limiter.settle('k', { decision: e, cost: 0 })
+    await limiter.settle('k', { decision: e, cost: 0 })
+    const after = await limiter.peek('k')
     expect(after.rules.map((r) => r.remaining)).toEqual([8, 499])
   })
 
@@ -257,11 +271,13 @@ describe('settle', () => {
     const { limiter } = onClock(['slidingLog:100/1m@tokens'])
     const d = await limiter.consume('k', { cost: 40 })
     expect(d.cost).toBe(40)
-    expect((await limiter.settle('k', { decision: d, cost: 15 })).remaining).toBe(84)
+    await limiter.settle('k', { decision: d, cost: 15 })
+    expect((await limiter.peek('k')).remaining).toBe(84)
     // A decision of cost 1 records nothing: its reservation was 1 under each rule.
     const e = await limiter.consume('k')
     expect(e.cost).toBeUndefined()
-    expect((await limiter.settle('k', { decision: e, cost: 6 })).remaining).toBe(78)
+    await limiter.settle('k', { decision: e, cost: 6 })
+    expect((await limiter.peek('k')).remaining).toBe(78)
   })
 
   it('settles a decision once; a second settle, a denied decision or a peek is ERR_SLUICE_INVALID_SETTLE', async () => {
@@ -351,9 +367,11 @@ describe('settle', () => {
     clock.now = 60_000
     await limiter.consume('k', { cost: { tokens: 50 } })
     // d's 500 left with their window: a smaller true cost gives nothing back, nor takes the new window's.
-    expect((await limiter.settle('k', { decision: d, cost: { tokens: 10 } })).rules[1]!.remaining).toBe(949)
+    await limiter.settle('k', { decision: d, cost: { tokens: 10 } })
+    expect((await limiter.peek('k')).rules[1]!.remaining).toBe(949)
     // e's excess counts now, in the window it is settled in.
-    expect((await limiter.settle('k', { decision: e, cost: { tokens: 400 } })).rules[1]!.remaining).toBe(649)
+    await limiter.settle('k', { decision: e, cost: { tokens: 400 } })
+    expect((await limiter.peek('k')).rules[1]!.remaining).toBe(649)
   })
 
   it("after a reset the call's units are gone: a smaller true cost gives nothing, an excess counts afresh", async () => {
@@ -361,8 +379,10 @@ describe('settle', () => {
     const d = await limiter.consume('k', { cost: { tokens: 500 } })
     const e = await limiter.consume('k', { cost: { tokens: 100 } })
     await limiter.reset('k')
-    expect((await limiter.settle('k', { decision: d, cost: { tokens: 0 } })).rules[1]!.remaining).toBe(999)
-    expect((await limiter.settle('k', { decision: e, cost: { tokens: 300 } })).rules[1]!.remaining).toBe(799)
+    await limiter.settle('k', { decision: d, cost: { tokens: 0 } })
+    expect((await limiter.peek('k')).rules[1]!.remaining).toBe(999)
+    await limiter.settle('k', { decision: e, cost: { tokens: 300 } })
+    expect((await limiter.peek('k')).rules[1]!.remaining).toBe(799)
     expect(await left(limiter)).toEqual([9, 799])
   })
 
@@ -371,20 +391,21 @@ describe('settle', () => {
     const { limiter, asked } = onClock(() => rules)
     const d = await limiter.consume('k', { cost: { tokens: 500 } })
     rules = ['fixedWindow:10/1m@requests', 'fixedWindow:1000/1m@prompt']
-    const after = await limiter.settle('k', { decision: d, cost: { requests: 0, prompt: 7 } })
+    await limiter.settle('k', { decision: d, cost: { requests: 0, prompt: 7 } })
+    const after = await limiter.peek('k')
     expect(after.rules.map((r) => r.remaining)).toEqual([9, 999])
-    expect(asked.at(-1)).toMatchObject({ act: 'settle', cost: [-1, 0] })
+    expect(asked.at(-2)).toMatchObject({ act: 'settle', cost: -1 })
     rules = null
     const e = await limiter.consume('j')
     rules = REQUESTS_AND_TOKENS
-    expect(await limiter.settle('j', { decision: e, cost: 5 })).toBe(e)
+    expect(await limiter.settle('j', { decision: e, cost: 5 })).toBeUndefined()
   })
 
   it('changes nothing for a decision that counted nothing in the store, however often: unlimited, store-error, insurance', async () => {
     const unlimited = onClock(() => null)
     const free = await unlimited.limiter.consume('k')
-    expect(await unlimited.limiter.settle('k', { decision: free, cost: 5 })).toBe(free)
-    expect(await unlimited.limiter.settle('k', { decision: free, cost: 5 })).toBe(free)
+    expect(await unlimited.limiter.settle('k', { decision: free, cost: 5 })).toBeUndefined()
+    expect(await unlimited.limiter.settle('k', { decision: free, cost: 5 })).toBeUndefined()
     // Its cost is checked all the same.
     expect(await codeOf(unlimited.limiter.settle('k', { decision: free, cost: -5 }))).toBe(
       ErrorCode.INVALID_COST,
@@ -402,7 +423,7 @@ describe('settle', () => {
     const allowing = createLimiter({ rules: REQUESTS_AND_TOKENS, store: failing })
     const allowed = await allowing.consume('k', { cost: { tokens: 5 } })
     expect(allowed.reason).toBe('store-error')
-    expect(await allowing.settle('k', { decision: allowed, cost: 1 })).toBe(allowed)
+    expect(await allowing.settle('k', { decision: allowed, cost: 1 })).toBeUndefined()
 
     const insurance = onClock(REQUESTS_AND_TOKENS)
     const insured = createLimiter({
@@ -413,7 +434,7 @@ describe('settle', () => {
     })
     const d = await insured.consume('k', { cost: { tokens: 300 } })
     expect(d.reason).toBe('insurance')
-    expect(await insured.settle('k', { decision: d, cost: { tokens: 1 } })).toBe(d)
+    expect(await insured.settle('k', { decision: d, cost: { tokens: 1 } })).toBeUndefined()
     // The insurance limiter keeps the reservation it counted.
     expect(await left(insurance.limiter)).toEqual([8, 699])
   })
@@ -435,7 +456,8 @@ describe('settle', () => {
       ErrorCode.STORE_ERROR,
     )
     fail = false
-    expect((await limiter.settle('k', { decision: d, cost: { tokens: 100 } })).rules[1]!.remaining).toBe(899)
+    await limiter.settle('k', { decision: d, cost: { tokens: 100 } })
+    expect((await limiter.peek('k')).rules[1]!.remaining).toBe(899)
   })
 
   it('settles under blocks: a settle counts past the limit without beginning a block, and answers one', async () => {
@@ -446,7 +468,8 @@ describe('settle', () => {
       block: { ms: 5000 },
     })
     const d = await limiter.consume('k', { cost: { tokens: 900 } })
-    const over = await limiter.settle('k', { decision: d, cost: { tokens: 1200 } })
+    await limiter.settle('k', { decision: d, cost: { tokens: 1200 } })
+    const over = await limiter.peek('k')
     // Counted past the limit (the peek after it is denied by the rule), but no block: only a consume begins one.
     expect(over).toMatchObject({ allowed: false, reason: 'rules', retryAfterMs: 60_000 })
     const denied = await limiter.consume('k')
@@ -454,7 +477,8 @@ describe('settle', () => {
     const e = await limiter.consume('j', { cost: { tokens: 10 } })
     await limiter.consume('j', { cost: { tokens: 991 } })
     // A blocked key: the settle still gives back (a refund leaves a block standing), and answers the block.
-    const blocked = await limiter.settle('j', { decision: e, cost: { tokens: 0 } })
+    await limiter.settle('j', { decision: e, cost: { tokens: 0 } })
+    const blocked = await limiter.peek('j')
     expect(blocked).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 5000 })
     clock.now = 5000
     expect(await left(limiter, 'j')).toEqual([8, 999])
@@ -525,7 +549,8 @@ describe.each([
 it('concurrency takes no settle: its units are held by the lease, which release ends', async () => {
   const { limiter } = onClock(['concurrency:10@lease', 'fixedWindow:100/1m@tokens'])
   const d = await limiter.consume('k', { cost: { tokens: 50 } })
-  const after = await limiter.settle('k', { decision: d, cost: { lease: 5, tokens: 5 } })
+  await limiter.settle('k', { decision: d, cost: { lease: 5, tokens: 5 } })
+  const after = await limiter.peek('k')
   expect(after.rules.map((r) => r.remaining)).toEqual([8, 94])
   await limiter.release('k', d)
   expect(await left(limiter)).toEqual([9, 94])

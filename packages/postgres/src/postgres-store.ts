@@ -264,7 +264,7 @@ export class PostgresStore implements Store {
 
   /**
    * Settles one call: each rule by its signed amount (`cost`, or one number for every rule) in one function
-   * call that answers as a peek of cost 1 (with `block`) right after, as a penalty does.
+   * call, which answers nothing (as a refund's).
    */
   async #settle(
     prefix: string,
@@ -273,7 +273,7 @@ export class PostgresStore implements Store {
     cost: number | Costs,
     block: BlockPolicy | undefined,
     marks: readonly (string | undefined)[] | undefined,
-  ): Promise<StoreAnswer> {
+  ): Promise<undefined> {
     const amounts = typeof cost === 'number' ? rules.map(() => cost) : cost
     if (amounts.length !== rules.length) {
       throw new InvalidCostError(cost, `a settle has one amount per rule, and the call has ${rules.length}`)
@@ -288,7 +288,8 @@ export class PostgresStore implements Store {
       block,
       marks ?? null,
     )
-    return decode(await this.#call(args, rules), rules, false, null)
+    await this.#call(args, rules)
+    return undefined
   }
 
   async reset(prefix: string, key: string): Promise<void> {

@@ -253,7 +253,7 @@ BEGIN
     cost := 1;
   ELSIF act = ${ACT.settle} THEN
     ${settleAll}
-    cost := 1; costs := NULL;
+    RETURN reply;
   ELSIF act = ${ACT.refund} THEN
     ${adjustAll('refund', false)}
     RETURN reply;

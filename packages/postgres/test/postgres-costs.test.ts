@@ -5,6 +5,7 @@
  * The memory store and this one agree on random traces of both in test/postgres-conformance.test.ts.
  */
 import {
+  type BlockPolicy,
   createLimiter,
   type Decision,
   ErrorCode,
@@ -51,6 +52,18 @@ const RULES = [
 const brief = (answer: StoreAnswer | undefined) =>
   answer?.map((d: RuleDecision) => [d.allowed, d.remaining, d.resetMs, d.retryAfterMs])
 
+/** A settle answers nothing: what a peek of cost 1 (with `block`) answers right after it. */
+async function settleThenPeek(
+  store: PostgresStore,
+  prefix: string,
+  amounts: number[],
+  marks: (string | undefined)[] | undefined,
+  block: BlockPolicy | undefined,
+): Promise<StoreAnswer> {
+  expect(await store.adjust(prefix, 'k', RULES, amounts, 'settle', block, marks)).toBeUndefined()
+  return store.apply(prefix, 'k', RULES, 1, 'peek', block)
+}
+
 describe.each(['pg', 'postgres.js'])('per-rule costs and settle on PostgreSQL (%s)', (client) => {
   async function rig() {
     const clock = { now: T }
@@ -88,18 +101,18 @@ describe.each(['pg', 'postgres.js'])('per-rule costs and settle on PostgreSQL (%
     await store.close()
   })
 
-  it('settles each rule by its signed amount in one function call, and answers as a peek of cost 1 right after', async () => {
+  it('settles each rule by its signed amount in one function call, answering nothing', async () => {
     const { store, prefix } = await rig()
     const call = await store.apply(prefix, 'k', RULES, [1, 60], 'consume')
     const marks = RULES.map((rule, i) => refundMark(rule, call[i]!, call.countedAt!))
     // 40 of the 60 tokens reserved go back; the request stays counted.
-    expect(brief(await store.adjust(prefix, 'k', RULES, [0, -40], 'settle', undefined, marks))).toEqual([
+    expect(brief(await settleThenPeek(store, prefix, [0, -40], marks, undefined))).toEqual([
       [true, 8, 60_000, 0],
       [true, 79, 60_000, 0],
     ])
     // More than reserved: counted whatever the rule says, past the limit if need be; the tokens now deny a
     // peek, so the requests answer as of cost 0.
-    expect(brief(await store.adjust(prefix, 'k', RULES, [3, 90], 'settle', undefined, marks))).toEqual([
+    expect(brief(await settleThenPeek(store, prefix, [3, 90], marks, undefined))).toEqual([
       [true, 6, 60_000, 0],
       [false, 0, 60_000, 60_000],
     ])
@@ -114,12 +127,12 @@ describe.each(['pg', 'postgres.js'])('per-rule costs and settle on PostgreSQL (%
     const { store, clock, prefix } = await rig()
     const call = await store.apply(prefix, 'k', RULES, [1, 60], 'consume')
     const marks = RULES.map((rule, i) => refundMark(rule, call[i]!, call.countedAt!))
-    expect(brief(await store.adjust(prefix, 'k', RULES, [-1, -60], 'settle'))).toEqual([
+    expect(brief(await settleThenPeek(store, prefix, [-1, -60], undefined, undefined))).toEqual([
       [true, 8, 60_000, 0],
       [true, 39, 60_000, 0],
     ])
     clock.now = T + 60_000
-    expect(brief(await store.adjust(prefix, 'k', RULES, [-1, -60], 'settle', undefined, marks))).toEqual([
+    expect(brief(await settleThenPeek(store, prefix, [-1, -60], marks, undefined))).toEqual([
       [true, 9, 60_000, 0],
       [true, 99, 60_000, 0],
     ])
@@ -146,8 +159,9 @@ describe.each(['pg', 'postgres.js'])('per-rule costs and settle on PostgreSQL (%
     const denied = await store.apply(prefix, 'k', RULES, [1, 50], 'consume', block)
     expect(denied.every((d) => d.allowed)).toBe(false)
     const marks = RULES.map((rule, i) => refundMark(rule, call[i]!, call.countedAt!))
-    const settled = await store.adjust(prefix, 'k', RULES, [0, -60], 'settle', block, marks)
-    expect(settled?.reason).toBe('blocked')
+    // It answers nothing, as on a key not blocked; a peek with the block answers the block.
+    expect(await store.adjust(prefix, 'k', RULES, [0, -60], 'settle', block, marks)).toBeUndefined()
+    expect((await store.apply(prefix, 'k', RULES, 1, 'peek', block)).reason).toBe('blocked')
     expect(brief(await store.apply(prefix, 'k', RULES, 1, 'peek'))).toEqual([
       [true, 8, 60_000, 0],
       [true, 99, 60_000, 0],
@@ -204,7 +218,8 @@ describe.each(['pg', 'postgres.js'])('a limiter settling on PostgreSQL (%s)', (c
     const ok = await limiter.consume('k', { cost: { tokens: 90 } })
     expect([ok.allowed, ok.rules.map((r) => r.remaining)]).toEqual([true, [9, 10]])
     expect((await limiter.consume('k', { cost: { tokens: 20 } })).allowed).toBe(false)
-    const after = await limiter.settle('k', { decision: ok, cost: { tokens: 30 } })
+    await limiter.settle('k', { decision: ok, cost: { tokens: 30 } })
+    const after = await limiter.peek('k')
     expect(after.rules.map((r) => r.remaining)).toEqual([8, 69])
     expect(await left()).toEqual([8, 69])
     await store.close()
@@ -235,7 +250,8 @@ describe.each(['pg', 'postgres.js'])('a limiter settling on PostgreSQL (%s)', (c
     }
     expect({ left: await left(), rows: await rows() }).toEqual(before)
     // The call refused a bad cost may still settle.
-    const after = await limiter.settle('k', { decision: ok, cost: { tokens: 0 } })
+    await limiter.settle('k', { decision: ok, cost: { tokens: 0 } })
+    const after = await limiter.peek('k')
     expect(after.rules.map((r) => r.remaining)).toEqual([before.left[0], before.left[1]! + 90])
     await store.close()
   })

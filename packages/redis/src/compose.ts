@@ -49,10 +49,9 @@ export const FETCH_SHARE = 16
  * the server's ms; a blocked key replies `{ 'blocked', ms left, server ms }` before any rule is read.
  * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `settle`: each rule by its
  * own signed amount (its per-rule cost, below), each rule's mark after them: below 0, `<kind>RefundCall` of
- * that many units by the rule's mark (none without a mark); above 0, `<kind>Penalize`; then answer as
- * `penalize` does. `refund`, `refundCall`
- * (one call's units, each rule's mark after the params), `unqueue`: change the state, reply
- * `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
+ * that many units by the rule's mark (none without a mark); above 0, `<kind>Penalize`; reading nothing
+ * else. `settle`, `refund`, `refundCall` (one call's units, each rule's mark after the params), `unqueue`:
+ * change the state, reply `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
  * batch (the units wanted, `FETCH_EXTRAS.want`, cut to `1 / FETCH_SHARE` of every rule's remaining,
  * at least the call's cost; a fetch ahead has cost 0 and takes 2 units or more, or none, counting
  * nothing), replying the batch taken and the key's reset count before the server's ms. `return`: each
@@ -106,6 +105,8 @@ function actFoot(f: Rules, act: Act, withBlock: boolean): string {
       return refundCallFoot(f)
     case 'return':
       return returnFoot(f)
+    case 'settle':
+      return [...f.head, ...settleLines(f), OK].join('\n')
     case 'unqueue':
     case 'release':
       return markFoot(f, act)
@@ -210,7 +211,7 @@ function markFoot({ kinds, params, costs, head, extras }: Rules, act: 'unqueue' 
   return lines.join('\n')
 }
 
-/** The foot of the acts that decide: `apply`, `penalize` and `settle` (then a peek of cost 1) and `fetch`. */
+/** The foot of the acts that decide: `apply`, `penalize` (then a peek of cost 1) and `fetch`. */
 function decideFoot(rules: Rules, act: Act, withBlock: boolean): string {
   const head = decideHead(rules, act, withBlock)
   // A fetch replies the units it took and the key's reset count before the server's ms.
@@ -237,7 +238,6 @@ function settleLines({ kinds, params, costs, extras }: Rules): string[] {
 function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
   const { kinds, params, costs, extras } = rules
   const head: string[] = [...rules.head]
-  if (act === 'settle') head.push(...settleLines(rules))
   if (act === 'fetch') {
     head.push(...recountLines(rules, extras + FETCH_EXTRAS.seen, extras + FETCH_EXTRAS.spent))
   }
@@ -246,7 +246,7 @@ function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
       head.push(`${kind}Penalize(KEYS[${i + 1}], now, ${costs[i]}, ${params[i]})`)
     })
   }
-  if (act === 'penalize' || act === 'settle') {
+  if (act === 'penalize') {
     // What a peek of cost 1 answers right after (the mode is not '1': nothing is admitted).
     head.push('cost = 1')
   }
@@ -336,7 +336,7 @@ function oneRuleFoot(rules: Rules, act: Act, withBlock: boolean, head: string[],
 /** Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i]. */
 function severalRulesFoot(rules: Rules, act: Act, withBlock: boolean, head: string[], tail: string): string {
   const { kinds, params } = rules
-  // A call decides at each rule's cost; a penalty's and a settle's peek at cost 1 (`cost`, set in their head).
+  // A call decides at each rule's cost; a penalty's peek at cost 1 (`cost`, set in its head).
   const costOf = (i: number): string => (act === 'apply' ? rules.costs[i]! : 'cost')
   const F = REPLY_FIELDS
   const slots = kinds.flatMap(() => ['0', '0', '0', '0', '0', "''"]).join(', ')

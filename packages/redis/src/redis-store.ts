@@ -345,7 +345,7 @@ export class RedisStore implements Store {
     const marks = rules.map((rule, i) => refundMark(rule, answer[i]!, countedAt) ?? '')
     if (marks.some((mark) => mark !== '') && this.#calls.refuse(true) === undefined) {
       const now = this.#scriptNow()
-      // Per-rule costs go back as a settle of each rule to nothing (its reply, a peek, says nothing here).
+      // Per-rule costs go back as a settle of each rule to nothing.
       const call = this.#calls.start<unknown>()
       if (typeof cost === 'number') {
         const sent = encode(base, plan, now, 'refund', cost, undefined, false, marks)
@@ -355,7 +355,7 @@ export class RedisStore implements Store {
         const back = cost.map((c) => -c)
         const sent = encode(base, plan, now, 'settle', back, undefined, false, marks)
         if (sent.periods !== undefined) writePeriods(sent, this.#periodNow())
-        this.#calls.attempt(call, scriptOf(plan, 'settle', false, true), sent, true, () => undefined)
+        this.#calls.attempt(call, scriptOf(plan, 'settle', false, true), sent, true, expectOk)
       }
       this.#track(call.promise.then(undefined, () => {}))
     }
@@ -439,7 +439,7 @@ export class RedisStore implements Store {
     const refused = this.#calls.refuse()
     if (refused !== undefined) return Promise.reject(refused)
     const plan = this.#plans.of(rules)
-    if (adjustment === 'settle') return this.#settle(prefix, key, plan, rules, cost, block, marks)
+    if (adjustment === 'settle') return this.#settle(prefix, key, plan, rules, cost, marks)
     // Per-rule costs that are all the same go as one cost, by the act's plain script.
     if (typeof cost !== 'number') cost = oneCost(cost)
     const penalize = adjustment === 'penalize'
@@ -469,7 +469,7 @@ export class RedisStore implements Store {
 
   /**
    * Settles one call: each rule by its signed amount (`cost`, or one number for every rule), in one script
-   * call that answers as a peek of cost 1 (with `block`) right after, as a penalty does. A settle that gives
+   * call, which answers nothing (as a refund's). A settle that gives
    * anything back drops the key's cached denial, as a refund does; one that only counts more keeps it.
    */
   #settle(
@@ -478,9 +478,8 @@ export class RedisStore implements Store {
     plan: Plan,
     rules: readonly Rule[],
     cost: number | Costs,
-    block: BlockPolicy | undefined,
     marks: readonly (string | undefined)[] | undefined,
-  ): Promise<StoreAnswer | undefined> {
+  ): Promise<undefined> {
     const amounts = typeof cost === 'number' ? rules.map(() => cost) : cost
     if (amounts.length !== rules.length) {
       return Promise.reject(
@@ -492,13 +491,10 @@ export class RedisStore implements Store {
     const base = keyBase(this.#prefix, prefix, key)
     // Each rule's mark follows the amounts: '' for a rule that gives nothing back.
     const extras = rules.map((_, i) => marks?.[i] ?? '')
-    const now = this.#scriptNow()
-    const sent = encode(base, plan, now, 'settle', amounts, block, false, extras)
+    const sent = encode(base, plan, this.#scriptNow(), 'settle', amounts, undefined, false, extras)
     if (sent.periods !== undefined) writePeriods(sent, this.#periodNow())
-    const call = this.#calls.start<StoreAnswer | undefined>()
-    this.#calls.attempt(call, scriptOf(plan, 'settle', block !== undefined, true), sent, true, (reply) => {
-      return decode(plan.limits, rules, reply, false, undefined, now ?? serverNowOf(reply))[0]
-    })
+    const call = this.#calls.start<undefined>()
+    this.#calls.attempt(call, scriptOf(plan, 'settle', false, true), sent, true, expectOk)
     return call.promise
   }
 

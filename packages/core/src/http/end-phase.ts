@@ -119,17 +119,14 @@ export class EndPhase<Req, Res> {
    * Settles the reservation `decision` made (`Decision.cost`) at `trueCost` (`limiter.settle`: a name
    * this limit has no rule of is its `ERR_SLUICE_INVALID_COST`), and publishes what it changed.
    */
-  settle(req: Req, key: string, decision: Decision, trueCost: number | RuleCosts): Promise<Decision> {
-    let settling: Promise<Decision>
+  settle(req: Req, key: string, decision: Decision, trueCost: number | RuleCosts): Promise<void> {
+    let settling: Promise<void>
     try {
       settling = this.#limiter.settle(key, { decision, cost: trueCost, context: req })
     } catch (error) {
       return Promise.reject(error)
     }
-    return settling.then((after) => {
-      this.#settled(req, key, after, settledCosts(decision, trueCost))
-      return after
-    })
+    return settling.then(() => this.#settled(req, key, decision, settledCosts(decision, trueCost)))
   }
 
   /** Ends the request's concurrency lease when its response ends, or its client leaves. */

@@ -30,7 +30,7 @@ export interface CountedLimit {
 
 /** What settles one limit's reservation: its end phase. */
 export interface Settler {
-  settle(request: unknown, key: string, decision: Decision, trueCost: number | RuleCosts): Promise<Decision>
+  settle(request: unknown, key: string, decision: Decision, trueCost: number | RuleCosts): Promise<void>
 }
 
 /**
@@ -43,12 +43,11 @@ export type RequestRateLimit = Decision & {
    * per rule by name (rules not named keep what they reserved; a limit none of whose rules is named is left
    * alone, so one call settles stacked limits with different rules; a name none of them has is an
    * `ERR_SLUICE_INVALID_COST` error, and nothing is settled). The limits' `settle` option is then not
-   * asked. Resolves with the decision after (of the last limit settled; the shown decision when no limit
-   * held a reservation: a store failure let the request by, an unlimited key). Rejects with
+   * asked. Resolves with nothing once every limit settled, as `limiter.settle` does. Rejects with
    * `ERR_SLUICE_INVALID_SETTLE` when called twice, `ERR_SLUICE_INVALID_COST` for a bad cost, and the store's
    * error when it fails.
    */
-  settle(cost: number | RuleCosts): Promise<Decision>
+  settle(cost: number | RuleCosts): Promise<void>
 }
 
 /** Runs when the response ends: `finished` is false when the client went away before it was sent. */
@@ -129,7 +128,7 @@ export class RequestRecord {
   }
 
   /** `req.rateLimit.settle(cost)`: see `RequestRateLimit.settle`. Reached only through `shownFor`. */
-  settle(cost: number | RuleCosts): Promise<Decision> {
+  settle(cost: number | RuleCosts): Promise<void> {
     if (this.settled) {
       return Promise.reject(new SluiceError(ErrorCode.INVALID_SETTLE, 'This request was settled already.'))
     }
@@ -149,11 +148,7 @@ export class RequestRecord {
         ? undefined
         : limit.settler!.settle(this.#request, limit.key!, limit.decision, own)
     })
-    return Promise.all(settling).then((after) => {
-      let last = this.decision!
-      for (const decision of after) if (decision !== undefined) last = decision
-      return last
-    })
+    return Promise.all(settling).then(nothing)
   }
 
   /**
@@ -220,3 +215,5 @@ function runEnd(callback: EndCallback, finished: boolean): void {
     process.emitWarning(`sluice: a response-end callback failed: ${String(error)}`, 'SluiceWarning')
   }
 }
+
+const nothing = (): undefined => undefined

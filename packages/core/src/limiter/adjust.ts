@@ -115,20 +115,19 @@ const settledDecisions = new WeakSet<Decision>()
 /**
  * Makes an admitted call's reservation its true cost, per rule, in one store call (`'settle'`): each rule
  * the call was decided by gives back what it reserved beyond its true cost (as `refund` naming the call
- * does) or counts the excess (as `penalize` does); answers what a peek answers right after. A decision
- * that counted nothing in the store (unlimited, or decided by `onStoreError`, the insurance limiter
- * included) changes nothing and is answered as it is.
+ * does) or counts the excess (as `penalize` does), and answers nothing. A decision that counted nothing in
+ * the store (unlimited, or decided by `onStoreError`, the insurance limiter included) changes nothing.
  */
 export async function settle<C>(
   parts: LimiterParts<C>,
   key: string,
   options: SettleOptions<C>,
-): Promise<Decision> {
+): Promise<void> {
   const storageKey = keyOf(key)
   const decision: unknown = (options as Partial<SettleOptions<C>> | undefined)?.decision
   const work = counted(decision)
   const truth = trueCostOf(options.cost)
-  if (!work) return decision as Decision
+  if (!work) return
   const reserved = reservedCosts(decision)
   if (reserved === null) throw invalidSettle(decision, 'its costs are not one integer >= 1 per rule')
   if (settledDecisions.has(decision)) throw invalidSettle(decision, 'it has been settled already')
@@ -136,24 +135,31 @@ export async function settle<C>(
   settledDecisions.add(decision)
   try {
     const rules = await parts.resolveRules(key, options.context as C)
-    if (rules.length === 0) return UNLIMITED_DECISION
+    if (rules.length === 0) return
     const at = decision.countedAt!
     const said = decision.rules
     const was = (i: number): number => reserved?.[i] ?? 1
     const trueCosts = typeof truth === 'number' ? rules.map(() => truth) : perRule(truth, rules, was)
-    const amounts = new Array<number>(rules.length)
-    const marks = new Array<string | undefined>(rules.length)
+    // Only the rules a settle changes go to the store: one whose true cost is what it reserved, or that
+    // has nothing to give back (no mark: a concurrency lease), is left out, and a settle that changes
+    // nothing asks the store nothing.
+    const changed: Rule[] = []
+    const amounts: number[] = []
+    const marks: (string | undefined)[] = []
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i]!
       const d = said[i]
       // The rules may have changed since (a table edit): a rule the call was not decided by is left alone.
       const amount = d !== undefined && d.rule === rule.name ? trueCosts[i]! - was(i) : 0
       if (amount > 0) checkCost(amount, [rule], true)
-      amounts[i] = amount
-      marks[i] = amount < 0 ? refundMark(rule, d!, at) : undefined
+      const mark = amount < 0 ? refundMark(rule, d!, at) : undefined
+      if (amount > 0 || mark !== undefined) {
+        changed.push(rule)
+        amounts.push(amount)
+        marks.push(mark)
+      }
     }
-    const answer = await adjustUnder(parts, storageKey, rules, sameCost(amounts), 'settle', marks)
-    return compose(answer!)
+    if (changed.length > 0) await adjustUnder(parts, storageKey, changed, sameCost(amounts), 'settle', marks)
   } catch (error) {
     settledDecisions.delete(decision)
     throw error
@@ -282,31 +288,26 @@ function adjustUnder<C>(
     return Promise.reject(asStoreError(error))
   }
   if (isPromise(answer)) {
-    // Only a penalty's or a settle's answer is checked; a release's resolves to nothing (it says nothing),
-    // the others' as they came: no closure per call but theirs.
-    if (answering(adjustment)) {
+    // Only a penalty's answer is checked; a release's resolves to nothing (it says nothing), the others' as
+    // they came: no closure per call but a penalty's.
+    if (adjustment === 'penalize') {
       return Promise.resolve(answer).then((said) => checked(said, adjustment, rules.length), storeFailure)
     }
     return Promise.resolve(answer).then(adjustment === 'release' ? nothing : passOn, storeFailure)
   }
   // Answered in the tick with nothing to say (every act but a penalty; a release whatever its store said):
   // the one settled promise, made once.
-  if ((answer === undefined || adjustment === 'release') && !answering(adjustment)) return NOTHING
+  if ((answer === undefined || adjustment === 'release') && adjustment !== 'penalize') return NOTHING
   return Promise.resolve(checked(answer, adjustment, rules.length))
 }
 
-/** Whether an adjustment answers what a peek would right after (the Store contract). */
-function answering(adjustment: Adjustment): boolean {
-  return adjustment === 'penalize' || adjustment === 'settle'
-}
-
-/** A store's answer to an adjustment: a penalty's or settle's must be one decision per rule (else it throws). */
+/** A store's answer to an adjustment: a penalty's must be one decision per rule (else it throws). */
 function checked(
   answer: StoreAnswer | undefined,
   adjustment: Adjustment,
   n: number,
 ): StoreAnswer | undefined {
-  if (answering(adjustment) && !answers(answer, n)) throw malformed(answer)
+  if (adjustment === 'penalize' && !answers(answer, n)) throw malformed(answer)
   return answer
 }
 

@@ -155,11 +155,11 @@ export interface Limiter<C = unknown> {
    * Makes an admitted call's reservation its true cost, per rule, in one store call: a smaller cost gives
    * the difference back as `refund` with `decision` would (only while those units still count), a larger
    * one counts the difference as `penalize` would, past the limit if need be, so later calls wait it off.
-   * A decision settles once. Resolves with what a `peek` answers right after. Rejects with an
-   * `ERR_SLUICE_INVALID_SETTLE` error for a denied decision or one settled already, an `InvalidCostError`
-   * for a bad cost, and a `StoreError` when the store fails.
+   * A decision settles once. Resolves with nothing, as `refund` does (a `peek` tells how the key stands
+   * after). Rejects with an `ERR_SLUICE_INVALID_SETTLE` error for a denied decision or one settled already,
+   * an `InvalidCostError` for a bad cost, and a `StoreError` when the store fails.
    */
-  settle(key: string, options: SettleOptions<C>): Promise<Decision>
+  settle(key: string, options: SettleOptions<C>): Promise<void>
   /**
    * Gives back the slot of a queued call (a `decision` with `waitMs > 0` from `consume`) whose caller
    * stopped waiting, only while nobody has queued behind it: later callers hold later slots, and theirs

@@ -164,7 +164,7 @@ export class MemoryStore implements Store {
     const now = this.#now()
     if (adjustment === 'settle') {
       this.#settle(prefix, key, rules, cost, marks, now)
-      return this.apply(prefix, key, rules, 1, 'peek', block)
+      return undefined
     }
     if (adjustment === 'penalize') {
       const entry = this.#keys.entry(prefix, key, now)
