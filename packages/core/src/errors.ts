@@ -9,6 +9,8 @@ export const ErrorCode = {
   INVALID_OPTION: 'ERR_SLUICE_INVALID_OPTION',
   /** A call's `cost` is not a positive integer, or no rule could ever admit it. */
   INVALID_COST: 'ERR_SLUICE_INVALID_COST',
+  /** `settle` was given a decision it cannot settle: denied, not from `consume`, or settled already. */
+  INVALID_SETTLE: 'ERR_SLUICE_INVALID_SETTLE',
   /** A rule function returned something that is not a list of rules or null. */
   INVALID_RULES: 'ERR_SLUICE_INVALID_RULES',
   /** A key was not a non-empty string, or a key builder could not build one. */

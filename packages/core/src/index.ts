@@ -28,8 +28,10 @@ export {
   type Limiter,
   type LimiterOptions,
   type RefundOptions,
+  type RuleCosts,
   type RulesAnswer,
   type RulesOption,
+  type SettleOptions,
   type StoreErrorPolicy,
 } from './limiter/limiter.ts'
 export {
@@ -55,6 +57,7 @@ export { createLimitTable, type LimitTable, type LimitTableEntries } from './tab
 export type {
   Adjustment,
   ConcurrencyRule,
+  Costs,
   Decision,
   DecisionReason,
   FixedWindowRule,

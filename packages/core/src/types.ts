@@ -203,6 +203,9 @@ export interface Decision {
   readonly countedAt?: number
 }
 
+/** One integer per rule of a call, in the rules' order: a call's per-rule costs, or a settle's amounts. */
+export type Costs = readonly number[]
+
 /** What a store does with a call: `'consume'` records it when admitted, `'peek'` never records. */
 export type StoreMode = 'consume' | 'peek'
 
@@ -213,9 +216,13 @@ export type StoreMode = 'consume' | 'peek'
  * - `'penalize'` counts `cost` units whatever the rules say (at most `cost` past a rule's limit);
  * - `'unqueue'` gives a queued leakyBucket call's slot back, only where the queue is still exactly as that
  *   call left it (`RuleDecision.queue`); other rules are left alone;
- * - `'release'` ends a concurrency lease (`RuleDecision.lease`) before its time; other rules are left alone.
+ * - `'release'` ends a concurrency lease (`RuleDecision.lease`) before its time; other rules are left alone;
+ * - `'settle'` makes one admitted call's reservation its true cost, each rule by its own signed amount
+ *   (`cost` is then one integer per rule, in order): below 0 gives back that many of the call's units
+ *   named by its mark, as `'refund'` with `marks` does (only while they still count); above 0 counts that
+ *   many whatever the rule says, as `'penalize'` does; 0 leaves the rule alone.
  */
-export type Adjustment = 'refund' | 'penalize' | 'unqueue' | 'release'
+export type Adjustment = 'refund' | 'penalize' | 'unqueue' | 'release' | 'settle'
 
 /**
  * A store's answer: one RuleDecision per rule, in order. A store that answered without running the rules
@@ -232,7 +239,8 @@ export type StoreAnswer = readonly RuleDecision[] & {
  * Where rule state lives. A store applies all of a call's rules to one key atomically:
  * when any rule denies, no rule's state changes. It returns one RuleDecision per rule, in order.
  * `prefix` is the limiter's namespace: the same key under two prefixes never shares state.
- * `rules` is never empty and `cost` is a valid integer no rule finds impossible.
+ * `rules` is never empty and `cost` is a valid integer no rule finds impossible, or, for a call with per-rule
+ * costs, one such integer per rule, in order (`Costs`).
  */
 export interface Store {
   /**
@@ -244,13 +252,14 @@ export interface Store {
     prefix: string,
     key: string,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer
   /**
    * Changes the state of `rules` for `key` outside a call (see `Adjustment`), atomically. `cost` is an
-   * integer from 1 to 2^50 and may exceed a rule's limit. For `'penalize'` it answers what a peek of cost 1
+   * integer from 1 to 2^50 and may exceed a rule's limit; for `'settle'` it is one integer per rule, in
+   * order, from −2^50 to 2^50 (`Costs`). For `'penalize'` and `'settle'` it answers what a peek of cost 1
    * (with `block`) answers right after; for the others, nothing. `marks` holds, per rule in order, what
    * the call left: its `RuleDecision.queue` for `'unqueue'`, its `RuleDecision.lease` for `'release'`, its
    * `refundMark` for `'refund'` (a rule whose mark is undefined gives nothing back).
@@ -260,7 +269,7 @@ export interface Store {
     prefix: string,
     key: string,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     adjustment: Adjustment,
     block?: BlockPolicy,
     marks?: readonly (string | undefined)[],

@@ -10,7 +10,7 @@ import {
 } from '@sluice/core'
 import { rateLimitHeaders, resolveHeaderOptions } from '@sluice/core/http'
 import { describe, expect, it } from 'vitest'
-import { stackedHeaders } from '../src/http/headers.ts'
+import { duration, stackedHeaders } from '../src/http/headers.ts'
 import { UNLIMITED_DECISION } from '../src/limiter/limiter.ts'
 
 const perSecond: RuleDecision = {
@@ -72,7 +72,7 @@ const storeDenied: Decision = {
   reason: 'store-error',
 }
 
-const headers = (d: Decision, option?: HeaderOptions | boolean) =>
+const headers = (d: Decision, option?: HeaderOptions | boolean | 'openai') =>
   rateLimitHeaders(d, resolveHeaderOptions(option))
 
 describe('current draft (default)', () => {
@@ -397,5 +397,102 @@ describe('stackedHeaders: several limits on one response, rendered from their de
   it('a limit with headers off adds nothing, and one limit renders as it would alone', () => {
     expect(stackedHeaders([as(one, false), as(oneDenied)])).toEqual(headers(oneDenied))
     expect(stackedHeaders([as(two)])).toEqual(headers(two))
+  })
+})
+
+describe("OpenAI's fields (headers: 'openai', or openai: true beside the IETF fields)", () => {
+  const requests: RuleDecision = {
+    rule: 'requests',
+    allowed: true,
+    limit: 60,
+    remaining: 59,
+    resetMs: 1000,
+    retryAfterMs: 0,
+    waitMs: 0,
+    windowSeconds: 60,
+  }
+  const tokens: RuleDecision = {
+    rule: 'tokens',
+    allowed: true,
+    limit: 90_000,
+    remaining: 88_800,
+    resetMs: 360_000,
+    retryAfterMs: 0,
+    waitMs: 0,
+    windowSeconds: 600,
+  }
+  const both = decision([requests, tokens], requests)
+
+  it("'openai' writes the requests and tokens fields and no IETF field", () => {
+    expect(headers(both, 'openai')).toStrictEqual({
+      'x-ratelimit-limit-requests': '60',
+      'x-ratelimit-remaining-requests': '59',
+      'x-ratelimit-reset-requests': '1s',
+      'x-ratelimit-limit-tokens': '90000',
+      'x-ratelimit-remaining-tokens': '88800',
+      'x-ratelimit-reset-tokens': '6m0s',
+    })
+  })
+
+  it("a denial under 'openai' carries Retry-After; rules of other names get no field", () => {
+    const denied = decision(
+      [perSecond, { ...tokens, allowed: false, remaining: 0, resetMs: 3_723_000, retryAfterMs: 120 }],
+      { ...tokens, allowed: false, remaining: 0, resetMs: 3_723_000, retryAfterMs: 120 },
+    )
+    expect(headers(denied, 'openai')).toStrictEqual({
+      'x-ratelimit-limit-tokens': '90000',
+      'x-ratelimit-remaining-tokens': '0',
+      'x-ratelimit-reset-tokens': '1h2m3s',
+      'Retry-After': '1',
+    })
+    expect(headers(two, 'openai')).toStrictEqual({})
+  })
+
+  it('openai: true sends them beside the standard fields, in the draft asked', () => {
+    expect(headers(both, { standard: 'draft-8', openai: true })).toStrictEqual({
+      'RateLimit-Policy': '"requests";q=60;w=60, "tokens";q=90000;w=600',
+      RateLimit: '"requests";r=59;t=1, "tokens";r=88800;t=360',
+      'x-ratelimit-limit-requests': '60',
+      'x-ratelimit-remaining-requests': '59',
+      'x-ratelimit-reset-requests': '1s',
+      'x-ratelimit-limit-tokens': '90000',
+      'x-ratelimit-remaining-tokens': '88800',
+      'x-ratelimit-reset-tokens': '6m0s',
+    })
+    expect(headers(both, { openai: false })).not.toHaveProperty('x-ratelimit-limit-requests')
+  })
+
+  it.each([
+    [0, '0s'],
+    [-5, '0s'],
+    [Number.NaN, '0s'],
+    [0.2, '1ms'],
+    [120, '120ms'],
+    [999.5, '1s'],
+    [1000, '1s'],
+    [1500, '1.5s'],
+    [1001, '1.001s'],
+    [59_990, '59.99s'],
+    [60_000, '1m0s'],
+    [360_000, '6m0s'],
+    [61_250, '1m1.25s'],
+    [3_600_000, '1h0m0s'],
+    [3_723_000, '1h2m3s'],
+    [90_000_000, '25h0m0s'],
+  ])('a reset of %j ms reads %j', (ms, text) => {
+    expect(duration(ms)).toBe(text)
+  })
+
+  it('a decision no rule limits gets only Retry-After when denied', () => {
+    expect(headers(storeDenied, 'openai')).toStrictEqual({ 'Retry-After': '1' })
+  })
+
+  it('rejects a bad openai flag and names the choices for a bad headers value', () => {
+    expect(() => resolveHeaderOptions({ openai: 'yes' as unknown as boolean })).toThrow(
+      'Invalid option headers.openai: "yes"; expected true or false.',
+    )
+    expect(() => resolveHeaderOptions('OpenAI' as never)).toThrow(
+      `Invalid option headers: "OpenAI"; expected true, false, 'openai' or an object of header options.`,
+    )
   })
 })

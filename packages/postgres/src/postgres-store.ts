@@ -10,11 +10,13 @@
 import {
   type Adjustment,
   type BlockPolicy,
+  type Costs,
   ErrorCode,
   type FixedWindowRule,
   InvalidOptionError,
   type Rule,
   type SlidingWindowRule,
+  SluiceError,
   type Store,
   type StoreAnswer,
   StoreError,
@@ -188,10 +190,11 @@ export class PostgresStore implements Store {
     prefix: string,
     key: string,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> {
+    if (typeof cost !== 'number') return Promise.reject(perRuleCosts())
     const consume = mode === 'consume'
     const first = rules[0]!
     if (consume && block === undefined && rules.length === 1) {
@@ -222,11 +225,12 @@ export class PostgresStore implements Store {
     prefix: string,
     key: string,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     adjustment: Adjustment,
     block?: BlockPolicy,
     marks?: readonly (string | undefined)[],
   ): Promise<StoreAnswer | undefined> {
+    if (typeof cost !== 'number' || adjustment === 'settle') throw perRuleCosts()
     const act =
       adjustment === 'refund'
         ? marks === undefined
@@ -420,4 +424,9 @@ export class PostgresStore implements Store {
     const message = error instanceof Error ? error.message : String(error)
     return new StoreError(ErrorCode.STORE_ERROR, `PostgreSQL failed: ${message}`, { cause: error })
   }
+}
+
+/** Per-rule costs and `'settle'`, which this store does not take yet. */
+function perRuleCosts(): SluiceError {
+  return new SluiceError(ErrorCode.UNSUPPORTED, 'PostgresStore does not take per-rule costs or settle yet.')
 }

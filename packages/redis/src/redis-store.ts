@@ -18,14 +18,17 @@
  * clock (learnt from earlier replies) and counts nothing when it starts after it, and what a script that
  * ran in time counted is given back when its reply comes after the timeout (`#undo`).
  */
-import type {
-  Adjustment,
-  BlockPolicy,
-  ConcurrencyRule,
-  Rule,
-  Store,
-  StoreAnswer,
-  StoreMode,
+import {
+  type Adjustment,
+  type BlockPolicy,
+  type ConcurrencyRule,
+  type Costs,
+  ErrorCode,
+  type Rule,
+  SluiceError,
+  type Store,
+  type StoreAnswer,
+  type StoreMode,
 } from '@sluice/core'
 import { newLease, refundMark, type StorePlace } from '@sluice/core/store'
 
@@ -109,10 +112,11 @@ export class RedisStore implements Store {
     prefix: string,
     key: string,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer {
+    if (typeof cost !== 'number') return Promise.reject(perRuleCosts())
     const call = this.#call(prefix, key, rules, cost, mode, block)
     return this.#localAnswer(call) ?? this.#wire(call, false)
   }
@@ -407,11 +411,12 @@ export class RedisStore implements Store {
     prefix: string,
     key: string,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     adjustment: Adjustment,
     block?: BlockPolicy,
     marks?: readonly (string | undefined)[],
   ): Promise<StoreAnswer | undefined> {
+    if (typeof cost !== 'number' || adjustment === 'settle') return Promise.reject(perRuleCosts())
     const refused = this.#calls.refuse()
     if (refused !== undefined) return Promise.reject(refused)
     const plan = this.#plans.of(rules)
@@ -526,4 +531,9 @@ function countedAt(answer: StoreAnswer, at: number): void {
       return // A plain field (a defined, hidden one cost a call thousands of instructions): the limiter copies the
       // decisions into the Decision's own list, so it never shows there.
   ;(answer as { countedAt?: number }).countedAt = at
+}
+
+/** Per-rule costs and `'settle'`, which this store does not take yet. */
+function perRuleCosts(): SluiceError {
+  return new SluiceError(ErrorCode.UNSUPPORTED, 'RedisStore does not take per-rule costs or settle yet.')
 }

@@ -1,8 +1,10 @@
 /**
  * @module Decision -> response headers, as a plain map that adapters write as is.
- * The header form (which draft of draft-ietf-httpapi-ratelimit-headers, legacy `X-RateLimit-*`,
- * `Retry-After`) is chosen once, in `resolveHeaderOptions`; per response only the chosen strings are built.
- * Every figure is a whole number of units or of seconds, rounded up, so `Infinity` and `NaN` never appear.
+ * The header form (which draft of draft-ietf-httpapi-ratelimit-headers, legacy `X-RateLimit-*`, OpenAI's
+ * `x-ratelimit-*-requests` and `-tokens`, `Retry-After`) is chosen once, in `resolveHeaderOptions`; per
+ * response only the chosen strings are built. Every figure is a whole number of units or of seconds, rounded
+ * up (OpenAI's resets: a duration string of whole milliseconds, rounded up), so `Infinity` and `NaN` never
+ * appear.
  */
 import { InvalidOptionError } from '../errors.ts'
 import { booleanOption, readOptions } from '../options.ts'
@@ -42,12 +44,19 @@ export interface HeaderOptions {
   legacy?: boolean
   /** Send `Retry-After` (whole seconds, rounded up) on denied responses. Default true. */
   retryAfter?: boolean
+  /**
+   * Also send OpenAI's fields for the rules named `requests` and `tokens`: `x-ratelimit-limit-requests`,
+   * `x-ratelimit-remaining-requests`, `x-ratelimit-reset-requests` (a duration: `"1s"`, `"6m0s"`,
+   * `"120ms"`), and the same for `-tokens`. Default false.
+   */
+  openai?: boolean
 }
 
 export interface ResolvedHeaderOptions {
   readonly standard: HeaderDraft | false
   readonly legacy: boolean
   readonly retryAfter: boolean
+  readonly openai: boolean
   /** False when no response would get any header; an adapter may skip `rateLimitHeaders` then. */
   readonly enabled: boolean
   /** The builder chosen for these options; call it through `rateLimitHeaders`. */
@@ -56,22 +65,25 @@ export interface ResolvedHeaderOptions {
 
 /**
  * Checks the `headers` option once. `true` or `undefined`: the defaults; `false`: no headers at all,
- * not even `Retry-After`. Throws `InvalidOptionError` (`headers`, `headers.standard`, ...) otherwise.
+ * not even `Retry-After`; `'openai'`: OpenAI's fields and `Retry-After`, no IETF fields. Throws
+ * `InvalidOptionError` (`headers`, `headers.standard`, ...) otherwise.
  */
 export function resolveHeaderOptions(
-  option: HeaderOptions | boolean | undefined,
+  option: HeaderOptions | boolean | 'openai' | undefined,
   where = 'headers',
 ): ResolvedHeaderOptions {
   if (option === undefined || option === true) return DEFAULT_HEADERS
   if (option === false) return NO_HEADERS
+  if (option === 'openai') return OPENAI_HEADERS
   if (option === null || typeof option !== 'object' || Array.isArray(option)) {
-    throw new InvalidOptionError(where, option, 'true, false or an object of header options')
+    throw new InvalidOptionError(where, option, "true, false, 'openai' or an object of header options")
   }
-  const o = readOptions(where, option, ['standard', 'legacy', 'retryAfter'])
+  const o = readOptions(where, option, ['standard', 'legacy', 'retryAfter', 'openai'])
   return resolved(
     standardOption(`${where}.standard`, o.standard),
     o.legacy === undefined ? false : booleanOption(`${where}.legacy`, o.legacy),
     o.retryAfter === undefined ? true : booleanOption(`${where}.retryAfter`, o.retryAfter),
+    o.openai === undefined ? false : booleanOption(`${where}.openai`, o.openai),
   )
 }
 
@@ -210,6 +222,39 @@ const writeLegacy: Writer = (decision, out) => {
   out['X-RateLimit-Reset'] = `${seconds(decision.resetMs)}`
 }
 
+/**
+ * OpenAI's fields, for the rules named `requests` and `tokens` (a decision without either gets none):
+ * `x-ratelimit-limit-<name>`, `x-ratelimit-remaining-<name>`, `x-ratelimit-reset-<name>`.
+ */
+const writeOpenAi: Writer = (decision, out) => {
+  for (const rule of decision.rules) {
+    const name = rule.rule
+    if (name !== 'requests' && name !== 'tokens') continue
+    out[`x-ratelimit-limit-${name}`] = `${units(rule.limit)}`
+    out[`x-ratelimit-remaining-${name}`] = `${units(rule.remaining)}`
+    out[`x-ratelimit-reset-${name}`] = duration(rule.resetMs)
+  }
+}
+
+/**
+ * Milliseconds as OpenAI writes a reset (Go's duration form), in whole milliseconds rounded up: `"120ms"`
+ * under a second, else hours, minutes and seconds from the largest present down, the seconds with their
+ * fraction when there is one: `"1s"`, `"1.5s"`, `"6m0s"`, `"1h2m3s"`. `"0s"` for nothing.
+ */
+export function duration(ms: number): string {
+  if (!(ms > 0)) return '0s'
+  const whole = ms >= MAX_INTEGER ? MAX_INTEGER : Math.ceil(ms)
+  if (whole < 1000) return `${whole}ms`
+  const hours = Math.floor(whole / 3_600_000)
+  const minutes = Math.floor((whole % 3_600_000) / 60_000)
+  const millis = whole % 60_000
+  const fraction = millis % 1000
+  const seconds = `${Math.floor(millis / 1000)}${fraction === 0 ? '' : `.${String(fraction).padStart(3, '0').replace(/0+$/, '')}`}s`
+  if (hours > 0) return `${hours}h${minutes}m${seconds}`
+  if (minutes > 0) return `${minutes}m${seconds}`
+  return seconds
+}
+
 const STANDARD_WRITERS: Readonly<Record<HeaderDraft, Writer>> = {
   'draft-11': writeStructured,
   'draft-10': writeStructured,
@@ -223,26 +268,30 @@ function resolved(
   standard: HeaderDraft | false,
   legacy: boolean,
   retryAfter: boolean,
+  openai = false,
 ): ResolvedHeaderOptions {
   const writeStandard = standard === false ? undefined : STANDARD_WRITERS[standard]
-  const limits = writeStandard !== undefined || legacy
+  const limits = writeStandard !== undefined || legacy || openai
   const build = (decision: Decision): Record<string, string> => {
     const out: Record<string, string> = {}
     if (limits && decision.rules.length > 0) {
       writeStandard?.(decision, out)
       if (legacy) writeLegacy(decision, out)
+      if (openai) writeOpenAi(decision, out)
     }
     // A denial always says at least 1 s: `0` would invite a retry that is refused again.
     if (retryAfter && !decision.allowed) out['Retry-After'] = `${retryAfterSeconds(decision)}`
     return out
   }
-  return Object.freeze({ standard, legacy, retryAfter, enabled: limits || retryAfter, build })
+  return Object.freeze({ standard, legacy, retryAfter, openai, enabled: limits || retryAfter, build })
 }
 
 /** The headers sent unless told otherwise: the current draft's fields and `Retry-After`. */
 export const DEFAULT_HEADERS = resolved(DEFAULT_HEADER_DRAFT, false, true)
 /** No header at all: `headers: false`, and a shadowed limit (which must not advertise what it does not enforce). */
 export const NO_HEADERS = resolved(false, false, false)
+/** `headers: 'openai'`: OpenAI's fields and `Retry-After`, for clients written against OpenAI's API. */
+export const OPENAI_HEADERS = resolved(false, false, true, true)
 
 function standardOption(option: string, value: unknown): HeaderDraft | false {
   if (value === undefined || value === true) return DEFAULT_HEADER_DRAFT

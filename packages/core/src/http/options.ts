@@ -77,9 +77,10 @@ export interface HttpLimitOptions<R, S = unknown> {
   skip?: (request: R) => boolean | Promise<boolean>
   /**
    * Rate-limit headers on every limited response: `true` (default: the current IETF draft and `Retry-After`),
-   * `false` (none), or `{ standard, legacy, retryAfter }`.
+   * `false` (none), `'openai'` (OpenAI's `x-ratelimit-*-requests` and `-tokens`, and `Retry-After`), or
+   * `{ standard, legacy, retryAfter, openai }`.
    */
-  headers?: HeaderOptions | boolean
+  headers?: HeaderOptions | boolean | 'openai'
   /** The 429 body: a string becomes the problem's `detail`; an object is sent as the whole body; a function builds either. */
   message?: string | ResponseBody | ((request: R, decision: Decision) => string | ResponseBody)
   /** HTTP status of a denied request. Default 429. */

@@ -89,7 +89,14 @@ export async function unqueue<C>(
   if (!decision.allowed || decision.waitMs === 0 || typeof parts.store.adjust !== 'function') return
   const queues = decision.rules.map((d) => d.queue)
   if (queues.every((q) => q === undefined)) return
-  await adjust(parts, key, options, 'unqueue', queues)
+  const cost = options?.cost
+  await adjust(
+    parts,
+    key,
+    { context: options?.context, cost: typeof cost === 'number' ? cost : 1 },
+    'unqueue',
+    queues,
+  )
 }
 
 /**

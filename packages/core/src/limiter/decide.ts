@@ -55,7 +55,7 @@ export class Decider<C> {
   }
 
   /** `decide`, always as a promise: a bad key, cost or rules rejects it. */
-  settle(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Promise<Decision> {
+  promised(key: string, options: CallOptions<C> | undefined, mode: StoreMode): Promise<Decision> {
     try {
       const decision = this.decide(key, options, mode)
       // decide answers a Decision or a native promise of one. Asking the answer itself (not `instanceof`)

@@ -4,7 +4,7 @@
  * nothing of HTTP and nothing of Redis.
  */
 import { blockOption } from '../block.ts'
-import { RateLimitedError } from '../errors.ts'
+import { ErrorCode, RateLimitedError, SluiceError } from '../errors.ts'
 import { given, prefixOption, readOptions, storeOption } from '../options.ts'
 import { MemoryStore } from '../store/memory-store.ts'
 import { penalize, refund, release, reset, unqueue } from './adjust.ts'
@@ -23,8 +23,10 @@ export type {
   Limiter,
   LimiterOptions,
   RefundOptions,
+  RuleCosts,
   RulesAnswer,
   RulesOption,
+  SettleOptions,
   StoreErrorPolicy,
 } from './types.ts'
 
@@ -42,19 +44,21 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     prefix,
     store,
     block,
-    consume: (key, options) => decider.settle(key, options, 'consume'),
+    consume: (key, options) => decider.promised(key, options, 'consume'),
     consumeNow: (key, options) => decider.decide(key, options, 'consume'),
-    peek: (key, options) => decider.settle(key, options, 'peek'),
+    peek: (key, options) => decider.promised(key, options, 'peek'),
     reset: (key, options) => reset(parts, key, options),
     refund: (key, options) => refund(parts, key, options),
     penalize: (key, options) => penalize(parts, key, options),
+    // Token budgets (issue 47) are being built: settle lands with per-rule costs in the memory store.
+    settle: () => Promise.reject(new SluiceError(ErrorCode.UNSUPPORTED, 'settle is not built yet.')),
     unqueue: (key, decision, options) => unqueue(parts, key, decision, options),
     release: (key, decision, options) => release(parts, key, decision, options),
     close: () => unclaimPrefix(store, prefix, place),
     async acquire(key, options) {
       const signal = options?.signal
       signal?.throwIfAborted()
-      const decision = await decider.settle(key, options, 'consume')
+      const decision = await decider.promised(key, options, 'consume')
       if (!decision.allowed) throw new RateLimitedError(decision)
       if (decision.waitMs > 0 && !(await hold(decision.waitMs, signal))) {
         // Given up: the slot goes back if nobody queued behind it. The abort is what the caller hears.

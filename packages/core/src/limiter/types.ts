@@ -56,12 +56,19 @@ export interface LimiterOptions<C = unknown> {
   block?: BlockOptions
 }
 
+/**
+ * A call's cost per rule, by the rules' names: `{ requests: 1, tokens: 1200 }`. Rules not named take 1; a
+ * name no rule of the call has is an `ERR_SLUICE_INVALID_COST` error.
+ */
+export type RuleCosts = Readonly<Record<string, number>>
+
 export interface CallOptions<C = unknown> {
   /**
    * Units this call takes, an integer >= 1 no greater than any rule's limit (a leakyBucket or warmUp
-   * admits a call whose slot is free whatever its cost, up to 2^50 ms of intervals). Default 1.
+   * admits a call whose slot is free whatever its cost, up to 2^50 ms of intervals). Default 1. Or one
+   * such integer per rule, by name (`RuleCosts`): the call is still admitted by all its rules or none.
    */
-  cost?: number
+  cost?: number | RuleCosts
   /** Passed to a rules function. */
   context?: C
 }
@@ -88,6 +95,18 @@ export interface RefundOptions<C = unknown> extends AdjustOptions<C> {
    * Without it, the newest units go back, whichever call counted them.
    */
   decision?: Decision
+}
+
+export interface SettleOptions<C = unknown> {
+  /** The admitted decision of the consume whose reservation this settles (`consume`'s answer). */
+  decision: Decision
+  /**
+   * The call's true cost: one integer from 0 to 2^50 for every rule, or per rule by name (`RuleCosts`;
+   * rules not named keep what they reserved).
+   */
+  cost: number | RuleCosts
+  /** Passed to a rules function. */
+  context?: C
 }
 
 export interface Limiter<C = unknown> {
@@ -132,6 +151,15 @@ export interface Limiter<C = unknown> {
    * `StoreError` when the store fails.
    */
   penalize(key: string, options?: AdjustOptions<C>): Promise<Decision>
+  /**
+   * Makes an admitted call's reservation its true cost, per rule, in one store call: a smaller cost gives
+   * the difference back as `refund` with `decision` would (only while those units still count), a larger
+   * one counts the difference as `penalize` would, past the limit if need be, so later calls wait it off.
+   * A decision settles once. Resolves with what a `peek` answers right after. Rejects with an
+   * `ERR_SLUICE_INVALID_SETTLE` error for a denied decision or one settled already, an `InvalidCostError`
+   * for a bad cost, and a `StoreError` when the store fails.
+   */
+  settle(key: string, options: SettleOptions<C>): Promise<Decision>
   /**
    * Gives back the slot of a queued call (a `decision` with `waitMs > 0` from `consume`) whose caller
    * stopped waiting, only while nobody has queued behind it: later callers hold later slots, and theirs

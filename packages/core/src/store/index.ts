@@ -25,4 +25,4 @@ export {
   TableState,
   tooManyEntries,
 } from '../table.ts'
-export type { Adjustment, Store, StoreAnswer, StoreMode, StorePlace } from '../types.ts'
+export type { Adjustment, Costs, Store, StoreAnswer, StoreMode, StorePlace } from '../types.ts'

@@ -11,12 +11,14 @@ import {
   blockLeft,
   withBlock,
 } from '../block.ts'
+import { ErrorCode, SluiceError } from '../errors.ts'
 import { functionOption, given, integerOption, MAX_TIMER_MS, readOptions } from '../options.ts'
 import { type ConcurrencyState, release } from '../rules/concurrency.ts'
 import { algorithmOf } from '../rules/index.ts'
 import { type LeakyBucketState, unqueue } from '../rules/leaky-bucket.ts'
 import type {
   Adjustment,
+  Costs,
   LeakyBucketRule,
   Rule,
   RuleDecision,
@@ -90,10 +92,11 @@ export class MemoryStore implements Store {
     prefix: string,
     key: string,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     mode: StoreMode,
     block?: BlockPolicy,
   ): Answer {
+    if (typeof cost !== 'number') throw notYet()
     if (block === undefined && rules.length === 1) {
       return this[applyOneRule](prefix, key, rules[0]!, cost, mode, answerOf)
     }
@@ -145,11 +148,12 @@ export class MemoryStore implements Store {
     prefix: string,
     key: string,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     adjustment: Adjustment,
     block?: BlockPolicy,
     marks?: readonly (string | undefined)[],
   ): StoreAnswer | undefined {
+    if (typeof cost !== 'number' || adjustment === 'settle') throw notYet()
     if (adjustment === 'release') {
       this.#release(prefix, key, rules, marks)
       return undefined
@@ -251,4 +255,8 @@ export class MemoryStore implements Store {
   #now(): number {
     return Math.floor(this.#clock())
   }
+}
+
+function notYet(): SluiceError {
+  return new SluiceError(ErrorCode.UNSUPPORTED, 'MemoryStore does not take per-rule costs or settle yet.')
 }
