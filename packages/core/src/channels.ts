@@ -20,8 +20,11 @@ export interface DecisionMessage {
   readonly storeMs: number
 }
 
-/** What an HTTP adapter did with one request under one limit. */
-export type HttpAction = 'allow' | 'queue' | 'deny' | 'shadow' | 'reject'
+/**
+ * What an HTTP adapter did with one request under one limit; `'settle'`, published after the one it was
+ * admitted with, when its reservation became its true cost.
+ */
+export type HttpAction = 'allow' | 'queue' | 'deny' | 'shadow' | 'reject' | 'settle'
 
 /** Published once per limit per request by the HTTP kit that adapters share. */
 export interface HttpMessage {
@@ -38,6 +41,13 @@ export interface HttpMessage {
   readonly action: HttpAction
   /** The route template (`GET /users/:id`) when the adapter knows it, else undefined. */
   readonly route: string | undefined
+  /**
+   * `action: 'settle'` only: per rule by name, the units the request reserved (`reserved`) and its true
+   * cost as settled (`cost`); a larger cost charged the difference, a smaller one gave it back. The
+   * decision is then what a peek answers right after the settle.
+   */
+  readonly reserved?: Readonly<Record<string, number>>
+  readonly cost?: Readonly<Record<string, number>>
 }
 
 /** Published when a store fails or times out, before `onStoreError` decides. */

@@ -5,4 +5,5 @@
  * @module @sluice/express
  */
 export type { Decision } from '@sluice/core'
+export type { RequestRateLimit } from '@sluice/core/http'
 export { type ExpressRateLimitOptions, type RateLimitMiddleware, rateLimit } from './middleware.ts'

@@ -11,6 +11,7 @@ import {
   headerValues,
   type NodeResponse,
   parseHttpOptions,
+  type RequestRateLimit,
   type RequestRecord,
   type RequestView,
   respondOnNode,
@@ -24,10 +25,11 @@ declare global {
   namespace Express {
     interface Request {
       /**
-       * The decision of the sluice limit that last counted this request (allowed or denied).
+       * The decision of the sluice limit that last counted this request (allowed or denied), with
+       * `settle(cost)`: the request's true cost, settled now (see `RequestRateLimit`).
        * `undefined` when no limit counted it: skipped, or a missing key part under `onMissingKey: 'skip'`.
        */
-      rateLimit?: Decision
+      rateLimit?: RequestRateLimit
     }
   }
 }
@@ -93,7 +95,7 @@ const adapter: Omit<HttpAdapterBase<Request>, 'view'> & { responseOf(res: Respon
     if (!servedByAccessor(req)) {
       // A request without an app's prototype (one made by hand) gets a getter of its own.
       Object.defineProperty(req, 'rateLimit', {
-        get: () => record.decision,
+        get: () => record.shown,
         configurable: true,
         enumerable: true,
       })
@@ -166,8 +168,8 @@ function installAccessor(own: object): boolean {
   return true
 }
 
-function readDecision(this: object): Decision | undefined {
-  return records.get(this)?.decision
+function readDecision(this: object): RequestRateLimit | undefined {
+  return records.get(this)?.shown
 }
 
 /** For each request prototype seen, whether the accessor serves it. */

@@ -283,7 +283,7 @@ describe.each(flavours)('rateLimit on $name', ({ express }) => {
           seen.push(decision)
           expect(res.statusCode).toBe(503)
           expect(res.getHeader('Retry-After')).toBe('60')
-          expect(req.rateLimit).toBe(decision)
+          expect(req.rateLimit).toEqual(decision)
           await Promise.resolve()
           res.type('text/plain').send(`slow down: ${decision.rule}`)
         },

@@ -3,7 +3,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Decision, Limiter } from '@sluice/core'
-import { type ExpressRateLimitOptions, type RateLimitMiddleware, rateLimit } from '@sluice/express'
+import {
+  type ExpressRateLimitOptions,
+  type RateLimitMiddleware,
+  type RequestRateLimit,
+  rateLimit,
+} from '@sluice/express'
 import type { Request, RequestHandler, Response } from 'express'
 import { build } from 'tsup'
 import ts from 'typescript'
@@ -14,7 +19,7 @@ const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 
 describe('types', () => {
   it('types req.rateLimit, the options and the middleware from the source', () => {
-    expectTypeOf<Request['rateLimit']>().toEqualTypeOf<Decision | undefined>()
+    expectTypeOf<Request['rateLimit']>().toEqualTypeOf<RequestRateLimit | undefined>()
     expectTypeOf(rateLimit).parameter(0).toEqualTypeOf<ExpressRateLimitOptions>()
     expectTypeOf<RateLimitMiddleware>().toExtend<RequestHandler>()
     expectTypeOf<RateLimitMiddleware['limiter']>().toEqualTypeOf<Limiter<Request>>()
@@ -48,6 +53,7 @@ const limit = rateLimit(options)
 app.post('/pay', limit, (req: Request, res) => {
   const decision: Decision | undefined = req.rateLimit
   res.json({ remaining: req.rateLimit?.remaining, decision })
+  void req.rateLimit?.settle({ tokens: 1200 })
 })
 app.get('/', (req) => {
   // @ts-expect-error the decision is absent when no limit counted the request

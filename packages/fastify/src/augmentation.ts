@@ -2,7 +2,8 @@
  * @module What the plugin adds to Fastify's types: a route's `config.rateLimit`, `request.rateLimit`
  * and `fastify.rateLimit()`. Written in TypeScript so the augmentation ships in the built `.d.ts`.
  */
-import type { Decision, Limiter } from '@sluice/core'
+import type { Limiter } from '@sluice/core'
+import type { RequestRateLimit } from '@sluice/core/http'
 import type { FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { RouteRateLimitOptions } from './options.ts'
 
@@ -20,10 +21,11 @@ declare module 'fastify' {
 
   interface FastifyRequest {
     /**
-     * The decision of the sluice limit that last counted this request, allowed or denied. `undefined`
+     * The decision of the sluice limit that last counted this request, allowed or denied, with
+     * `settle(cost)`: the request's true cost, settled now (see `RequestRateLimit`). `undefined`
      * when none did: not limited, skipped, or a missing key part under `onMissingKey: 'skip'`.
      */
-    readonly rateLimit: Decision | undefined
+    readonly rateLimit: RequestRateLimit | undefined
   }
 
   interface FastifyInstance {

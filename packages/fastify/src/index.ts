@@ -5,6 +5,7 @@
  * @module @sluice/fastify
  */
 export type { Decision } from '@sluice/core'
+export type { RequestRateLimit } from '@sluice/core/http'
 export type { RateLimitHook } from './augmentation.ts'
 export type {
   OnLimited,

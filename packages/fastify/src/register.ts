@@ -36,7 +36,7 @@ async function sluicePlugin(fastify: FastifyInstance, options: SluicePluginOptio
   if (!fastify.hasRequestDecorator('rateLimit')) {
     fastify.decorateRequest('rateLimit', {
       getter(this: object) {
-        return (this as Record<typeof RECORD, RequestRecord | null>)[RECORD]?.decision
+        return (this as Record<typeof RECORD, RequestRecord | null>)[RECORD]?.shown
       },
     })
   }

@@ -6,6 +6,7 @@ import { type Decision, fixedWindow, type Limiter } from '@sluice/core'
 import {
   type RateLimitHook,
   RateLimitRejection,
+  type RequestRateLimit,
   type RouteRateLimitOptions,
   type SluicePluginOptions,
   sluice,
@@ -34,7 +35,7 @@ describe('types', () => {
     expectTypeOf<FastifyContextConfig['rateLimit']>().toEqualTypeOf<
       RouteRateLimitOptions | false | undefined
     >()
-    expectTypeOf<FastifyRequest['rateLimit']>().toEqualTypeOf<Decision | undefined>()
+    expectTypeOf<FastifyRequest['rateLimit']>().toEqualTypeOf<RequestRateLimit | undefined>()
     expectTypeOf<RateLimitHook>().toExtend<onRequestHookHandler>()
     expectTypeOf<RateLimitHook['limiter']>().toEqualTypeOf<Limiter<FastifyRequest>>()
     expectTypeOf<RateLimitRejection['decision']>().toEqualTypeOf<Decision | undefined>()

@@ -8,6 +8,7 @@ import {
   type HttpLimitOptions,
   type HttpOutcome,
   parseHttpOptions,
+  type RequestRateLimit,
   type RequestView,
 } from '@sluice/core/http'
 import { functionOption } from '@sluice/core/options'
@@ -66,9 +67,13 @@ export interface FetchLimit {
 
 /**
  * What `handle` calls for an admitted request (or one no limit counts): `decision` is that of the sluice
- * limit that last counted the request (`remaining`, `waitMs`…), undefined when none did (skipped).
+ * limit that last counted the request (`remaining`, `waitMs`…), with `settle(cost)` (see `RequestRateLimit`),
+ * undefined when none did (skipped).
  */
-export type FetchHandler = (request: Request, decision: Decision | undefined) => Response | Promise<Response>
+export type FetchHandler = (
+  request: Request,
+  decision: RequestRateLimit | undefined,
+) => Response | Promise<Response>
 
 type OnLimited = NonNullable<FetchLimitOptions['onLimited']>
 const OWN_OPTIONS = { onLimited: functionOption }
@@ -124,7 +129,7 @@ export function fetchLimit(options: FetchLimitOptions): FetchLimit {
     const record = adapter.recordOf(request)
     let response: Response
     try {
-      response = await handler(request, record?.decision)
+      response = await handler(request, record?.shown)
     } catch (error) {
       exchange.abandon()
       throw error

@@ -7,6 +7,7 @@
  * @module @sluice/fetch
  */
 export type { Decision } from '@sluice/core'
+export type { RequestRateLimit } from '@sluice/core/http'
 export {
   departedResponse,
   exchangeLimit,

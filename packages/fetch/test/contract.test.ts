@@ -8,6 +8,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { RequestRateLimit } from '@sluice/core/http'
 import { type Decision, type FetchHandler, type FetchLimitOptions, fetchLimit } from '@sluice/fetch'
 import { type ContractAdapter, type ContractRoute, httpContract } from '../../../test/http-contract/index.ts'
 
@@ -80,7 +81,7 @@ const adapter: ContractAdapter = {
       type Next = (
         request: Request,
         ip: string | undefined,
-        decision: Decision | undefined,
+        decision: RequestRateLimit | undefined,
       ) => Promise<Response>
       const handler = chain.reduceRight<Next>(
         (next, limit) => (request, ip, outer) =>

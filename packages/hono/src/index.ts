@@ -5,4 +5,5 @@
  * @module @sluice/hono
  */
 export type { Decision } from '@sluice/core'
+export type { RequestRateLimit } from '@sluice/core/http'
 export { type HonoRateLimitOptions, type RateLimitMiddleware, rateLimit } from './middleware.ts'

@@ -9,6 +9,7 @@ import {
   type HttpOutcome,
   type KeySpec,
   parseHttpOptions,
+  type RequestRateLimit,
   type RequestView,
 } from '@sluice/core/http'
 import { functionOption } from '@sluice/core/options'
@@ -28,9 +29,10 @@ declare module 'hono' {
   interface ContextVariableMap {
     /**
      * The decision of the sluice limit that last counted this request (allowed or denied), at
-     * `c.get('rateLimit')`. `undefined` when no limit counted it.
+     * `c.get('rateLimit')`, with `settle(cost)`: the request's true cost, settled now (see
+     * `RequestRateLimit`). `undefined` when no limit counted it.
      */
-    rateLimit?: Decision
+    rateLimit?: RequestRateLimit
   }
 }
 
@@ -112,7 +114,8 @@ export function rateLimit<E extends Env = Env>(options: HonoRateLimitOptions<E>)
     const outcome = decided instanceof Promise ? await decided : decided
     if (outcome.action === 'reject') return jsonResponse(outcome.status, outcome.body, outcome.contentType)
     const record = adapter.recordOf(c)
-    if (record?.decision !== undefined) c.set('rateLimit', record.decision)
+    const shown = record?.shown
+    if (shown !== undefined) c.set('rateLimit', shown)
     if (outcome.action === 'deny') return limited(outcome, c)
     if (outcome.action === 'allow' && outcome.decision.waitMs > 0) {
       if (!(await limit.hold(c, exchange, outcome))) return departedResponse()

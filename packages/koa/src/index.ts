@@ -5,4 +5,5 @@
  * @module @sluice/koa
  */
 export type { Decision } from '@sluice/core'
+export type { RequestRateLimit } from '@sluice/core/http'
 export { type KoaRateLimitOptions, type RateLimitMiddleware, rateLimit } from './middleware.ts'

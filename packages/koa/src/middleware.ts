@@ -11,6 +11,7 @@ import {
   type HttpOutcome,
   headerValues,
   parseHttpOptions,
+  type RequestRateLimit,
   type RequestRecord,
   type RequestView,
   type ResponseBody,
@@ -21,10 +22,11 @@ import type { Context, Middleware, Next } from 'koa'
 declare module 'koa' {
   interface DefaultState {
     /**
-     * The decision of the sluice limit that last counted this request (allowed or denied).
+     * The decision of the sluice limit that last counted this request (allowed or denied), with
+     * `settle(cost)`: the request's true cost, settled now (see `RequestRateLimit`).
      * `undefined` when no limit counted it: skipped, or a missing key part under `onMissingKey: 'skip'`.
      */
-    rateLimit?: Decision
+    rateLimit?: RequestRateLimit
   }
 }
 
@@ -99,7 +101,7 @@ const adapter: HttpAdapter<Context, Context> = {
   keepRecord(ctx, record) {
     records.set(ctx, record)
     Object.defineProperty(ctx.state, 'rateLimit', {
-      get: () => record.decision,
+      get: () => record.shown,
       configurable: true,
       enumerable: true,
     })

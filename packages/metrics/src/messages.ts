@@ -42,6 +42,27 @@ export function errorCodeOf(error: unknown): string {
   return 'unknown'
 }
 
+/** Which way a settle moved a rule's count: units given back (true cost below the reservation) or charged. */
+export type SettleChange = 'given_back' | 'charged'
+
+/**
+ * Calls `each` for every rule a settle (`action: 'settle'`) changed, with the units it gave back or charged:
+ * the difference between what the request reserved and its true cost. Rules it left alone are not named.
+ */
+export function settledUnits(
+  message: HttpMessage,
+  each: (rule: string, change: SettleChange, units: number) => void,
+): void {
+  const { reserved, cost } = message
+  if (message.action !== 'settle' || reserved === undefined || cost === undefined) return
+  for (const rule of Object.keys(reserved)) {
+    const held = reserved[rule]!
+    const used = cost[rule] ?? held
+    if (used < held) each(rule, 'given_back', held - used)
+    else if (used > held) each(rule, 'charged', used - held)
+  }
+}
+
 /**
  * Whether an `overload` guard shed this request (`action: 'deny'`, or `'shadow'` under a shadowed limit).
  * A shed request asks no rule, so no `sluice:decision` is published for it: the sinks count its decision

@@ -8,7 +8,7 @@
  */
 import type { Attributes, Histogram, Meter, ObservableCallback, ObservableCounter } from '@opentelemetry/api'
 import type { DecisionMessage, HttpMessage, StoreErrorMessage } from '@sluice/core'
-import { CHANNELS, errorCodeOf, resultOf, storeWasAsked, wasShed } from './messages.ts'
+import { CHANNELS, errorCodeOf, resultOf, settledUnits, storeWasAsked, wasShed } from './messages.ts'
 import {
   AttributeCache,
   loadPeer,
@@ -57,6 +57,9 @@ const perMeter = sinks<Meter>()
  *   it answered or failed, by `sluice.limiter`. A synchronous store (the memory store) takes no time to
  *   record.
  * - `sluice.store.errors` (counter): store failures and timeouts, by `error.type` (the error's code).
+ * - `sluice.settle.units` (counter): units settles gave back or charged (a request's true cost against what
+ *   it reserved, `action: 'settle'` on `sluice:http`), by `sluice.limiter`, `sluice.rule` and
+ *   `sluice.settle.change` (`given_back | charged`). The settles themselves count in `sluice.http.requests`.
  *
  * Counters are observable: counts are kept here and read when the meter's reader collects, so recording a
  * decision costs an increment. Calling it twice with one meter shares one subscription; each result's
@@ -86,6 +89,11 @@ function instruments(meter: Meter): () => () => void {
       : { 'sluice.limiter': limiter, 'sluice.action': action, 'http.route': route },
   )
   const errorCounts = new Tally<Attributes>((code) => ({ 'error.type': code }))
+  const settleUnits = new Tally<Attributes>((limiter, rule, change) => ({
+    'sluice.limiter': limiter,
+    'sluice.rule': rule,
+    'sluice.settle.change': change,
+  }))
   // Counters are observed at collection from the counts kept here: a message costs one increment.
   const counters: [ObservableCounter, ObservableCallback][] = [
     [
@@ -108,6 +116,13 @@ function instruments(meter: Meter): () => () => void {
         unit: '{error}',
       }),
       observe(errorCounts),
+    ],
+    [
+      meter.createObservableCounter('sluice.settle.units', {
+        description: 'Units settles gave back or charged: true costs against what requests reserved.',
+        unit: '{unit}',
+      }),
+      observe(settleUnits),
     ],
   ]
   for (const [counter, callback] of counters) counter.addCallback(callback)
@@ -148,6 +163,9 @@ function instruments(meter: Meter): () => () => void {
       [CHANNELS.http]: (message: HttpMessage) => {
         httpCounts.add(message.limiter, message.action, message.route, undefined)
         if (wasShed(message)) decisionCounts.add(message.limiter, '', 'denied', 'overload')
+        settledUnits(message, (rule, change, units) => {
+          settleUnits.addMany(units, message.limiter, rule, change, undefined)
+        })
       },
       [CHANNELS.storeError]: (message: StoreErrorMessage) => {
         errorCounts.add(errorCodeOf(message.error), undefined, undefined, undefined)

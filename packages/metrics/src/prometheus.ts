@@ -9,7 +9,7 @@
 import type { DecisionMessage, HttpMessage, StoreErrorMessage } from '@sluice/core'
 import { InvalidOptionError } from '@sluice/core'
 import type { Counter, Histogram, Metric, Registry } from 'prom-client'
-import { CHANNELS, errorCodeOf, resultOf, storeWasAsked, wasShed } from './messages.ts'
+import { CHANNELS, errorCodeOf, resultOf, settledUnits, storeWasAsked, wasShed } from './messages.ts'
 import {
   AttributeCache,
   loadPeer,
@@ -54,6 +54,8 @@ const perRegistry = sinks<Registry>()
  * - `sluice_store_duration_seconds{limiter}` (histogram): time an asynchronous store (Redis) took for
  *   consumes and peeks it answered or failed; a synchronous store (the memory store) takes none to record.
  * - `sluice_store_errors_total{code}`: store failures and timeouts, by error code.
+ * - `sluice_settle_units_total{limiter,rule,change}`: units settles gave back (`change="given_back"`) or
+ *   charged (`"charged"`): requests' true costs against what they reserved (`action: 'settle'`).
  *
  * Calling it twice with one registry does not throw and does not count twice: the calls share one
  * subscription, and each result's `close()` gives up its share. Metrics of these names already on the
@@ -80,6 +82,11 @@ function instruments(client: typeof import('prom-client'), registry: Registry): 
     route: route ?? '',
   }))
   const errorCounts = new Tally<Labels>((code) => ({ code: code! }))
+  const settleUnits = new Tally<Labels>((limiter, rule, change) => ({
+    limiter: limiter!,
+    rule: rule!,
+    change: change!,
+  }))
   const sources = new Map<Counter, Tally<Labels>>()
   /**
    * A counter fed from a tally when it is collected: each scrape adds what was counted since the last one,
@@ -136,6 +143,12 @@ function instruments(client: typeof import('prom-client'), registry: Registry): 
     ['code'],
     errorCounts,
   )
+  const settled = counter(
+    'sluice_settle_units_total',
+    'Units settles gave back or charged: true costs against what requests reserved.',
+    ['limiter', 'rule', 'change'],
+    settleUnits,
+  )
   const queueWait = histogram(
     'sluice_queue_wait_seconds',
     'How long queued (leakyBucket) calls are held before they proceed.',
@@ -178,6 +191,11 @@ function instruments(client: typeof import('prom-client'), registry: Registry): 
       [CHANNELS.http]: (message: HttpMessage) => {
         count(httpRequests, httpCounts, message.limiter, message.action, message.route)
         if (wasShed(message)) count(decisions, decisionCounts, message.limiter, '', 'denied', 'overload')
+        settledUnits(message, (rule, change, units) => {
+          if (sources.has(settled))
+            settled.inc(settleUnits.attributesOf(message.limiter, rule, change, undefined), units)
+          else settleUnits.addMany(units, message.limiter, rule, change, undefined)
+        })
       },
       [CHANNELS.storeError]: (message: StoreErrorMessage) => {
         count(storeErrors, errorCounts, errorCodeOf(message.error))

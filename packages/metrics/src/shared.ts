@@ -171,6 +171,11 @@ export class Tally<T> {
     this.#cache.get(a, b, c, d).count++
   }
 
+  /** Adds `n` to a combination's count (units, where `add` counts messages). */
+  addMany(n: number, a: Part, b: Part, c: Part, d: Part): void {
+    this.#cache.get(a, b, c, d).count += n
+  }
+
   /** The attributes of a combination, for a metric that records at once instead. */
   attributesOf(a: Part, b: Part, c: Part, d: Part): T {
     return this.#cache.get(a, b, c, d).attributes

@@ -9,7 +9,7 @@ import {
 import { openTelemetryMetrics } from '@sluice/metrics'
 import { afterEach, describe, expect, it } from 'vitest'
 import { QUEUE_WAIT_BUCKETS, STORE_DURATION_BUCKETS } from '../src/shared.ts'
-import { publishDecision, publishHttp, publishTrace, TRACE_KEYS } from './trace.ts'
+import { publishDecision, publishHttp, publishSettle, publishTrace, TRACE_KEYS } from './trace.ts'
 
 /** A reader the test collects from on demand (cumulative temporality, the SDK's default). */
 class CollectingReader extends MetricReader {
@@ -115,6 +115,31 @@ describe('openTelemetryMetrics', () => {
     expect(points(data.get('sluice.http.requests'))).toEqual([
       [{ 'sluice.limiter': 'api', 'sluice.action': 'deny', 'http.route': '/pay' }, 1],
       [{ 'sluice.limiter': 'api', 'sluice.action': 'shadow', 'http.route': '/pay' }, 1],
+    ])
+  })
+
+  it('counts the units settles gave back or charged per rule, and the settles as HTTP actions', async () => {
+    const { reader, meter } = setup()
+    closers.push(openTelemetryMetrics({ meter }))
+    publishSettle('ai', '/v1/chat', { requests: 1, tokens: 4000 }, { requests: 1, tokens: 1200 })
+    publishSettle('ai', '/v1/chat', { requests: 1, tokens: 4000 }, { requests: 1, tokens: 4500 })
+    publishSettle('ai', undefined, { requests: 1, tokens: 100 }, { requests: 0, tokens: 100 })
+    publishSettle('ai', undefined, { requests: 1, tokens: 100 }, {})
+    const data = await collect(reader)
+    const units = (rule: string, change: string) => ({
+      'sluice.limiter': 'ai',
+      'sluice.rule': rule,
+      'sluice.settle.change': change,
+    })
+    expect(points(data.get('sluice.settle.units'))).toEqual([
+      [units('requests', 'given_back'), 1],
+      [units('tokens', 'charged'), 500],
+      [units('tokens', 'given_back'), 2800],
+    ])
+    expect(data.get('sluice.settle.units')!.descriptor.unit).toBe('{unit}')
+    expect(points(data.get('sluice.http.requests'))).toEqual([
+      [{ 'sluice.limiter': 'ai', 'sluice.action': 'settle', 'http.route': '/v1/chat' }, 2],
+      [{ 'sluice.limiter': 'ai', 'sluice.action': 'settle' }, 2],
     ])
   })
 

@@ -5,7 +5,7 @@ import { prometheusMetrics } from '@sluice/metrics'
 import { Counter, type MetricObjectWithValues, type MetricValue, Registry, register } from 'prom-client'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { QUEUE_WAIT_BUCKETS, STORE_DURATION_BUCKETS } from '../src/shared.ts'
-import { publishDecision, publishHttp, publishTrace, TRACE_KEYS } from './trace.ts'
+import { publishDecision, publishHttp, publishSettle, publishTrace, TRACE_KEYS } from './trace.ts'
 
 const closers: { close(): void }[] = []
 afterEach(() => {
@@ -119,6 +119,32 @@ describe('prometheusMetrics', () => {
     ])
   })
 
+  it('counts the units settles gave back or charged per rule, and the settles as HTTP actions', async () => {
+    const registry = new Registry()
+    closers.push(prometheusMetrics({ registry }))
+    publishSettle('ai', '/v1/chat', { requests: 1, tokens: 4000 }, { requests: 1, tokens: 1200 })
+    publishSettle('ai', '/v1/chat', { requests: 1, tokens: 4000 }, { requests: 1, tokens: 4500 })
+    publishSettle('ai', undefined, { requests: 1, tokens: 100 }, { requests: 0, tokens: 100 })
+    publishSettle('ai', undefined, { requests: 1, tokens: 100 }, {})
+    const all = await metricsOf(registry)
+    expect(samples(all.get('sluice_settle_units_total'))).toEqual([
+      [{ limiter: 'ai', rule: 'requests', change: 'given_back' }, 1],
+      [{ limiter: 'ai', rule: 'tokens', change: 'charged' }, 500],
+      [{ limiter: 'ai', rule: 'tokens', change: 'given_back' }, 2800],
+    ])
+    expect(samples(all.get('sluice_http_requests_total'))).toEqual([
+      [{ limiter: 'ai', action: 'settle', route: '' }, 2],
+      [{ limiter: 'ai', action: 'settle', route: '/v1/chat' }, 2],
+    ])
+    // A second scrape adds nothing that was not counted since.
+    publishSettle('ai', '/v1/chat', { tokens: 10 }, { tokens: 4 })
+    expect(samples((await metricsOf(registry)).get('sluice_settle_units_total'))).toEqual([
+      [{ limiter: 'ai', rule: 'requests', change: 'given_back' }, 1],
+      [{ limiter: 'ai', rule: 'tokens', change: 'charged' }, 500],
+      [{ limiter: 'ai', rule: 'tokens', change: 'given_back' }, 2806],
+    ])
+  })
+
   it('records queue waits and store durations in seconds, in the documented buckets', async () => {
     const registry = new Registry()
     closers.push(prometheusMetrics({ registry }))
@@ -210,6 +236,7 @@ describe('prometheusMetrics', () => {
       'sluice_queue_wait_seconds',
       'sluice_store_duration_seconds',
       'sluice_store_errors_total',
+      'sluice_settle_units_total',
     ]
     const subscription = prometheusMetrics()
     try {

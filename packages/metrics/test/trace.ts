@@ -69,6 +69,29 @@ export function publishHttp(
   diagnostics.channel('sluice:http').publish(message)
 }
 
+/**
+ * Publishes a settle (`action: 'settle'`) of a request that reserved `reserved` per rule and cost `cost`
+ * (rules `cost` leaves out kept their reservation).
+ */
+export function publishSettle(
+  limiter: string,
+  route: string | undefined,
+  reserved: Record<string, number>,
+  cost: Record<string, number>,
+): void {
+  const message: HttpMessage = {
+    limiter,
+    key: 'key-settled',
+    request: { url: '/v1/chat' },
+    decision: decisionOf(),
+    action: 'settle',
+    route,
+    reserved,
+    cost,
+  }
+  diagnostics.channel('sluice:http').publish(message)
+}
+
 /** Publishes a store error; `error` may lack a code, as a message from another publisher might. */
 export function publishStoreError(limiter: string, key: string, error: unknown): void {
   const message = { limiter, key, error } as StoreErrorMessage

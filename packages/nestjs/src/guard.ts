@@ -75,8 +75,8 @@ function respond(
 ): boolean | Promise<boolean> {
   if (outcome.action === 'pass') {
     // A shadowed limit counted the request without a word: its decision is still shown.
-    const counted = platform.recordOf(req)?.decision
-    if (counted !== undefined) showDecision(req, counted)
+    const record = platform.recordOf(req)
+    if (record?.decision !== undefined) showDecision(req, record)
     return true
   }
   if (outcome.action === 'reject') {
@@ -85,7 +85,7 @@ function respond(
   }
   const { decision, headers } = outcome
   for (const name in headers) platform.setHeader(res, name, headers[name]!)
-  showDecision(req, decision)
+  showDecision(req, platform.recordOf(req))
   if (outcome.action === 'allow') {
     if (decision.waitMs === 0) return true
     return route.limit.hold(req, res, outcome).then((waited) => waited || stopped())

@@ -8,6 +8,7 @@
  * @module @sluice/nestjs
  */
 
+export type { RequestRateLimit } from '@sluice/core/http'
 export { RATE_LIMIT_METADATA, RateLimit, type RateLimitMetadata, SkipRateLimit } from './decorators.ts'
 export { RateLimitedException } from './exception.ts'
 export { SluiceGuard } from './guard.ts'

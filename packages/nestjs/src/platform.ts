@@ -4,8 +4,13 @@
  * kit how to read them (address, route template, headers), where a request's record lives, which Node
  * response ends it, and how to set a header or a status, so the guard itself is one translation for both.
  */
-import type { Decision } from '@sluice/core'
-import { type HttpAdapter, headerValues, type RequestRecord, type RequestView } from '@sluice/core/http'
+import {
+  type HttpAdapter,
+  headerValues,
+  type RequestRateLimit,
+  type RequestRecord,
+  type RequestView,
+} from '@sluice/core/http'
 import type { PlatformRequest, PlatformResponse } from './options.ts'
 
 /** A platform, as the guard uses it: core's adapter and the few writes a guard makes itself. */
@@ -29,9 +34,12 @@ function keeper(req: PlatformRequest, record: RequestRecord): void {
   records.set(req, record)
 }
 
-/** Sets `req.rateLimit`, the decision of the limit that counted the request. */
-export function showDecision(req: PlatformRequest, decision: Decision | undefined): void {
-  ;(req as { rateLimit?: Decision }).rateLimit = decision
+/**
+ * Sets `req.rateLimit`: the decision of the limit that counted the request, with `settle(cost)` (the
+ * record's `RequestRateLimit`).
+ */
+export function showDecision(req: PlatformRequest, record: RequestRecord | undefined): void {
+  ;(req as { rateLimit?: RequestRateLimit }).rateLimit = record?.shown
 }
 
 /**

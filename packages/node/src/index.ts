@@ -6,6 +6,7 @@
  * @module @sluice/node
  */
 export type { Decision } from '@sluice/core'
+export type { RequestRateLimit } from '@sluice/core/http'
 export {
   type NextFunction,
   type NodeRateLimitOptions,

@@ -12,6 +12,7 @@ import {
   type HttpLimitOptions,
   headerValues,
   parseHttpOptions,
+  type RequestRateLimit,
   type RequestRecord,
   type RequestView,
   respondOnNode,
@@ -22,10 +23,11 @@ import { type AddressOf, socketAddress, trustProxyOption } from './proxy.ts'
 declare module 'node:http' {
   interface IncomingMessage {
     /**
-     * The decision of the sluice limit that last counted this request (allowed or denied).
+     * The decision of the sluice limit that last counted this request (allowed or denied), with
+     * `settle(cost)`: the request's true cost, settled now (see `RequestRateLimit`).
      * `undefined` when no limit counted it: skipped, or a missing key part under `onMissingKey: 'skip'`.
      */
-    rateLimit?: Decision
+    rateLimit?: RequestRateLimit
   }
 }
 
@@ -91,7 +93,7 @@ function adapterFor(address: AddressOf, route: ((req: IncomingMessage) => string
     keepRecord(req, record) {
       records.set(req, record)
       Object.defineProperty(req, 'rateLimit', {
-        get: () => record.decision,
+        get: () => record.shown,
         configurable: true,
         enumerable: true,
       })

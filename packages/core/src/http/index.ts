@@ -48,5 +48,5 @@ export {
   type ResponseBody,
 } from './options.ts'
 export { labelledPrefix } from './prefix.ts'
-export { type CountedLimit, type EndCallback, RequestRecord } from './record.ts'
+export { type CountedLimit, type EndCallback, type RequestRateLimit, RequestRecord } from './record.ts'
 export { type Next, type OnDenied, respondOnNode, type WritableResponse } from './respond.ts'

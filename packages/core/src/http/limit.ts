@@ -20,7 +20,7 @@ import { isPromise } from '../options.ts'
 import type { Overload } from '../overload.ts'
 import type { Decision } from '../types.ts'
 import type { HttpAdapter, RequestView } from './adapter.ts'
-import { EndPhase } from './end-phase.ts'
+import { type Cost, EndPhase, reserved, type SettledCosts } from './end-phase.ts'
 import { DEFAULT_HEADERS, NO_HEADERS, type ResolvedHeaderOptions } from './headers.ts'
 import { HeldRequests } from './held.ts'
 import { compileKey, type KeyResult } from './keys/keys.ts'
@@ -35,7 +35,7 @@ import {
   queueFull,
   shed,
 } from './outcome.ts'
-import type { EndCallback, RequestRecord } from './record.ts'
+import type { CountedLimit, EndCallback, RequestRecord } from './record.ts'
 
 export { type HttpOutcome, JSON_TYPE, limitedBody, limitedDetail, PROBLEM_JSON } from './outcome.ts'
 
@@ -94,7 +94,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
   readonly limiter: Limiter<Req>
   readonly #view: RequestView<Req>
   readonly #keyOf: (req: Req) => KeyResult | Promise<KeyResult>
-  readonly #costOf: (req: Req) => number | undefined | Promise<number>
+  readonly #costOf: (req: Req) => Cost | Promise<Cost>
   readonly #skip: ((req: Req) => boolean | Promise<boolean>) | undefined
   readonly #shadow: boolean
   readonly #headers: ResolvedHeaderOptions
@@ -145,7 +145,9 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     this.#guard = parsed.overload
     this.#shedDecision = this.#guard === undefined ? undefined : shed(this.#guard.bucketMs)
     this.#held = new HeldRequests(parsed.queuePerClient ?? DEFAULT_QUEUE_PER_CLIENT)
-    this.#end = new EndPhase(limiter, adapter, countWhen)
+    this.#end = new EndPhase(limiter, adapter, countWhen, parsed.settle, (req, key, decision, message) =>
+      this.#publishSettle(req, key, decision, message),
+    )
   }
 
   consume(req: Req, res: Res): HttpOutcome | Promise<HttpOutcome> {
@@ -248,7 +250,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
       return { action: 'reject', status: 400, body: missingKeyBody(key.detail), contentType: PROBLEM_JSON }
     }
     const cost = this.#costOf(req)
-    if (typeof cost === 'object')
+    if (cost instanceof Promise)
       return cost.then((c) => this.#consume(req, res, record, key.key, c, critical))
     return this.#consume(req, res, record, key.key, cost, critical)
   }
@@ -258,7 +260,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     res: Res,
     record: RequestRecord,
     key: string,
-    cost: number | undefined,
+    cost: Cost,
     critical: Overload<Req> | undefined,
   ): HttpOutcome | Promise<HttpOutcome> {
     const decision = this.limiter.consumeNow(key, { cost, context: req })
@@ -273,7 +275,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     res: Res,
     record: RequestRecord,
     key: string,
-    cost: number | undefined,
+    cost: Cost,
     decision: Decision,
     critical: Overload<Req> | undefined,
   ): HttpOutcome {
@@ -285,8 +287,8 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
       return this.#shed(req, record, critical)
     }
     if (this.#shadow) {
-      if (decision.allowed) this.#end.countWhen(req, res, key, cost, decision)
-      record.counted({ decision, headers: this.#headers })
+      if (decision.allowed) this.#end.atEnd(req, res, record, key, cost, decision)
+      record.counted(this.#counted(req, key, cost, decision))
       // Counted as usual; never denied or held.
       if (httpChannel.hasSubscribers) {
         this.#publish(req, key, decision, decision.allowed && decision.waitMs === 0 ? 'allow' : 'shadow')
@@ -299,14 +301,27 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
         this.#end.unqueue(req, key, cost, decision)
         return this.#deny(req, record, key, queueFull(decision), this.#status)
       }
-      this.#end.countWhen(req, res, key, cost, decision)
-      const headers = record.counted({ decision, headers: this.#headers })
+      this.#end.atEnd(req, res, record, key, cost, decision)
+      const headers = record.counted(this.#counted(req, key, cost, decision))
       if (httpChannel.hasSubscribers)
         this.#publish(req, key, decision, decision.waitMs > 0 ? 'queue' : 'allow')
       return { action: 'allow', decision, headers, key, cost }
     }
     const blocked = decision.reason === 'blocked' || (this.#blocks && decision.reason === 'rules')
     return this.#deny(req, record, key, decision, blocked ? this.#blockedStatus : this.#status)
+  }
+
+  /**
+   * The record's entry for an admitted decision: its headers, and the settle of its reservation when the
+   * store counted it (not a store failure's pass, not an unlimited key).
+   */
+  #counted(req: Req, key: string, cost: Cost, decision: Decision): CountedLimit {
+    if (!reserved(decision)) return { decision, headers: this.#headers }
+    return {
+      decision,
+      headers: this.#headers,
+      settle: (trueCost) => this.#end.settle(req, key, cost, decision, trueCost),
+    }
   }
 
   /** Enters the request into the guard's critical headroom: true when admitted (it leaves with its response). */
@@ -327,6 +342,14 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
     const route = this.#view.routeTemplate?.(req)
     httpChannel.publish({ limiter: this.limiter.prefix, key, request: req, decision, action, route })
   }
+
+  #publishSettle(req: Req, key: string, decision: Decision, costs: SettledCosts): void {
+    if (!httpChannel.hasSubscribers) return
+    const route = this.#view.routeTemplate?.(req)
+    const { reserved, cost } = costs
+    const limiter = this.limiter.prefix
+    httpChannel.publish({ limiter, key, request: req, decision, action: 'settle', route, reserved, cost })
+  }
 }
 
 function limiterFrom<R, S>(parsed: ParsedHttpOptions<R, S>): Limiter<R> {
@@ -342,10 +365,11 @@ function limiterFrom<R, S>(parsed: ParsedHttpOptions<R, S>): Limiter<R> {
   })
 }
 
-/** A request's cost: a number at once, or a native promise of one when the function answered by promise. */
-function costResolver<R>(
-  cost: number | ((request: R) => number | Promise<number>) | undefined,
-): (request: R) => number | undefined | Promise<number> {
+/**
+ * A request's cost: a number or per-rule costs at once, or a native promise of one when the function
+ * answered by promise. The limiter checks what it answered, as it checks any call's cost.
+ */
+function costResolver<R>(cost: ParsedHttpOptions<R>['cost']): (request: R) => Cost | Promise<Cost> {
   if (cost === undefined) return () => undefined
   if (typeof cost === 'function') {
     return (request) => {

@@ -12,6 +12,7 @@ import { InvalidOptionError } from '../errors.ts'
 import {
   type Limiter,
   limiterOption,
+  type RuleCosts,
   type RulesOption,
   rulesOption,
   type StoreErrorPolicy,
@@ -70,9 +71,24 @@ export interface HttpLimitOptions<R, S = unknown> {
   ipv6Subnet?: number
   /**
    * Units a request takes: an integer, or a function of the request (which may return a promise, as `key`
-   * and `rules` functions may: a plan looked up in a cache or a database). Default 1.
+   * and `rules` functions may: a plan looked up in a cache or a database) answering an integer or the units
+   * per rule by name (`{ requests: 1, tokens: 1200 }`: rules not named take 1). Default 1.
    */
-  cost?: number | ((request: R) => number | Promise<number>)
+  cost?: number | ((request: R) => number | RuleCosts | Promise<number | RuleCosts>)
+  /**
+   * Asked once when the response has ended, for an admitted request whose handler did not settle it
+   * (`req.rateLimit.settle`): the request's true cost, an integer or per rule by name (rules not named
+   * keep what they reserved), and the reservation becomes it (`limiter.settle`): units given back, or the
+   * excess charged past the limit. `finished` is true when the response was sent in full, false when the
+   * client left first (a stream cut off): it is asked then too. `undefined` keeps the reservation. It may
+   * answer by promise. A throw, a rejection or a failed settle keeps the reservation and emits one
+   * `SluiceWarning` per limit. Not asked when `countWhen` gave the request's units back. Default: none.
+   */
+  settle?: (
+    request: R,
+    response: S,
+    finished: boolean,
+  ) => number | RuleCosts | undefined | Promise<number | RuleCosts | undefined>
   /** Requests for which this returns true are not limited or counted. */
   skip?: (request: R) => boolean | Promise<boolean>
   /**
@@ -136,6 +152,7 @@ export const REQUEST_OPTION_NAMES = [
   'statusCode',
   'blockedStatusCode',
   'countWhen',
+  'settle',
   'queuePerClient',
   'shadow',
   'overload',
@@ -165,13 +182,14 @@ export interface ParsedHttpOptions<R, S = unknown> {
   readonly key: KeySpec<R> | undefined
   readonly onMissingKey: MissingKeyPolicy | undefined
   readonly ipv6Subnet: number | undefined
-  readonly cost: number | ((request: R) => number | Promise<number>) | undefined
+  readonly cost: HttpLimitOptions<R, S>['cost']
   readonly skip: ((request: R) => boolean | Promise<boolean>) | undefined
   readonly headers: ResolvedHeaderOptions | undefined
   readonly message: HttpLimitOptions<R>['message'] | undefined
   readonly statusCode: number | undefined
   readonly blockedStatusCode: number | undefined
   readonly countWhen: ((request: R, response: S) => boolean) | undefined
+  readonly settle: HttpLimitOptions<R, S>['settle']
   readonly queuePerClient: number | undefined
   readonly shadow: boolean | undefined
   readonly overload: Overload<R> | undefined
@@ -244,6 +262,7 @@ export function parseHttpOptions<R, S = unknown>(
   if (o.block !== undefined) blockOption(name('block'), o.block)
   if (o.blockedStatusCode !== undefined) statusOption(name('blockedStatusCode'), o.blockedStatusCode)
   if (o.countWhen !== undefined) functionOption(name('countWhen'), o.countWhen)
+  if (o.settle !== undefined) functionOption(name('settle'), o.settle)
   if (o.queuePerClient !== undefined) integerOption(name('queuePerClient'), o.queuePerClient, 1)
   if (o.shadow !== undefined) booleanOption(name('shadow'), o.shadow)
   if (o.overload !== undefined && !isOverload(o.overload)) {
@@ -271,6 +290,7 @@ export function parseHttpOptions<R, S = unknown>(
     statusCode: o.statusCode,
     blockedStatusCode: o.blockedStatusCode,
     countWhen: o.countWhen,
+    settle: o.settle,
     queuePerClient: o.queuePerClient,
     shadow: o.shadow,
     overload: o.overload,

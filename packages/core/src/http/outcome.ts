@@ -3,6 +3,7 @@
  * details for a 429 (RFC 9457), the user's `message`, the 400 of a missing key part.
  */
 import { STATUS_CODES } from 'node:http'
+import type { RuleCosts } from '../limiter/limiter.ts'
 import type { Decision } from '../types.ts'
 import { retryAfterSeconds } from './headers.ts'
 import type { ParsedHttpOptions, ResponseBody } from './options.ts'
@@ -34,7 +35,7 @@ export type HttpOutcome =
       readonly headers: Readonly<Record<string, string>>
       /** The key and cost the request was counted under, for `RequestLimit.hold`. */
       readonly key: string
-      readonly cost: number | undefined
+      readonly cost: number | RuleCosts | undefined
     }
   /** Denied: answer `status` with `headers` and `body`. */
   | {

@@ -8,13 +8,34 @@
  * made only for a second limit or a second callback.
  */
 
+import { ErrorCode, SluiceError } from '../errors.ts'
+import type { RuleCosts } from '../limiter/limiter.ts'
 import type { Decision } from '../types.ts'
 import { type ResolvedHeaderOptions, stackedHeaders } from './headers.ts'
 
-/** One limit's part in a response's headers. */
+/** One limit's part in a response's headers, and what settling the request under it needs. */
 export interface CountedLimit {
   readonly decision: Decision
   readonly headers: ResolvedHeaderOptions
+  /** Settles this limit's reservation at `cost` (set when its decision reserved units a settle can change). */
+  readonly settle?: (cost: number | RuleCosts) => Promise<Decision | undefined>
+}
+
+/**
+ * What a handler sees of the limits that counted its request (`req.rateLimit`, `ctx.state.rateLimit`,
+ * `c.get('rateLimit')`): the decision of the limit that counted it last, and `settle`.
+ */
+export type RequestRateLimit = Decision & {
+  /**
+   * Makes the request's reservation its true cost now, under every limit that admitted it: an integer, or
+   * per rule by name (rules not named keep what they reserved; a limit none of whose rules is named is left
+   * alone, so one call settles stacked limits with different rules). The limits' `settle` option is then not
+   * asked. Resolves with the decision after (of the last limit settled; the shown decision when no limit
+   * held a reservation: a store failure let the request by, an unlimited key). Rejects with
+   * `ERR_SLUICE_INVALID_SETTLE` when called twice, `ERR_SLUICE_INVALID_COST` for a bad cost, and the store's
+   * error when it fails.
+   */
+  settle(cost: number | RuleCosts): Promise<Decision>
 }
 
 /** Runs when the response ends: `finished` is false when the client went away before it was sent. */
@@ -28,8 +49,13 @@ export class RequestRecord {
   #ended: EndCallback | EndCallback[] | undefined = undefined
   /** How the response ended (`finished`), once it has: undefined while it runs. */
   #over: boolean | undefined = undefined
-  /** The decision of the limit that last counted the request: what `req.rateLimit` shows. */
+  /** The decision of the limit that last counted the request: what `req.rateLimit` shows (see `shown`). */
   decision: Decision | undefined = undefined
+  /** True once the handler settled the request (`settle`): the limits' `settle` option is not asked then. */
+  settled = false
+  /** `shown`, made when first read, and the decision it was made from. */
+  #shown: RequestRateLimit | undefined = undefined
+  #shownOf: Decision | undefined = undefined
   /** The rate-limit headers sluice has written for every limit that counted the request, in order. */
   headers: Readonly<Record<string, string>> | undefined = undefined
 
@@ -65,6 +91,40 @@ export class RequestRecord {
       this.headers = stackedHeaders([this.#first, ...this.#more])
     }
     return this.headers
+  }
+
+  /**
+   * What the handler sees (`req.rateLimit`): `decision` with a `settle` method that settles every limit
+   * that counted the request. Made when first read (a handler that never reads it costs nothing), again
+   * when another limit has counted the request since; undefined when no limit counted it.
+   */
+  get shown(): RequestRateLimit | undefined {
+    const decision = this.decision
+    if (decision === undefined) return undefined
+    if (this.#shownOf !== decision) {
+      // `settle` is not enumerable: the shown object reads, spreads and serializes as the decision does.
+      const shown = Object.defineProperty({ ...decision }, 'settle', {
+        value: (cost: number | RuleCosts) => this.settle(cost),
+      }) as RequestRateLimit
+      this.#shownOf = decision
+      this.#shown = shown
+    }
+    return this.#shown
+  }
+
+  /** `req.rateLimit.settle(cost)`: see `RequestRateLimit.settle`. */
+  settle(cost: number | RuleCosts): Promise<Decision> {
+    if (this.settled) {
+      return Promise.reject(new SluiceError(ErrorCode.INVALID_SETTLE, 'This request was settled already.'))
+    }
+    this.settled = true
+    const limits = this.#first === undefined ? [] : [this.#first, ...(this.#more ?? [])]
+    const settling = limits.map((limit) => limit.settle?.(cost))
+    return Promise.all(settling).then((after) => {
+      let last = this.decision!
+      for (const decision of after) if (decision !== undefined) last = decision
+      return last
+    })
   }
 
   /**
