@@ -6,6 +6,7 @@
  */
 import {
   type BlockPolicy,
+  type Costs,
   concurrency,
   createLimiter,
   fixedWindow,
@@ -20,6 +21,7 @@ import {
   tokenBucket,
   warmUp,
 } from '@sluice/core'
+import { refundMark } from '@sluice/core/store'
 import fc from 'fast-check'
 import { expect } from 'vitest'
 
@@ -39,12 +41,27 @@ export interface TraceClock {
   followsRealTime?: boolean
 }
 
+/**
+ * Acts a suite turns on once its store takes them, so that main stays green before a store is built for
+ * them. Off, the traces are exactly those of before: the same seeds draw the same steps.
+ */
+export interface TraceActs {
+  /**
+   * Consumes with one cost per rule (a `Costs` list), and `'settle'` adjustments of a key's last admitted
+   * consume, each rule by its own signed amount with the call's marks. Default false.
+   */
+  perRuleCosts?: boolean
+}
+
 /** The least the trace clock may read, `started` (performance.now()) being when the trace began. */
 function pace(clock: TraceClock, started: number): number {
   return clock.followsRealTime === false ? 0 : 4 * Math.floor(performance.now() - started)
 }
 
 export const asRule = (r: RuleInput): Rule => r as Rule
+
+/** A store's answer, with the `countedAt` of an admitted consume. */
+type StoreAnswerOf = readonly RuleDecision[] & { readonly countedAt?: number; readonly reason?: string }
 
 /**
  * The start times of a test's traces, from a seeded sequence (Park-Miller), one per run: with fast-check's
@@ -165,6 +182,43 @@ const traceArb = fc.record({
   steps: fc.array(stepArb, { minLength: 20, maxLength: 80 }),
 })
 
+type Step = typeof stepArb extends fc.Arbitrary<infer S> ? S : never
+
+/** A step with per-rule costs and settles besides (`TraceActs.perRuleCosts`). */
+const costStepArb = fc.record({
+  step: stepArb,
+  act: fc.constantFrom('step', 'step', 'step', 'consumeCosts', 'consumeCosts', 'settle', 'settle'),
+  /** A consume's cost per rule (cut to each rule's limit). */
+  costs: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 3, maxLength: 3 }),
+  /** A settle's amount per rule (never below what the call reserved under it). */
+  amounts: fc.array(fc.integer({ min: -4, max: 4 }), { minLength: 3, maxLength: 3 }),
+})
+
+const costTraceArb = fc.record({
+  block: blockArb,
+  ruleSets: fc.array(ruleSetArb, { minLength: 3, maxLength: 3 }),
+  steps: fc.array(costStepArb, { minLength: 20, maxLength: 80 }),
+})
+
+/** Steps of either trace, as one shape: a plain trace's steps are all `'step'`. */
+type CostStep = { step: Step; act: string; costs: number[]; amounts: number[] }
+
+/** Both kinds of trace, as one arbitrary of one shape. */
+function tracesOf(acts: TraceActs): fc.Arbitrary<{
+  block: BlockPolicy | undefined
+  ruleSets: Rule[][]
+  steps: CostStep[]
+}> {
+  if (acts.perRuleCosts === true) return costTraceArb
+  return traceArb.map(({ steps, ...trace }) => ({
+    ...trace,
+    steps: steps.map((step) => ({ step, act: 'step', costs: [], amounts: [] })),
+  }))
+}
+
+/** The most one consume may cost under `rule` in a trace (its limit, or a bucket's capacity). */
+const limitOf = (rule: Rule): number => ('limit' in rule ? rule.limit : rule.capacity)
+
 const KEYS = ['alpha', 'beta:{x}', 'γ\u0000δ']
 
 let run = 0
@@ -172,9 +226,13 @@ let run = 0
  * Random traces of every rule kind, several rules per key, several keys, costs above 1, peeks, refunds,
  * penalties, queued slots given back, leases released and blocks that escalate, with many calls in one ms.
  */
-export async function answersRandomTraces(makeStore: StoreMaker, pacing: TraceClock = {}): Promise<void> {
+export async function answersRandomTraces(
+  makeStore: StoreMaker,
+  pacing: TraceClock = {},
+  acts: TraceActs = {},
+): Promise<void> {
   // What the traces reached, so a generator that stopped reaching blocks or queues would be noticed.
-  const seen = {
+  const seen: Record<string, number> = {
     blocked: 0,
     blockBegun: 0,
     queued: 0,
@@ -184,9 +242,14 @@ export async function answersRandomTraces(makeStore: StoreMaker, pacing: TraceCl
     leased: 0,
     released: 0,
   }
+  if (acts.perRuleCosts === true) {
+    seen.perRuleCosts = 0
+    seen.settle = 0
+    seen.settleBack = 0
+  }
   const nextLead = leads(24)
   await fc.assert(
-    fc.asyncProperty(traceArb, async ({ block, ruleSets, steps }) => {
+    fc.asyncProperty(tracesOf(acts), async ({ block, ruleSets, steps }) => {
       // The trace clock never runs slower than real time (x4) unless told so, so a store that expires keys
       // by its own clock never drops a key before the memory store would.
       const started = performance.now()
@@ -200,7 +263,12 @@ export async function answersRandomTraces(makeStore: StoreMaker, pacing: TraceCl
       /** Per key: the rule set, queue marks and cost of the last consume that was told to wait. */
       const queued = new Map<
         string,
-        { rules: readonly Rule[]; queues: (string | undefined)[]; cost: number }
+        { rules: readonly Rule[]; queues: (string | undefined)[]; cost: number | Costs }
+      >()
+      /** Per key: the last admitted consume's rules, costs and answers (memory's, the store's), until settled. */
+      const admitted = new Map<
+        string,
+        { rules: readonly Rule[]; costs: number[]; memory: StoreAnswerOf; store: StoreAnswerOf }
       >()
       /** Per key: the rules and the leases (memory's, the store's) of the last consume that took one. */
       const leased = new Map<string, { rules: readonly Rule[]; memory: string; store: string }>()
@@ -212,39 +280,68 @@ export async function answersRandomTraces(makeStore: StoreMaker, pacing: TraceCl
           (d) =>
             `${d.allowed ? 'ok' : 'no'} r${d.remaining} reset${d.resetMs} retry${d.retryAfterMs} wait${d.waitMs}${d.queue === undefined ? '' : ` q${d.queue}`}`,
         )
-      for (const step of steps) {
+      for (const { step, act: costAct, costs: drawn, amounts: drawnAmounts } of steps) {
         lead += step.jump
         now = Math.max(now, lead + pace(pacing, started))
         const rules = ruleSets[step.ruleSet]!
-        const minLimit = Math.min(...rules.map((r) => ('limit' in r ? r.limit : r.capacity)))
-        const cost = Math.min(step.cost, minLimit)
+        const minLimit = Math.min(...rules.map(limitOf))
         const key = KEYS[step.key]!
+        // Per-rule costs: each cut to its rule's limit; a call's concurrency rules hold one lease, of one cost.
+        const leases = rules.filter((r) => r.kind === 'concurrency')
+        const leaseCost = Math.min(drawn[rules.indexOf(leases[0]!)] ?? 1, ...leases.map(limitOf))
+        const perRule = rules.map((r, i) =>
+          r.kind === 'concurrency' ? leaseCost : Math.min(drawn[i] ?? 1, limitOf(r)),
+        )
+        const cost: number | Costs = costAct === 'consumeCosts' ? perRule : Math.min(step.cost, minLimit)
+        const act = costAct === 'consumeCosts' ? 'consume' : costAct === 'settle' ? 'settle' : step.act
         let expected: unknown
         let actual: unknown
         let said = ''
-        if (step.act === 'consume' || step.act === 'peek') {
-          const e = memory.apply(prefix, key, rules, cost, step.act, block)
-          const a = await store.apply(prefix, key, rules, cost, step.act, block)
+        if (act === 'settle') {
+          const last = admitted.get(key)
+          if (last === undefined) continue
+          admitted.delete(key)
+          // A true cost is never below 0: an amount never gives back more than the call reserved.
+          const amounts = last.rules.map((_, i) => Math.max(drawnAmounts[i]!, -last.costs[i]!))
+          const marksOf = (answer: StoreAnswerOf) =>
+            last.rules.map((r, i) =>
+              amounts[i]! < 0 ? refundMark(r, answer[i]!, answer.countedAt!) : undefined,
+            )
+          const e = memory.adjust(prefix, key, last.rules, amounts, 'settle', block, marksOf(last.memory))
+          const a = await store.adjust(prefix, key, last.rules, amounts, 'settle', block, marksOf(last.store))
+          expected = e === undefined ? undefined : [...bare(e), e.reason]
+          actual = a === undefined ? undefined : [...bare(a), a.reason]
+          said = `[${amounts}] -> ${brief(e)}`
+          seen.settle!++
+          if (amounts.some((n) => n < 0)) seen.settleBack!++
+        } else if (act === 'consume' || act === 'peek') {
+          const e = memory.apply(prefix, key, rules, cost, act, block)
+          const a = await store.apply(prefix, key, rules, cost, act, block)
+          if (typeof cost !== 'number') seen.perRuleCosts!++
+          if (act === 'consume' && e.countedAt !== undefined && a.countedAt !== undefined) {
+            const costs = typeof cost === 'number' ? rules.map(() => cost) : [...cost]
+            admitted.set(key, { rules, costs, memory: e, store: a })
+          }
           expected = [...bare(e), e.reason]
           actual = [...bare(a), a.reason]
           const lease = e.find((d) => d.lease !== undefined)?.lease
           if (lease !== undefined) {
             leased.set(key, { rules, memory: lease, store: a.find((d) => d.lease !== undefined)!.lease! })
-            seen.leased++
+            seen.leased!++
           }
           said = `x${cost} -> ${brief(e)} ${e.reason ?? ''}`
-          if (e.reason === 'blocked') seen.blocked++
+          if (e.reason === 'blocked') seen.blocked!++
           if (
             block !== undefined &&
-            step.act === 'consume' &&
+            act === 'consume' &&
             e.reason !== 'blocked' &&
             e.some((d) => !d.allowed)
           ) {
-            seen.blockBegun++
+            seen.blockBegun!++
           }
-          if (step.act === 'consume' && e.some((d) => d.queue !== undefined)) {
+          if (act === 'consume' && e.some((d) => d.queue !== undefined)) {
             queued.set(key, { rules, queues: e.map((d) => d.queue), cost })
-            seen.queued++
+            seen.queued!++
           }
         } else if (step.act === 'release') {
           const last = leased.get(key)
@@ -254,23 +351,25 @@ export async function answersRandomTraces(makeStore: StoreMaker, pacing: TraceCl
           memory.adjust(prefix, key, last.rules, 1, 'release', undefined, marks(last.memory))
           await store.adjust(prefix, key, last.rules, 1, 'release', undefined, marks(last.store))
           said = 'the last lease'
-          seen.released++
+          seen.released!++
         } else if (step.act === 'unqueue') {
           const last = queued.get(key)
           if (last === undefined) continue
           memory.adjust(prefix, key, last.rules, last.cost, 'unqueue', undefined, last.queues)
           await store.adjust(prefix, key, last.rules, last.cost, 'unqueue', undefined, last.queues)
           said = `x${last.cost} [${last.queues}]`
-          seen.unqueued++
+          seen.unqueued!++
         } else {
-          const e = memory.adjust(prefix, key, rules, step.adjustCost, step.act, block)
-          const a = await store.adjust(prefix, key, rules, step.adjustCost, step.act, block)
+          // What is left of a plain step: a refund or a penalty.
+          const adjustment = step.act as 'refund' | 'penalize'
+          const e = memory.adjust(prefix, key, rules, step.adjustCost, adjustment, block)
+          const a = await store.adjust(prefix, key, rules, step.adjustCost, adjustment, block)
           expected = e === undefined ? undefined : [...bare(e), e.reason]
           actual = a === undefined ? undefined : [...bare(a), a.reason]
           said = `x${step.adjustCost} -> ${brief(e)}`
-          seen[step.act]++
+          seen[step.act]!++
         }
-        history.push(`${now} ${step.act} ${JSON.stringify(key)} [${rules.map((r) => r.id)}] ${said}`)
+        history.push(`${now} ${act} ${JSON.stringify(key)} [${rules.map((r) => r.id)}] ${said}`)
         expect(
           actual,
           `trace so far:\n${history.join('\n')}\nthe store said ${JSON.stringify(actual)}`,

@@ -5,7 +5,7 @@
  */
 import { channel } from 'node:diagnostics_channel'
 import type { SluiceError } from './errors.ts'
-import type { Decision, StoreMode } from './types.ts'
+import type { Costs, Decision, StoreMode } from './types.ts'
 
 /** Published for every consume and peek, after the decision is known (a store failure's included). */
 export interface DecisionMessage {
@@ -13,7 +13,11 @@ export interface DecisionMessage {
   readonly limiter: string
   /** The key as the caller gave it (before any digest for long keys). */
   readonly key: string
-  readonly cost: number
+  /**
+   * The call's cost: a number when every rule took the same, else one per rule in the order of
+   * `decision.rules` (per-rule costs, `CallOptions.cost` as `RuleCosts`).
+   */
+  readonly cost: number | Costs
   readonly mode: StoreMode
   readonly decision: Decision
   /** How long the store took, in ms (fractional); 0 when it answered synchronously (the memory store). */

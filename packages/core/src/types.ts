@@ -201,6 +201,11 @@ export interface Decision {
    * store prefetched, when their batch was counted). `limiter.refund(key, { decision })` finds the call by it.
    */
   readonly countedAt?: number
+  /**
+   * An admitted call counted by the store whose cost was not 1: what it reserved under each rule, in the
+   * order of `rules` (absent: 1 under every rule). `limiter.settle(key, { decision, cost })` reads it.
+   */
+  readonly costs?: Costs
 }
 
 /** One integer per rule of a call, in the rules' order: a call's per-rule costs, or a settle's amounts. */

@@ -4,6 +4,7 @@
  * aborting (the client left) or the response body read to its end or cancelled; rate-limit headers added
  * to a `Response`, also an immutable one; and the `Response` of a denied or rejected request.
  */
+import type { RuleCosts } from '@sluice/core'
 import {
   buildRequestLimit,
   type HttpAdapter,
@@ -105,20 +106,40 @@ export function fetchAdapter<Req extends object>(view: RequestView<Req>): HttpAd
 }
 
 /**
- * The kit's request limit over `FetchExchange`s. The user's `countWhen` is written over a `Response`: it is
- * asked once the response has been read, with the response the exchange holds.
+ * The kit's request limit over `FetchExchange`s. The user's `countWhen` and `settle` are written over a
+ * `Response`: they are asked once the response has been read (or abandoned), with the response the
+ * exchange holds (`settle` may see none: the client left before the handler answered).
  */
 export function exchangeLimit<Req extends object>(
   parsed: ParsedHttpOptions<Req, FetchExchange>,
   adapter: HttpAdapter<Req, FetchExchange>,
 ): RequestLimit<Req, FetchExchange> {
   const countWhen = parsed.countWhen as ((request: Req, response: Response) => boolean) | undefined
-  if (countWhen === undefined) return buildRequestLimit(parsed, adapter)
+  const settle = parsed.settle as FetchSettle<Req> | undefined
+  if (countWhen === undefined && settle === undefined) return buildRequestLimit(parsed, adapter)
   return buildRequestLimit(
-    { ...parsed, countWhen: (request, exchange) => countWhen(request, exchange.response!) },
+    {
+      ...parsed,
+      countWhen:
+        countWhen === undefined ? undefined : (request, exchange) => countWhen(request, exchange.response!),
+      settle:
+        settle === undefined
+          ? undefined
+          : (request, exchange, finished) => settle(request, exchange.response, finished),
+    },
     adapter,
   )
 }
+
+/**
+ * The `settle` option as a Fetch user writes it: over the `Response` the handler answered, undefined when
+ * the client left before it answered (`finished` is then false).
+ */
+export type FetchSettle<Req> = (
+  request: Req,
+  response: Response | undefined,
+  finished: boolean,
+) => number | RuleCosts | undefined | Promise<number | RuleCosts | undefined>
 
 /**
  * `response` with `headers` set: in place when its headers may change, else (`Response.redirect`, a

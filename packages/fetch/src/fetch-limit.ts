@@ -16,6 +16,7 @@ import {
   departedResponse,
   exchangeLimit,
   FetchExchange,
+  type FetchSettle,
   fetchAdapter,
   jsonResponse,
   withHeaders,
@@ -26,7 +27,13 @@ import {
  * about the handler's `Response`), plus `onLimited`. Rules, stores and `createLimiter` come from
  * `@sluice/core`.
  */
-export interface FetchLimitOptions extends HttpLimitOptions<Request, Response> {
+export interface FetchLimitOptions extends Omit<HttpLimitOptions<Request, Response>, 'settle'> {
+  /**
+   * Asked once when the response has ended (its body read to its end, or cancelled, or the request
+   * aborted): the request's true cost, as core's `settle` option (`HttpLimitOptions.settle`); `response`
+   * is undefined when the client left before the handler answered.
+   */
+  settle?: FetchSettle<Request>
   /**
    * Called for a denied request. It may answer with a `Response` of its own (sluice adds the rate-limit
    * headers to it); when it answers nothing, sluice sends its 429 as usual. A throw or a rejection rejects

@@ -12,6 +12,7 @@ export {
   departedResponse,
   exchangeLimit,
   FetchExchange,
+  type FetchSettle,
   fetchAdapter,
   jsonResponse,
   withHeaders,

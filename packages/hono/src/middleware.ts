@@ -17,6 +17,7 @@ import {
   departedResponse,
   exchangeLimit,
   FetchExchange,
+  type FetchSettle,
   fetchAdapter,
   jsonResponse,
   withHeaders,
@@ -41,7 +42,14 @@ declare module 'hono' {
  * `rules` functions are given the `Context`; `countWhen(c, response)` the `Response` sent), plus
  * `getConnInfo` and `onLimited`. Rules, stores and `createLimiter` come from `@sluice/core`.
  */
-export interface HonoRateLimitOptions<E extends Env = Env> extends HttpLimitOptions<Context<E>, Response> {
+export interface HonoRateLimitOptions<E extends Env = Env>
+  extends Omit<HttpLimitOptions<Context<E>, Response>, 'settle'> {
+  /**
+   * Asked once when the response has ended (its body read to its end, or cancelled, or the request
+   * aborted): the request's true cost, as core's `settle` option (`HttpLimitOptions.settle`); `response`
+   * is undefined when the client left before the handler answered.
+   */
+  settle?: FetchSettle<Context<E>>
   /**
    * Your runtime's `getConnInfo` (from `hono/bun`, `hono/deno`, `@hono/node-server/conninfo`,
    * `hono/cloudflare-workers`…): how `key: 'ip'` reads the client's address. Required when the key

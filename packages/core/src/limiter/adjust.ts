@@ -1,20 +1,24 @@
 /**
- * @module The acts that change a key's state outside a consume: reset, refund, penalize, unqueue and
- * release. Each resolves the key's rules as a consume would and asks the store once; a store failure
+ * @module The acts that change a key's state outside a consume: reset, refund, penalize, settle, unqueue
+ * and release. Each resolves the key's rules as a consume would and asks the store once; a store failure
  * rejects with a `StoreError` whatever `onStoreError` says (an act that did not happen is never reported
  * as done).
  */
-import { ErrorCode, InvalidOptionError, SluiceError } from '../errors.ts'
+import { describe, ErrorCode, InvalidOptionError, SluiceError } from '../errors.ts'
 import { isPromise } from '../options.ts'
+import { MAX_FIGURE } from '../rules/bounds.ts'
 import { refundMark } from '../rules/index.ts'
-import type { Adjustment, Decision, Rule, RuleDecision, StoreAnswer } from '../types.ts'
-import { adjustCostOf, checkCost, keyOf } from './checks.ts'
+import type { Adjustment, Costs, Decision, Rule, RuleDecision, StoreAnswer } from '../types.ts'
+import { adjustCostOf, checkCost, costOf, keyOf, perRule, sameCost, trueCostOf } from './checks.ts'
 import type { LimiterParts } from './decide.ts'
 import { answers, asStoreError, compose, malformed, UNLIMITED_DECISION } from './decisions.ts'
-import type { AdjustOptions, CallOptions, RefundOptions } from './types.ts'
+import type { AdjustOptions, CallOptions, RefundOptions, SettleOptions } from './types.ts'
 
 /** A mark per rule (which call's units an adjustment concerns), or a function of the rules resolved. */
 type Marks = readonly (string | undefined)[] | ((rules: readonly Rule[]) => readonly (string | undefined)[])
+
+/** An adjustment's cost for its resolved rules: a number for every rule, or one per rule. */
+type CostOf = (rules: readonly Rule[]) => number | Costs
 
 /** Forgets the key's state under its rules and lifts its block; the insurance limiter is reset too. */
 export async function reset<C>(
@@ -89,14 +93,103 @@ export async function unqueue<C>(
   if (!decision.allowed || decision.waitMs === 0 || typeof parts.store.adjust !== 'function') return
   const queues = decision.rules.map((d) => d.queue)
   if (queues.every((q) => q === undefined)) return
-  const cost = options?.cost
-  await adjust(
-    parts,
-    key,
-    { context: options?.context, cost: typeof cost === 'number' ? cost : 1 },
-    'unqueue',
-    queues,
-  )
+  // Each queued rule gives back its own cost: the call's as given, else what its decision reserved.
+  const given = options?.cost === undefined ? undefined : costOf(options.cost)
+  const costs: CostOf = (rules) => {
+    if (typeof given === 'number') return given
+    if (given !== undefined) return sameCost(perRule(given, rules, () => 1))
+    const reserved = reservedCosts(decision, 'unqueue.decision')
+    return reserved === undefined ? 1 : sameCost(rules.map((_, i) => reserved[i] ?? 1))
+  }
+  await adjust(parts, key, { context: options?.context }, 'unqueue', queues, costs)
+}
+
+/**
+ * Decisions settled already: a decision settles once. A decision is known by its object, so one read back
+ * from JSON is a new decision to this set (the caller keeps a decision from settling twice across processes).
+ */
+const settledDecisions = new WeakSet<Decision>()
+
+/**
+ * Makes an admitted call's reservation its true cost, per rule, in one store call (`'settle'`): each rule
+ * the call was decided by gives back what it reserved beyond its true cost (as `refund` naming the call
+ * does) or counts the excess (as `penalize` does); answers what a peek answers right after. A decision
+ * that counted nothing in the store (unlimited, or decided by `onStoreError`, the insurance limiter
+ * included) changes nothing and is answered as it is.
+ */
+export async function settle<C>(
+  parts: LimiterParts<C>,
+  key: string,
+  options: SettleOptions<C>,
+): Promise<Decision> {
+  const storageKey = keyOf(key)
+  const decision: unknown = (options as Partial<SettleOptions<C>> | undefined)?.decision
+  if (!counted(decision)) return decision as Decision
+  const truth = trueCostOf(options.cost)
+  const reserved = reservedCosts(decision, 'settle.decision')
+  if (settledDecisions.has(decision)) throw invalidSettle(decision, 'it has been settled already')
+  // Taken before the rules resolve, so a second settle of it meanwhile is refused; given back on an error.
+  settledDecisions.add(decision)
+  try {
+    const rules = await parts.resolveRules(key, options.context as C)
+    if (rules.length === 0) return UNLIMITED_DECISION
+    const at = decision.countedAt!
+    const said = decision.rules
+    const was = (i: number): number => reserved?.[i] ?? 1
+    const trueCosts = typeof truth === 'number' ? rules.map(() => truth) : perRule(truth, rules, was)
+    const amounts = new Array<number>(rules.length)
+    const marks = new Array<string | undefined>(rules.length)
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!
+      const d = said[i]
+      // The rules may have changed since (a table edit): a rule the call was not decided by is left alone.
+      const amount = d !== undefined && d.rule === rule.name ? trueCosts[i]! - was(i) : 0
+      if (amount > 0) checkCost(amount, [rule], true)
+      amounts[i] = amount
+      marks[i] = amount < 0 ? refundMark(rule, d!, at) : undefined
+    }
+    const answer = await adjustUnder(parts, storageKey, rules, sameCost(amounts), 'settle', marks)
+    return compose(answer!)
+  } catch (error) {
+    settledDecisions.delete(decision)
+    throw error
+  }
+}
+
+/**
+ * Whether `decision` is an admitted call the store counted (`settle` has work to do); false for one that
+ * counted nothing in the store. A denied decision, and anything that is not a decision from a consume (a
+ * peek's, one a store did not say it counted), is an `ERR_SLUICE_INVALID_SETTLE` error.
+ */
+function counted(decision: unknown): decision is Decision {
+  const d = decision as Partial<Decision> | null | undefined
+  if (d === null || typeof d !== 'object' || typeof d.allowed !== 'boolean' || !Array.isArray(d.rules)) {
+    throw invalidSettle(decision, 'expected the decision of a consume')
+  }
+  if (!d.allowed) throw invalidSettle(decision, 'it was denied, so it reserved nothing')
+  if (d.reason === 'unlimited' || d.reason === 'store-error' || d.reason === 'insurance') return false
+  if ((d.reason !== 'rules' && d.reason !== 'prefetch') || !Number.isSafeInteger(d.countedAt)) {
+    throw invalidSettle(decision, 'expected the decision of a consume the store counted (not a peek)')
+  }
+  return true
+}
+
+function invalidSettle(decision: unknown, why: string): SluiceError {
+  return new SluiceError(ErrorCode.INVALID_SETTLE, `Cannot settle ${describe(decision)}: ${why}.`)
+}
+
+/** What an admitted decision reserved per rule (`Decision.costs`), checked; undefined: 1 under each rule. */
+function reservedCosts(decision: Decision, option: string): Costs | undefined {
+  const costs = (decision as { costs?: unknown }).costs
+  if (costs === undefined) return undefined
+  if (
+    !Array.isArray(costs) ||
+    costs.length !== decision.rules.length ||
+    !costs.every((c) => Number.isSafeInteger(c) && c >= 1 && c <= MAX_FIGURE)
+  ) {
+    throw new InvalidOptionError(option, decision, 'a decision from consume')
+  }
+  return costs
 }
 
 /**
@@ -142,10 +235,11 @@ function adjust<C>(
   options: AdjustOptions<C> | undefined,
   adjustment: Adjustment,
   marksOf?: Marks,
+  costOf?: CostOf,
 ): Promise<StoreAnswer | undefined> {
   try {
     const storageKey = keyOf(key)
-    const cost = adjustCostOf(options?.cost)
+    const cost = costOf ?? adjustCostOf(options?.cost)
     const rules = parts.resolveRules(key, options?.context as C)
     if (isPromise(rules)) {
       return rules.then((resolved) => adjustUnder(parts, storageKey, resolved, cost, adjustment, marksOf))
@@ -161,13 +255,14 @@ function adjustUnder<C>(
   parts: LimiterParts<C>,
   storageKey: string,
   rules: readonly Rule[],
-  cost: number,
+  costOf: number | Costs | CostOf,
   adjustment: Adjustment,
   marksOf: Marks | undefined,
 ): Promise<StoreAnswer | undefined> {
   const { prefix, store, block } = parts
   if (rules.length === 0) return NOTHING
-  if (adjustment === 'penalize') checkCost(cost, rules, true)
+  const cost = typeof costOf === 'function' ? costOf(rules) : costOf
+  if (adjustment === 'penalize') checkCost(cost as number, rules, true)
   const marks = typeof marksOf === 'function' ? marksOf(rules) : marksOf
   if (typeof store.adjust !== 'function') {
     throw new SluiceError(ErrorCode.UNSUPPORTED, `This store cannot ${adjustment}: it has no adjust method.`)
@@ -179,26 +274,31 @@ function adjustUnder<C>(
     return Promise.reject(asStoreError(error))
   }
   if (isPromise(answer)) {
-    // Only a penalty's answer is checked; a release's settles with nothing (it says nothing), the others'
-    // as they came: no closure per call but a penalty's.
-    if (adjustment === 'penalize') {
+    // Only a penalty's or a settle's answer is checked; a release's resolves to nothing (it says nothing),
+    // the others' as they came: no closure per call but theirs.
+    if (answering(adjustment)) {
       return Promise.resolve(answer).then((said) => checked(said, adjustment, rules.length), storeFailure)
     }
     return Promise.resolve(answer).then(adjustment === 'release' ? nothing : passOn, storeFailure)
   }
   // Answered in the tick with nothing to say (every act but a penalty; a release whatever its store said):
   // the one settled promise, made once.
-  if ((answer === undefined || adjustment === 'release') && adjustment !== 'penalize') return NOTHING
+  if ((answer === undefined || adjustment === 'release') && !answering(adjustment)) return NOTHING
   return Promise.resolve(checked(answer, adjustment, rules.length))
 }
 
-/** A store's answer to an adjustment: a penalty's must be one decision per rule (a malformed one throws). */
+/** Whether an adjustment answers what a peek would right after (the Store contract). */
+function answering(adjustment: Adjustment): boolean {
+  return adjustment === 'penalize' || adjustment === 'settle'
+}
+
+/** A store's answer to an adjustment: a penalty's or settle's must be one decision per rule (else it throws). */
 function checked(
   answer: StoreAnswer | undefined,
   adjustment: Adjustment,
   n: number,
 ): StoreAnswer | undefined {
-  if (adjustment === 'penalize' && !answers(answer, n)) throw malformed(answer)
+  if (answering(adjustment) && !answers(answer, n)) throw malformed(answer)
   return answer
 }
 

@@ -15,12 +15,12 @@ import {
 } from '../errors.ts'
 import { isPromise } from '../options.ts'
 import { MAX_FIGURE } from '../rules/bounds.ts'
-import { isFactoryRule, maxCost } from '../rules/index.ts'
+import { algorithmOf, isFactoryRule, maxCost } from '../rules/index.ts'
 import { KINDS } from '../rules/spec.ts'
 import { parseRuleSpec } from '../rules/text.ts'
 import { isUnlimited, type RuleInput } from '../rules/unlimited.ts'
-import type { Rule } from '../types.ts'
-import type { Limiter, RulesAnswer, StoreErrorPolicy } from './types.ts'
+import type { Costs, Rule } from '../types.ts'
+import type { Limiter, RuleCosts, RulesAnswer, StoreErrorPolicy } from './types.ts'
 
 /** Keys longer than this are stored as a digest, so hostile keys cannot grow memory or Redis keys. */
 export const MAX_KEY_LENGTH = 200
@@ -259,12 +259,86 @@ function digestKey(key: string): string {
   return `\u0000${createHash('sha256').update(key).digest('base64url')}`
 }
 
-export function costOf(cost: unknown): number {
+/**
+ * A consume's cost as given: a number, checked here; or per-rule costs (`RuleCosts`), whose figures are
+ * checked here and whose names are checked against the call's rules once they resolve (`callCost`).
+ */
+export function costOf(cost: unknown): number | RuleCosts {
   if (cost === undefined) return 1
-  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) {
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) return ruleCostsOf(cost)
+  return cost
+}
+
+/** A cost that is not a valid number: per-rule costs, each figure an integer >= 1, else an error. */
+function ruleCostsOf(cost: unknown): RuleCosts {
+  if (cost === null || typeof cost !== 'object' || Array.isArray(cost)) {
     throw new InvalidCostError(cost, 'expected an integer >= 1')
   }
-  return cost
+  // A copy read once: a getter cannot answer the check one figure and the store another.
+  const copy: Record<string, number> = Object.create(null)
+  for (const name of Object.keys(cost)) {
+    const figure = (cost as Record<string, unknown>)[name]
+    if (typeof figure !== 'number' || !Number.isSafeInteger(figure) || figure < 1) {
+      throw new InvalidCostError(figure, `expected an integer >= 1 for rule ${name}`)
+    }
+    copy[name] = figure
+  }
+  return copy
+}
+
+/**
+ * A call's cost under its resolved rules, checked against each rule's `maxCost` (`penalty`: a penalty's
+ * bound): a number when every rule takes the same (the store's usual path), else one cost per rule, in
+ * order. A name no rule of the call has is an error; so are different costs under two concurrency rules
+ * (a call holds one lease, of one cost). A call no rule limits takes per-rule costs unchecked by name.
+ */
+export function callCost(cost: number | RuleCosts, rules: readonly Rule[], penalty = false): number | Costs {
+  if (typeof cost === 'number') {
+    checkCost(cost, rules, penalty)
+    return cost
+  }
+  if (rules.length === 0) return EMPTY_COSTS
+  const costs = perRule(cost, rules, () => 1)
+  let lease: number | undefined
+  for (let i = 0; i < rules.length; i++) {
+    const rule = rules[i]!
+    const { max, why } = maxCost(rule, penalty)
+    if (costs[i]! > max) throw new InvalidCostError(costs[i], why)
+    if (algorithmOf(rule).mark === 'lease') {
+      if (lease !== undefined && lease !== costs[i]) {
+        throw new InvalidCostError(cost, 'the concurrency rules of a call hold one lease: give them one cost')
+      }
+      lease = costs[i]
+    }
+  }
+  return sameCost(costs)
+}
+
+/** `costs` as one number when every rule takes the same, as the Store contract asks. */
+export function sameCost(costs: Costs): number | Costs {
+  for (let i = 1; i < costs.length; i++) if (costs[i] !== costs[0]) return costs
+  return costs.length === 0 ? EMPTY_COSTS : costs[0]!
+}
+
+const EMPTY_COSTS: Costs = Object.freeze([])
+
+/**
+ * One figure per rule from costs by name, as `costOf` or `trueCostOf` copied them (`unnamed(i)` for a rule
+ * not named); a name no rule of the call has is an `InvalidCostError` naming it.
+ */
+export function perRule(cost: RuleCosts, rules: readonly Rule[], unnamed: (i: number) => number): number[] {
+  const costs = new Array<number>(rules.length)
+  for (let i = 0; i < rules.length; i++) {
+    const name = rules[i]!.name
+    costs[i] = cost[name] ?? unnamed(i)
+  }
+  for (const name of Object.keys(cost)) {
+    if (!rules.some((rule) => rule.name === name)) {
+      const names = rules.map((rule) => rule.name).join(', ')
+      throw new InvalidCostError(cost, `${name} names no rule of this call (its rules: ${names})`)
+    }
+  }
+  return costs
 }
 
 /** A refund's or a penalty's cost: an integer from 1 to 2^50 (it may exceed a limit; a refund then empties). */
@@ -274,6 +348,31 @@ export function adjustCostOf(cost: unknown): number {
     throw new InvalidCostError(cost, 'expected an integer from 1 to 2^50')
   }
   return cost
+}
+
+/**
+ * A settle's true cost as given: an integer from 0 to 2^50, or one per rule by name (`RuleCosts`), each
+ * such an integer; the names are checked once the rules resolve (`perRule`).
+ */
+export function trueCostOf(cost: unknown): number | RuleCosts {
+  if (typeof cost === 'number') return trueFigure(cost, cost, '')
+  if (cost === null || typeof cost !== 'object' || Array.isArray(cost)) {
+    throw new InvalidCostError(cost, TRUE_COST)
+  }
+  const copy: Record<string, number> = Object.create(null)
+  for (const name of Object.keys(cost)) {
+    copy[name] = trueFigure((cost as Record<string, unknown>)[name], cost, ` for rule ${name}`)
+  }
+  return copy
+}
+
+const TRUE_COST = 'expected an integer from 0 to 2^50, or one per rule by name'
+
+function trueFigure(figure: unknown, cost: unknown, which: string): number {
+  if (typeof figure !== 'number' || !Number.isSafeInteger(figure) || figure < 0 || figure > MAX_FIGURE) {
+    throw new InvalidCostError(which === '' ? cost : figure, `expected an integer from 0 to 2^50${which}`)
+  }
+  return figure
 }
 
 /** Refuses a cost some rule cannot take in one consume (or, `penalty`, one penalty): see `maxCost`. */

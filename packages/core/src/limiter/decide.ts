@@ -6,8 +6,8 @@
 import { decisionChannel, storeErrorChannel } from '../channels.ts'
 import { isPromise } from '../options.ts'
 import { applyOneRule, MemoryStore } from '../store/memory-store.ts'
-import type { BlockPolicy, Decision, Rule, Store, StoreAnswer, StoreMode } from '../types.ts'
-import { checkCost, costOf, keyOf } from './checks.ts'
+import type { BlockPolicy, Costs, Decision, Rule, Store, StoreAnswer, StoreMode } from '../types.ts'
+import { callCost, costOf, keyOf } from './checks.ts'
 import {
   answers,
   asInsurance,
@@ -19,7 +19,7 @@ import {
   STORE_DENY_DECISION,
   UNLIMITED_DECISION,
 } from './decisions.ts'
-import type { CallOptions, StoreErrorPolicy } from './types.ts'
+import type { CallOptions, RuleCosts, StoreErrorPolicy } from './types.ts'
 
 /** A call's rules, resolved per call: a fixed list, or what a rules function answered (checked). */
 export type ResolveRules<C> = (key: string, context: C) => readonly Rule[] | Promise<readonly Rule[]>
@@ -84,7 +84,7 @@ export class Decider<C> {
     resolved: Promise<readonly Rule[]>,
     key: string,
     storageKey: string,
-    cost: number,
+    cost: number | RuleCosts,
     context: C,
     mode: StoreMode,
   ): Promise<Decision> {
@@ -92,21 +92,21 @@ export class Decider<C> {
   }
 
   /**
-   * Decides a call under its resolved rules. Throws on a cost no rule can admit. The commonest call, one
-   * rule on a memory store that nobody observes, is answered here by the store's one-rule path, to the
-   * effect of its `apply`; every other call goes by `#ask`. The two are apart so that the compiler can take
-   * this path whole into the limiter's call: a function it takes in counts against a budget however much
-   * of it a call runs.
+   * Decides a call under its resolved rules. The commonest call, of cost 1 under one rule on a memory store
+   * that nobody observes, is answered here by the store's one-rule path, to the effect of its `apply`; a
+   * call of another cost goes by `#costly`, every other call by `#ask`. They are apart so that the compiler
+   * can take this path whole into the limiter's call: a function it takes in counts against a budget
+   * however much of it a call runs.
    */
   #under(
     rules: readonly Rule[],
     key: string,
     storageKey: string,
-    cost: number,
+    cost: number | RuleCosts,
     context: C,
     mode: StoreMode,
   ): Decision | Promise<Decision> {
-    if (cost !== 1) checkCost(cost, rules)
+    if (cost !== 1) return this.#costly(rules, key, storageKey, cost, context, mode)
     const { prefix, store, block } = this.#parts
     if (
       rules.length !== 1 ||
@@ -114,16 +114,54 @@ export class Decider<C> {
       block !== undefined ||
       decisionChannel.hasSubscribers
     ) {
-      return this.#ask(rules, key, storageKey, cost, context, mode)
+      return this.#ask(rules, key, storageKey, 1, context, mode)
     }
     let decision: Decision
     try {
-      decision = (store as MemoryStore)[applyOneRule](prefix, storageKey, rules[0]!, cost, mode, composeOne)
+      decision = (store as MemoryStore)[applyOneRule](prefix, storageKey, rules[0]!, 1, mode, composeOne)
     } catch (error) {
-      return this.#fallback(error, key, cost, context, mode, 0)
+      return this.#fallback(error, rules, key, 1, context, mode, 0)
     }
     this.#synchronous = !this.#promised
     return decision
+  }
+
+  /**
+   * A call of a cost other than 1: checked against its rules (a name no rule has, a cost a rule can never
+   * admit: a coded error), decided as `#under` decides (a number under one rule on a memory store by the
+   * same one-rule path), and an admitted call's decision records what it reserved (`Decision.costs`).
+   */
+  #costly(
+    rules: readonly Rule[],
+    key: string,
+    storageKey: string,
+    given: number | RuleCosts,
+    context: C,
+    mode: StoreMode,
+  ): Decision | Promise<Decision> {
+    const cost = callCost(given, rules)
+    const { prefix, store, block } = this.#parts
+    let decision: Decision | Promise<Decision>
+    if (
+      typeof cost !== 'number' ||
+      rules.length !== 1 ||
+      store.apply !== memoryApply ||
+      block !== undefined ||
+      decisionChannel.hasSubscribers
+    ) {
+      decision = this.#ask(rules, key, storageKey, cost, context, mode)
+    } else {
+      try {
+        decision = (store as MemoryStore)[applyOneRule](prefix, storageKey, rules[0]!, cost, mode, composeOne)
+        this.#synchronous = !this.#promised
+      } catch (error) {
+        decision = this.#fallback(error, rules, key, cost, context, mode, 0)
+      }
+    }
+    if (mode !== 'consume') return decision
+    return isPromise(decision)
+      ? decision.then((d) => reserved(d, cost, rules.length))
+      : reserved(decision, cost, rules.length)
   }
 
   /** A call `#under` does not answer itself: by `#observed` when it has no rule or is observed, else by `apply`. */
@@ -131,7 +169,7 @@ export class Decider<C> {
     rules: readonly Rule[],
     key: string,
     storageKey: string,
-    cost: number,
+    cost: number | Costs,
     context: C,
     mode: StoreMode,
   ): Decision | Promise<Decision> {
@@ -146,7 +184,7 @@ export class Decider<C> {
     rules: readonly Rule[],
     key: string,
     storageKey: string,
-    cost: number,
+    cost: number | Costs,
     context: C,
     mode: StoreMode,
   ): Decision | Promise<Decision> {
@@ -167,7 +205,7 @@ export class Decider<C> {
     rules: readonly Rule[],
     key: string,
     storageKey: string,
-    cost: number,
+    cost: number | Costs,
     context: C,
     mode: StoreMode,
     started: number,
@@ -177,16 +215,16 @@ export class Decider<C> {
     try {
       answer = store.apply(prefix, storageKey, rules, cost, mode, block)
     } catch (error) {
-      return this.#fallback(error, key, cost, context, mode, started)
+      return this.#fallback(error, rules, key, cost, context, mode, started)
     }
     if (isPromise(answer)) {
       this.#promised = true
       this.#synchronous = false
-      return this.#later(answer as PromiseLike<StoreAnswer>, rules.length, key, cost, context, mode, started)
+      return this.#later(answer as PromiseLike<StoreAnswer>, rules, key, cost, context, mode, started)
     }
     this.#synchronous = !this.#promised
     if (!answers(answer, rules.length)) {
-      return this.#fallback(malformed(answer), key, cost, context, mode, started)
+      return this.#fallback(malformed(answer), rules, key, cost, context, mode, started)
     }
     return compose(answer)
   }
@@ -194,30 +232,31 @@ export class Decider<C> {
   /** The decision of a store that answered with a promise: a native promise even for another thenable. */
   #later(
     answer: PromiseLike<StoreAnswer>,
-    n: number,
+    rules: readonly Rule[],
     key: string,
-    cost: number,
+    cost: number | Costs,
     context: C,
     mode: StoreMode,
     started: number,
   ): Promise<Decision> {
     return Promise.resolve(answer).then(
       (rulesSaid) => {
-        if (!answers(rulesSaid, n))
-          return this.#fallback(malformed(rulesSaid), key, cost, context, mode, started)
+        if (!answers(rulesSaid, rules.length))
+          return this.#fallback(malformed(rulesSaid), rules, key, cost, context, mode, started)
         const decision = compose(rulesSaid)
         if (decisionChannel.hasSubscribers) this.#publishTimed(key, cost, mode, decision, started)
         return decision
       },
-      (error) => this.#fallback(error, key, cost, context, mode, started),
+      (error) => this.#fallback(error, rules, key, cost, context, mode, started),
     )
   }
 
   /** What `onStoreError` says when the store failed: published on `sluice:store-error` first. */
   #fallback(
     error: unknown,
+    rules: readonly Rule[],
     key: string,
-    cost: number,
+    cost: number | Costs,
     context: C,
     mode: StoreMode,
     started: number,
@@ -232,7 +271,8 @@ export class Decider<C> {
     else if (onStoreError === 'deny') answer = Promise.resolve(STORE_DENY_DECISION)
     else if (onStoreError === 'throw') return Promise.reject(asStoreError(error))
     else {
-      const options = { cost, context }
+      // The insurance limiter resolves rules of its own: per-rule costs reach it by the rules' names.
+      const options = { cost: typeof cost === 'number' ? cost : byName(cost, rules), context }
       const asked = mode === 'consume' ? onStoreError.consume(key, options) : onStoreError.peek(key, options)
       answer = asked.then(asInsurance)
     }
@@ -244,7 +284,13 @@ export class Decider<C> {
   }
 
   /** Publishes a decision the store took time over: from `started` (0: not timed) until now. */
-  #publishTimed(key: string, cost: number, mode: StoreMode, decision: Decision, started: number): void {
+  #publishTimed(
+    key: string,
+    cost: number | Costs,
+    mode: StoreMode,
+    decision: Decision,
+    started: number,
+  ): void {
     const storeMs = started === 0 ? 0 : performance.now() - started
     publishDecision(this.#parts.prefix, key, cost, mode, decision, storeMs)
   }
@@ -253,10 +299,27 @@ export class Decider<C> {
 function publishDecision(
   limiter: string,
   key: string,
-  cost: number,
+  cost: number | Costs,
   mode: StoreMode,
   decision: Decision,
   storeMs: number,
 ): void {
   decisionChannel.publish({ limiter, key, cost, mode, decision, storeMs })
+}
+
+/** An admitted call's decision, recording what it reserved under each rule when that was not 1. */
+function reserved(decision: Decision, cost: number | Costs, n: number): Decision {
+  if (cost === 1 || decision.countedAt === undefined || decision.reason === 'insurance') return decision
+  ;(decision as { costs?: Costs }).costs = typeof cost === 'number' ? new Array<number>(n).fill(cost) : cost
+  return decision
+}
+
+/**
+ * Per-rule costs by the rules' names, those other than 1 (a rule not named takes 1): a name's figure is one,
+ * however many rules carry it.
+ */
+function byName(costs: Costs, rules: readonly Rule[]): RuleCosts {
+  const named: Record<string, number> = Object.create(null)
+  for (let i = 0; i < rules.length; i++) if (costs[i] !== 1) named[rules[i]!.name] = costs[i]!
+  return named
 }

@@ -4,10 +4,10 @@
  * nothing of HTTP and nothing of Redis.
  */
 import { blockOption } from '../block.ts'
-import { ErrorCode, RateLimitedError, SluiceError } from '../errors.ts'
+import { RateLimitedError } from '../errors.ts'
 import { given, prefixOption, readOptions, storeOption } from '../options.ts'
 import { MemoryStore } from '../store/memory-store.ts'
-import { penalize, refund, release, reset, unqueue } from './adjust.ts'
+import { penalize, refund, release, reset, settle, unqueue } from './adjust.ts'
 import { rulesOption, storeErrorPolicyOption } from './checks.ts'
 import { Decider, type LimiterParts } from './decide.ts'
 import { hold } from './hold.ts'
@@ -50,8 +50,7 @@ export function createLimiter<C = unknown>(options: LimiterOptions<C>): Limiter<
     reset: (key, options) => reset(parts, key, options),
     refund: (key, options) => refund(parts, key, options),
     penalize: (key, options) => penalize(parts, key, options),
-    // Token budgets (issue 47) are being built: settle lands with per-rule costs in the memory store.
-    settle: () => Promise.reject(new SluiceError(ErrorCode.UNSUPPORTED, 'settle is not built yet.')),
+    settle: (key, options) => settle(parts, key, options),
     unqueue: (key, decision, options) => unqueue(parts, key, decision, options),
     release: (key, decision, options) => release(parts, key, decision, options),
     close: () => unclaimPrefix(store, prefix, place),

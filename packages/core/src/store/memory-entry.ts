@@ -9,7 +9,7 @@ import type { Algorithm } from '../rules/algorithm.ts'
 import { newLease } from '../rules/concurrency.ts'
 import { algorithmOf } from '../rules/index.ts'
 import { type LeakyBucketState, queueMark } from '../rules/leaky-bucket.ts'
-import type { DecisionReason, Rule, RuleDecision } from '../types.ts'
+import type { Costs, DecisionReason, Rule, RuleDecision } from '../types.ts'
 
 /**
  * One key's state, one slot per rule id it has seen. Most keys only ever see one rule, so the first
@@ -62,12 +62,13 @@ type Marked = { -readonly [F in keyof RuleDecision]: RuleDecision[F] }
 /**
  * Every rule of a call, all or nothing: when any rule denies, nothing is counted and the rules that would
  * have admitted the call report what they have left. A queued leakyBucket call learns where it left the queue.
+ * `cost` is the call's cost under every rule, or one per rule (per-rule costs).
  */
 export function decideAll(
   entry: Entry,
   rules: readonly Rule[],
   now: number,
-  cost: number,
+  cost: number | Costs,
   consume: boolean,
 ): { out: Answer; allowed: boolean } {
   const n = rules.length
@@ -79,7 +80,7 @@ export function decideAll(
     const rule = rules[i]!
     const algorithm = algorithmOf(rule)
     const state = stateOf(entry, rule, now, consume, algorithm)
-    const d = algorithm.decide(state, rule, now, cost)
+    const d = algorithm.decide(state, rule, now, typeof cost === 'number' ? cost : cost[i]!)
     algorithms[i] = algorithm
     states[i] = state
     decisions[i] = d
@@ -92,13 +93,14 @@ export function decideAll(
     }
   } else if (consume) {
     let expiresAt = entry.expiresAt
-    // One lease for the call, shared by its concurrency rules.
+    // One lease for the call, shared by its concurrency rules (the limiter gives them one cost).
     let lease: string | undefined
     for (let i = 0; i < n; i++) {
       const rule = rules[i]!
       const { mark } = algorithms[i]!
-      if (mark === 'lease') lease ??= newLease(cost)
-      const until = admit(algorithms[i]!, states[i], rule, now, cost, lease)
+      const c = typeof cost === 'number' ? cost : cost[i]!
+      if (mark === 'lease') lease ??= newLease(c)
+      const until = admit(algorithms[i]!, states[i], rule, now, c, lease)
       if (until > expiresAt) expiresAt = until
       // Each decision is the algorithm's own new object: marking it in place keeps one shape per rule kind.
       if (mark === 'queue' && decisions[i]!.waitMs > 0) {

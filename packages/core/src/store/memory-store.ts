@@ -11,7 +11,6 @@ import {
   blockLeft,
   withBlock,
 } from '../block.ts'
-import { ErrorCode, SluiceError } from '../errors.ts'
 import { functionOption, given, integerOption, MAX_TIMER_MS, readOptions } from '../options.ts'
 import { type ConcurrencyState, release } from '../rules/concurrency.ts'
 import { algorithmOf } from '../rules/index.ts'
@@ -62,6 +61,11 @@ function answerOf(d: RuleDecision, countedAt: number | undefined): Answer {
   return out
 }
 
+/** Rule `i`'s cost: `cost` itself for every rule, or its own of a list of one per rule. */
+function costAt(cost: number | Costs, i: number): number {
+  return typeof cost === 'number' ? cost : cost[i]!
+}
+
 export class MemoryStore implements Store {
   readonly #clock: () => number
   readonly #keys: Keys
@@ -96,9 +100,9 @@ export class MemoryStore implements Store {
     mode: StoreMode,
     block?: BlockPolicy,
   ): Answer {
-    if (typeof cost !== 'number') throw notYet()
     if (block === undefined && rules.length === 1) {
-      return this[applyOneRule](prefix, key, rules[0]!, cost, mode, answerOf)
+      const one = typeof cost === 'number' ? cost : cost[0]!
+      return this[applyOneRule](prefix, key, rules[0]!, one, mode, answerOf)
     }
     const now = this.#now()
     const consume = mode === 'consume'
@@ -130,7 +134,7 @@ export class MemoryStore implements Store {
     entry: Entry,
     rules: readonly Rule[],
     now: number,
-    cost: number,
+    cost: number | Costs,
     consume: boolean,
     block: BlockPolicy | undefined,
   ): Answer {
@@ -153,19 +157,23 @@ export class MemoryStore implements Store {
     block?: BlockPolicy,
     marks?: readonly (string | undefined)[],
   ): StoreAnswer | undefined {
-    if (typeof cost !== 'number' || adjustment === 'settle') throw notYet()
     if (adjustment === 'release') {
       this.#release(prefix, key, rules, marks)
       return undefined
     }
     const now = this.#now()
+    if (adjustment === 'settle') {
+      this.#settle(prefix, key, rules, cost, marks, now)
+      return this.apply(prefix, key, rules, 1, 'peek', block)
+    }
     if (adjustment === 'penalize') {
       const entry = this.#keys.entry(prefix, key, now)
       let expiresAt = entry.expiresAt
-      for (const rule of rules) {
+      for (let i = 0; i < rules.length; i++) {
+        const rule = rules[i]!
         const algorithm = algorithmOf(rule)
         const state = stateOf(entry, rule, now, true, algorithm)
-        algorithm.penalize(state, rule, now, cost)
+        algorithm.penalize(state, rule, now, costAt(cost, i))
         const until = algorithm.expiresAt(state, rule)
         if (until > expiresAt) expiresAt = until
       }
@@ -179,11 +187,12 @@ export class MemoryStore implements Store {
       const state = existingState(entry, rule)
       if (state === undefined) continue
       const mark = marks?.[i]
-      if (adjustment === 'refund' && marks === undefined) algorithmOf(rule).refund(state, rule, now, cost)
+      const c = costAt(cost, i)
+      if (adjustment === 'refund' && marks === undefined) algorithmOf(rule).refund(state, rule, now, c)
       else if (mark === undefined) continue
-      else if (adjustment === 'refund') algorithmOf(rule).refundCall(state, rule, now, cost, Number(mark))
+      else if (adjustment === 'refund') algorithmOf(rule).refundCall(state, rule, now, c, Number(mark))
       else if (adjustment === 'unqueue' && algorithmOf(rule).mark === 'queue') {
-        unqueue(state as LeakyBucketState, rule as LeakyBucketRule, now, cost, mark)
+        unqueue(state as LeakyBucketState, rule as LeakyBucketRule, now, c, mark)
       }
       // A state written under other numbers (an edited limit) may now live longer than the entry did, as
       // the Redis key's TTL follows what the script writes: the entry must not be forgotten before it.
@@ -191,6 +200,43 @@ export class MemoryStore implements Store {
       if (until > entry.expiresAt) entry.expiresAt = until
     }
     return undefined
+  }
+
+  /**
+   * Settles one call's reservation, each rule by its own signed amount (`cost`, or one for every rule): below
+   * 0 its call's units named by its mark go back as a refund naming the call gives them (never creating
+   * state), above 0 they are counted as a penalty counts them, 0 leaves the rule alone. Nothing here can
+   * fail half way, so the rules change together.
+   */
+  #settle(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number | Costs,
+    marks: readonly (string | undefined)[] | undefined,
+    now: number,
+  ): void {
+    let counts = false
+    for (let i = 0; i < rules.length; i++) if (costAt(cost, i) > 0) counts = true
+    // Only a count makes the key's entry; a refund alone never creates state.
+    const entry = counts ? this.#keys.entry(prefix, key, now) : this.#keys.peek(prefix, key, now)
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!
+      const amount = costAt(cost, i)
+      const algorithm = algorithmOf(rule)
+      let state: unknown
+      if (amount > 0) {
+        state = stateOf(entry, rule, now, true, algorithm)
+        algorithm.penalize(state, rule, now, amount)
+      } else {
+        const mark = marks?.[i]
+        state = amount < 0 && mark !== undefined ? existingState(entry, rule) : undefined
+        if (state === undefined) continue
+        algorithm.refundCall(state, rule, now, -amount, Number(mark))
+      }
+      const until = algorithm.expiresAt(state, rule)
+      if (until > entry.expiresAt) entry.expiresAt = until
+    }
   }
 
   /**
@@ -255,8 +301,4 @@ export class MemoryStore implements Store {
   #now(): number {
     return Math.floor(this.#clock())
   }
-}
-
-function notYet(): SluiceError {
-  return new SluiceError(ErrorCode.UNSUPPORTED, 'MemoryStore does not take per-rule costs or settle yet.')
 }
