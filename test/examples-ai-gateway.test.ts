@@ -5,9 +5,10 @@
  */
 import { afterAll, describe, expect, it } from 'vitest'
 import { usageReader } from '../examples/ai-gateway/usage.mjs'
-import { request, startServer, stopExamples } from './examples-harness.ts'
+import { type Reply, request, startServer, stopExamples } from './examples-harness.ts'
 
 const MODEL = 'examples/ai-gateway/model.mjs'
+const GATEWAY = 'examples/ai-gateway/server.mjs'
 
 afterAll(stopExamples)
 
@@ -122,5 +123,210 @@ describe('examples/ai-gateway, reading the usage as it passes', () => {
     const reader = usageReader((u: unknown) => seen.push(u))
     reader.push(stream.slice(0, stream.indexOf('"usage"') + 20))
     expect(seen).toEqual([])
+  })
+})
+
+/** The fake model and a gateway in front of it, each a process of its own on a free port. */
+async function start(wordMs: number): Promise<{ model: string; gateway: string }> {
+  const model = await startServer(MODEL, { MODEL_WORD_MS: String(wordMs) })
+  const gateway = await startServer(GATEWAY, { MODEL_URL: model.url })
+  return { model: model.url, gateway: `${gateway.url}/v1/chat/completions` }
+}
+
+/** A chat completion request from the key `key`. */
+const call = (key: string, body: Record<string, unknown>, init: RequestInit = {}): RequestInit =>
+  ask(body, { headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, ...init })
+
+/** A prompt of `n` words. */
+const words = (n: number) => [{ role: 'user', content: Array.from({ length: n }, () => 'water').join(' ') }]
+
+/** OpenAI's rate-limit fields of a reply, every other header left out. */
+function openai(reply: Reply): Record<string, string> {
+  return Object.fromEntries([...reply.headers].filter(([name]) => name.startsWith('x-ratelimit-')))
+}
+
+/** OpenAI's reset duration (`"59.5s"`, `"1m0s"`, `"120ms"`) in ms. */
+function durationMs(text: string): number {
+  const match = /^(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s|(\d+)ms)$/.exec(text)
+  expect(match, text).not.toBe(null)
+  return Number(match![1] ?? 0) * 60_000 + Number(match![2] ?? 0) * 1000 + Number(match![3] ?? 0)
+}
+
+/** What the gateway's headers say of both budgets, the resets left out (they follow the clock). */
+function budgets(reply: Reply) {
+  const h = openai(reply)
+  expect(Object.keys(h).sort()).toEqual([
+    'x-ratelimit-limit-requests',
+    'x-ratelimit-limit-tokens',
+    'x-ratelimit-remaining-requests',
+    'x-ratelimit-remaining-tokens',
+    'x-ratelimit-reset-requests',
+    'x-ratelimit-reset-tokens',
+  ])
+  // Both windows are a minute long: a reset is within it.
+  for (const name of ['x-ratelimit-reset-requests', 'x-ratelimit-reset-tokens']) {
+    expect(durationMs(h[name]!)).toBeGreaterThan(0)
+    expect(durationMs(h[name]!)).toBeLessThanOrEqual(60_000)
+  }
+  return {
+    requests: `${h['x-ratelimit-remaining-requests']}/${h['x-ratelimit-limit-requests']}`,
+    tokens: `${h['x-ratelimit-remaining-tokens']}/${h['x-ratelimit-limit-tokens']}`,
+  }
+}
+
+describe('examples/ai-gateway, the gateway', () => {
+  it('reserves the most a call can use, passes the stream through, and settles to the usage in it', async () => {
+    const { model, gateway } = await start(1)
+
+    // 4 prompt tokens + max_tokens 100 reserved; no IETF fields, only OpenAI's.
+    const streamed = await request(
+      gateway,
+      call('sk-a', { messages: QUESTION, max_tokens: 100, stream: true }),
+    )
+    expect(streamed.status).toBe(200)
+    expect(streamed.headers.get('content-type')).toBe('text/event-stream')
+    expect(streamed.headers.get('ratelimit')).toBe(null)
+    expect(budgets(streamed)).toEqual({ requests: '9/10', tokens: '1896/2000' })
+    // The model's events, as it sent them: the whole answer (45 words), then the usage and [DONE].
+    const data = events(streamed.text)
+    expect(data.at(-1)).toBe('[DONE]')
+    const chunks = data.slice(0, -1).map((d) => JSON.parse(d))
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe(ANSWER)
+    expect(chunks.at(-1).usage).toEqual({ prompt_tokens: 4, completion_tokens: 45, total_tokens: 49 })
+
+    // The settle gave back 104 − 49 = 55 tokens: the next call finds 2000 − 49, and reserves its own 104.
+    const whole = await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 100 }))
+    expect(whole.status).toBe(200)
+    expect(whole.headers.get('content-type')).toMatch(/^application\/json/)
+    expect(budgets(whole)).toEqual({ requests: '8/10', tokens: '1847/2000' })
+    expect(whole.body.usage).toEqual({ prompt_tokens: 4, completion_tokens: 45, total_tokens: 49 })
+
+    // Without max_tokens: the model's most, 512, is reserved (2000 − 49 − 49 − 4 − 512) and sent to it,
+    // which cuts a 45-word answer nowhere.
+    const capped = await request(gateway, call('sk-a', { messages: QUESTION }))
+    expect(budgets(capped)).toEqual({ requests: '7/10', tokens: '1386/2000' })
+    expect(capped.body.choices).toEqual([
+      { index: 0, message: { role: 'assistant', content: ANSWER }, finish_reason: 'stop' },
+    ])
+    // A cap under the answer's length: 10 words written, 14 tokens charged (2000 − 3 × 49 − 14 − 104).
+    const short = await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 10 }))
+    expect(short.body.usage).toEqual({ prompt_tokens: 4, completion_tokens: 10, total_tokens: 14 })
+    expect(budgets(await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 100 })))).toEqual({
+      requests: '5/10',
+      tokens: '1735/2000',
+    })
+
+    // Another key has budgets of its own.
+    const other = await request(gateway, call('sk-b', { messages: QUESTION, max_tokens: 100 }))
+    expect(budgets(other)).toEqual({ requests: '9/10', tokens: '1896/2000' })
+    expect((await request(`${model}/v1/stats`)).body).toMatchObject({ requests: 6, streams: 1, left: 0 })
+  })
+
+  it('answers 429 with Retry-After when a key is out of tokens, and takes no request for it', async () => {
+    const { gateway } = await start(1)
+    // 1400 prompt tokens + 100: 1500 reserved, 1445 charged.
+    const before = Date.now()
+    const first = await request(gateway, call('sk-a', { messages: words(1400), max_tokens: 100 }))
+    const counted = Date.now()
+    expect(budgets(first)).toEqual({ requests: '9/10', tokens: '500/2000' })
+    expect(first.body.usage).toEqual({ prompt_tokens: 1400, completion_tokens: 45, total_tokens: 1445 })
+
+    // 500 + 100 more would make 2045.
+    const asked = Date.now()
+    const refused = await request(gateway, call('sk-a', { messages: words(500), max_tokens: 100 }))
+    const answered = Date.now()
+    expect(refused.status).toBe(429)
+    expect(budgets(refused)).toEqual({ requests: '9/10', tokens: '555/2000' })
+    // The tokens come back when the 6-second bucket the first call was counted in leaves the minute.
+    const bucket = (t: number) => t - (t % 6000)
+    const retryAfter = Number(refused.headers.get('retry-after'))
+    expect(retryAfter).toBeGreaterThanOrEqual(Math.ceil((bucket(before) + 60_000 - answered) / 1000))
+    expect(retryAfter).toBeLessThanOrEqual(Math.ceil((bucket(counted) + 60_000 - asked) / 1000))
+    expect(Math.ceil(durationMs(refused.headers.get('x-ratelimit-reset-tokens')!) / 1000)).toBe(retryAfter)
+    expect(refused.body).toEqual({
+      error: {
+        message: `Rate limit reached for tokens per min: limit 2000, remaining 555. Please try again in ${retryAfter}s.`,
+        type: 'tokens',
+        param: null,
+        code: 'rate_limit_exceeded',
+      },
+    })
+
+    // A smaller call still fits: 4 + 100 of the 555.
+    const small = await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 100 }))
+    expect(budgets(small)).toEqual({ requests: '8/10', tokens: '451/2000' })
+  })
+
+  it('refuses, before counting, a call with no key, a bad body, or more tokens than a minute holds', async () => {
+    const { model, gateway } = await start(1)
+    const noKey = await request(gateway, ask({ messages: QUESTION }))
+    expect(noKey.status).toBe(401)
+    expect(noKey.body).toEqual({
+      error: {
+        message: 'Send your API key as `Authorization: Bearer <key>`.',
+        type: 'invalid_request_error',
+        param: null,
+        code: 'invalid_api_key',
+      },
+    })
+    const tooMany = await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 513 }))
+    expect(tooMany.status).toBe(400)
+    expect(tooMany.body.error).toMatchObject({ message: '`max_tokens` must be an integer from 1 to 512.' })
+    const tooLarge = await request(gateway, call('sk-a', { messages: words(1500), max_tokens: 501 }))
+    expect(tooLarge.status).toBe(400)
+    expect(tooLarge.body.error).toEqual({
+      message: 'This call may use 2001 tokens, more than the 2000 a minute your key has.',
+      type: 'invalid_request_error',
+      param: null,
+      code: 'request_too_large',
+    })
+    for (const r of [noKey, tooMany, tooLarge]) expect(openai(r)).toEqual({})
+    expect((await request(`${model}/v1/stats`)).body).toMatchObject({ requests: 0 })
+    expect(budgets(await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 100 })))).toEqual({
+      requests: '9/10',
+      tokens: '1896/2000',
+    })
+  })
+
+  it('stops the model when the client leaves mid-stream; no usage arrives, so the reservation stands', async () => {
+    const { model, gateway } = await start(50)
+    const leaving = new AbortController()
+    const res = await fetch(
+      gateway,
+      call(
+        'sk-a',
+        { messages: QUESTION, max_tokens: 100, stream: true },
+        {
+          signal: leaving.signal,
+        },
+      ),
+    )
+    expect(res.headers.get('x-ratelimit-remaining-tokens')).toBe('1896')
+    // Read until three words have come, then leave.
+    const reader = res.body!.getReader()
+    const decoder = new TextDecoder()
+    let text = ''
+    while ((text.match(/"content":"[^"]+"/g) ?? []).length < 3) {
+      const { value } = await reader.read()
+      text += decoder.decode(value, { stream: true })
+    }
+    leaving.abort()
+
+    // The model sees its client (the gateway) leave, and writes no more.
+    let stats: Record<string, unknown> = {}
+    for (let i = 0; i < 200 && stats.left !== 1; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      stats = (await request(`${model}/v1/stats`)).body
+    }
+    expect(stats).toMatchObject({ requests: 1, streams: 1, left: 1 })
+    const sent = stats.completionTokens as number
+    expect(sent).toBeGreaterThanOrEqual(3)
+    expect(sent).toBeLessThan(45)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect((await request(`${model}/v1/stats`)).body).toMatchObject({ completionTokens: sent })
+
+    // The 104 tokens reserved stay charged: the next call finds 2000 − 104, and reserves its own 104.
+    const next = await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 100 }))
+    expect(budgets(next)).toEqual({ requests: '8/10', tokens: '1792/2000' })
   })
 })
