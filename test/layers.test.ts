@@ -3,7 +3,8 @@
  * pair and the test that covers it): a reset under every rule kind in both stores, the denied-key cache
  * under every kind it keeps, a refund through the store dropping a cached denial, a refund leaving a block
  * standing, no denial cached while prefetched units are held, and what this process's cache and batches
- * see of another process's refund, reset and block. The memory store and RedisStores on a real
+ * see of another process's refund, reset and block, and how the cache and prefetch meet per-rule costs and
+ * settles. The memory store and RedisStores on a real
  * redis-server run the same steps on manual clocks.
  */
 import {
@@ -21,6 +22,7 @@ import {
   tokenBucket,
   warmUp,
 } from '@sluice/core'
+import { refundMark } from '@sluice/core/store'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { closeClients, ioredis } from './harness/clients.ts'
@@ -349,6 +351,69 @@ describe('prefetch and the denied-key cache (Redis)', () => {
       [true, 'prefetch'],
       [true, 'prefetch'],
     ])
+    await store.close()
+  })
+})
+
+/** Requests and tokens per second: a call with per-rule costs, as a token budget makes one. */
+const BUDGET = [
+  fixedWindow({ limit: 10, windowMs: 1000, name: 'requests' }),
+  fixedWindow({ limit: 100, windowMs: 1000, name: 'tokens' }),
+] as Rule[]
+
+describe('the denied-key cache and per-rule costs (Redis)', () => {
+  async function denied() {
+    const store = new RedisStore({ client: await ioredis(server), clock: () => T, timeoutMs: 5000 })
+    const prefix = `layers${run++}`
+    const first = await store.apply(prefix, 'k', BUDGET, [1, 100], 'consume')
+    const answer = await store.apply(prefix, 'k', BUDGET, [1, 50], 'consume')
+    expect([answer.map((d) => d.allowed), answer.reason]).toEqual([[true, false], undefined])
+    await server.cli('CONFIG', 'RESETSTAT')
+    return { store, prefix, first }
+  }
+
+  it("a cached denial answers a call of per-rule costs only when each is at least the denied call's", async () => {
+    const { store, prefix } = await denied()
+    for (const cost of [[1, 50], [2, 60], 50]) {
+      expect((await store.apply(prefix, 'k', BUDGET, cost, 'consume')).reason).toBe('cache')
+    }
+    expect(await scriptCalls()).toBe(0)
+    // Fewer tokens than the denied call's: Redis decides (and denies).
+    const smaller = await store.apply(prefix, 'k', BUDGET, [1, 49], 'consume')
+    expect([smaller.map((d) => d.allowed), smaller.reason]).toEqual([[true, false], undefined])
+    expect(await scriptCalls()).toBe(1)
+    await store.close()
+  })
+
+  it('a settle that gives back drops a cached denial; one that only counts more keeps it', async () => {
+    const { store, prefix, first } = await denied()
+    await store.adjust!(prefix, 'k', BUDGET, [1, 0], 'settle')
+    expect((await store.apply(prefix, 'k', BUDGET, [1, 50], 'consume')).reason).toBe('cache')
+    expect(await scriptCalls()).toBe(1)
+    const marks = BUDGET.map((rule, i) => refundMark(rule, first[i]!, first.countedAt!))
+    await store.adjust!(prefix, 'k', BUDGET, [0, -10], 'settle', undefined, marks)
+    const asked = await store.apply(prefix, 'k', BUDGET, [1, 50], 'consume')
+    expect([asked.map((d) => d.remaining), asked.reason]).toEqual([[8, 10], undefined])
+    expect(await scriptCalls()).toBe(3)
+    await store.close()
+  })
+})
+
+describe('prefetch and per-rule costs (Redis)', () => {
+  it('a call with per-rule costs is never spent from prefetched units: it goes to Redis, and the units held stay', async () => {
+    const { store, other, prefix } = await prefetching()
+    const rules = [HOUR, fixedWindow({ limit: 1000, windowMs: 3_600_000, name: 'tokens' })] as Rule[]
+    const reasons = []
+    for (let i = 0; i < 4; i++) reasons.push((await store.apply(prefix, 'k', rules, 1, 'consume')).reason)
+    // Batches of 1, 2 and 4: 7 counted in Redis, 4 spent, 3 held.
+    expect(reasons).toEqual([undefined, undefined, 'prefetch', 'prefetch'])
+    await server.cli('CONFIG', 'RESETSTAT')
+    const own = await store.apply(prefix, 'k', rules, [1, 5], 'consume')
+    expect([own.map((d) => d.remaining), own.reason]).toEqual([[92, 988], undefined])
+    expect(await scriptCalls()).toBe(1)
+    expect((await store.apply(prefix, 'k', rules, 1, 'consume')).reason).toBe('prefetch')
+    expect(await scriptCalls()).toBe(1)
+    expect((await other.apply(prefix, 'k', rules, 1, 'peek')).map((d) => d.remaining)).toEqual([91, 987])
     await store.close()
   })
 })

@@ -13,10 +13,10 @@ import {
   type Costs,
   ErrorCode,
   type FixedWindowRule,
+  InvalidCostError,
   InvalidOptionError,
   type Rule,
   type SlidingWindowRule,
-  SluiceError,
   type Store,
   type StoreAnswer,
   StoreError,
@@ -194,10 +194,11 @@ export class PostgresStore implements Store {
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> {
-    if (typeof cost !== 'number') return Promise.reject(perRuleCosts())
+    // Per-rule costs that are all equal are a plain cost: the same statement and arguments as any such call.
+    if (typeof cost !== 'number') cost = oneCost(cost)
     const consume = mode === 'consume'
     const first = rules[0]!
-    if (consume && block === undefined && rules.length === 1) {
+    if (consume && block === undefined && rules.length === 1 && typeof cost === 'number') {
       const oneStatement = this.#oneStatements[first.kind] as
         | ((key: string, rule: Rule, cost: number) => Promise<StoreAnswer>)
         | undefined
@@ -206,7 +207,7 @@ export class PostgresStore implements Store {
     // One lease for the call, held under the rules of a kind that releases (its SQL has a release step).
     const kinds = this.#kinds
     const holds = (r: Rule) => kinds[r.kind].release !== undefined
-    const lease = consume && rules.some(holds) ? newLease(cost) : undefined
+    const lease = consume && rules.some(holds) ? newLease(leaseUnits(rules, cost, holds)) : undefined
     const marks = lease === undefined ? null : rules.map((r) => (holds(r) ? lease : undefined))
     const args = encode(
       this.#kinds,
@@ -230,7 +231,9 @@ export class PostgresStore implements Store {
     block?: BlockPolicy,
     marks?: readonly (string | undefined)[],
   ): Promise<StoreAnswer | undefined> {
-    if (typeof cost !== 'number' || adjustment === 'settle') throw perRuleCosts()
+    if (adjustment === 'settle') return this.#settle(prefix, key, rules, cost, block, marks)
+    if (typeof cost !== 'number')
+      throw new InvalidCostError(cost, `'${adjustment}' takes one cost for every rule`)
     const act =
       adjustment === 'refund'
         ? marks === undefined
@@ -254,6 +257,35 @@ export class PostgresStore implements Store {
     )
     const reply = await this.#call(args)
     return act === ACT.penalize ? decode(reply, rules, false, null) : undefined
+  }
+
+  /**
+   * Settles one call: each rule by its signed amount (`cost`, or one number for every rule) in one function
+   * call that answers as a peek of cost 1 (with `block`) right after, as a penalty does.
+   */
+  async #settle(
+    prefix: string,
+    key: string,
+    rules: readonly Rule[],
+    cost: number | Costs,
+    block: BlockPolicy | undefined,
+    marks: readonly (string | undefined)[] | undefined,
+  ): Promise<StoreAnswer> {
+    const amounts = typeof cost === 'number' ? rules.map(() => cost) : cost
+    if (amounts.length !== rules.length) {
+      throw new InvalidCostError(cost, `a settle has one amount per rule, and the call has ${rules.length}`)
+    }
+    const args = encode(
+      this.#kinds,
+      rowKey(prefix, key),
+      rules,
+      amounts,
+      ACT.settle,
+      this.#now(),
+      block,
+      marks ?? null,
+    )
+    return decode(await this.#call(args), rules, false, null)
   }
 
   async reset(prefix: string, key: string): Promise<void> {
@@ -426,7 +458,16 @@ export class PostgresStore implements Store {
   }
 }
 
-/** Per-rule costs and `'settle'`, which this store does not take yet. */
-function perRuleCosts(): SluiceError {
-  return new SluiceError(ErrorCode.UNSUPPORTED, 'PostgresStore does not take per-rule costs or settle yet.')
+/** Per-rule costs as one number when they are all the same, else as they are. */
+function oneCost(costs: Costs): number | Costs {
+  const first = costs[0]!
+  for (let i = 1; i < costs.length; i++) if (costs[i] !== first) return costs
+  return first
+}
+
+/** The units a consume's lease takes: the call's cost, or its first leasing rule's. */
+function leaseUnits(rules: readonly Rule[], cost: number | Costs, holds: (rule: Rule) => boolean): number {
+  if (typeof cost === 'number') return cost
+  for (let i = 0; i < rules.length; i++) if (holds(rules[i]!)) return cost[i]!
+  return 0
 }

@@ -34,6 +34,7 @@ export const ACT = {
   refundCall: 4,
   unqueue: 5,
   release: 6,
+  settle: 7,
 } as const
 
 /** The reply's head: status, server ms, the call's ms, then the block begun (or the block's ms left). */
@@ -120,7 +121,7 @@ export function migration(names: Names): string {
     allowed := true;
     FOR i IN 1..n LOOP
       ${load}
-      cc := cost;
+      cc := coalesce(costs[i], cost);
       ${step(kinds, 'decide')}
       IF NOT ok THEN allowed := false; END IF;
       reply := reply || ARRAY[CASE WHEN ok THEN 1 ELSE 0 END, rem, rst, rty, wt, NULL, NULL]::float8[];
@@ -147,6 +148,23 @@ export function migration(names: Names): string {
       ${step(kinds, name)}
       ${save}
     END LOOP;`
+  /**
+   * A settle: each rule by its own signed amount in \`costs\`, below 0 one call's refund by its mark (a rule
+   * without state or mark gives nothing), above 0 a penalty; 0 leaves the rule alone.
+   */
+  const settleAll = `
+    FOR i IN 1..n LOOP
+      ${load}
+      cc := costs[i];
+      IF cc > 0 THEN
+        ${step(kinds, 'penalize')}
+        ${save}
+      ELSIF cc < 0 AND mk IS NOT NULL AND st.expires <> '-Infinity' THEN
+        cc := -cc;
+        ${step(kinds, 'refundCall')}
+        ${save}
+      END IF;
+    END LOOP;`
   return `
 SELECT pg_advisory_xact_lock(hashtextextended('sluice migrate ' || ${quote(T)}, 0));
 CREATE TABLE IF NOT EXISTS ${T} (
@@ -164,9 +182,12 @@ CREATE TABLE IF NOT EXISTS ${T} (
 CREATE INDEX IF NOT EXISTS ${names.plain('expires')} ON ${T} (expires);
 ${kinds.map((k) => k.helpers?.(names.of) ?? '').join('\n')}
 
+-- This version's apply function takes one argument more than the one before per-rule costs, so it is a
+-- function of its own: a database migrated by the earlier version keeps that one for its processes still
+-- running (a rolling deploy); both keep the same rows.
 CREATE OR REPLACE FUNCTION ${names.of('apply')}(
   key text, rids text[], kinds int[], p float8[], cost float8, act int, at float8, deadline float8,
-  blk float8[], marks text[], budget float8
+  blk float8[], marks text[], budget float8, costs float8[]
 ) RETURNS float8[] LANGUAGE plpgsql AS $fn$
 DECLARE
   server float8 := ${SERVER_MS};
@@ -206,6 +227,9 @@ BEGIN
   IF act = ${ACT.penalize} THEN
     ${adjustAll('penalize', true)}
     cost := 1;
+  ELSIF act = ${ACT.settle} THEN
+    ${settleAll}
+    cost := 1; costs := NULL;
   ELSIF act = ${ACT.refund} THEN
     ${adjustAll('refund', false)}
     RETURN reply;
@@ -226,7 +250,7 @@ BEGIN
   IF act = ${ACT.consume} AND allowed THEN
     FOR i IN 1..n LOOP
       ${load}
-      cc := cost;
+      cc := coalesce(costs[i], cost);
       ${step(kinds, 'admit')}
       ${save}
       reply[${HEAD} + (i - 1) * ${PER_RULE} + 6] := q1;
@@ -275,7 +299,7 @@ function quote(text: string): string {
 
 /** The statement that applies a call (its params in order: see the apply function). */
 export function applyStatement(names: Names): string {
-  return `SELECT ${names.of('apply')}($1::text, $2::text[], $3::int[], $4::float8[], $5::float8, $6::int, $7::float8, $8::float8, $9::float8[], $10::text[], $11::float8) AS r`
+  return `SELECT ${names.of('apply')}($1::text, $2::text[], $3::int[], $4::float8[], $5::float8, $6::int, $7::float8, $8::float8, $9::float8[], $10::text[], $11::float8, $12::float8[]) AS r`
 }
 
 export function resetStatement(names: Names): string {

@@ -5,7 +5,14 @@
  */
 
 import type { FixedWindowRule, SlidingWindowRule } from '@sluice/core'
-import { type BlockPolicy, ErrorCode, type Rule, type RuleDecision, StoreError } from '@sluice/core'
+import {
+  type BlockPolicy,
+  type Costs,
+  ErrorCode,
+  type Rule,
+  type RuleDecision,
+  StoreError,
+} from '@sluice/core'
 import { blockedAnswer, ruleDecision, type StoreAnswer } from '@sluice/core/store'
 import { PARAMS_PER_RULE } from './kinds/kind.ts'
 import { HEAD, type kindsOf, PER_RULE, STATUS } from './schema.ts'
@@ -38,13 +45,15 @@ export function rowKey(prefix: string, key: string): string {
 
 /**
  * The apply function's arguments for a call, but its deadline and budget: key, ids, kinds, params, cost,
- * act, the caller's ms (or null: the database's clock), deadline, block, marks.
+ * act, the caller's ms (or null: the database's clock), deadline, block, marks, budget, costs. `cost` is one
+ * number for every rule (`costs` null), or one per rule (`costs`, `cost` then 0): per-rule costs, or a
+ * settle's signed amounts.
  */
 export function encode(
   kinds: Kinds,
   rowKey: string,
   rules: readonly Rule[],
-  cost: number,
+  cost: number | Costs,
   act: number,
   at: number | null,
   block: BlockPolicy | undefined,
@@ -62,7 +71,8 @@ export function encode(
   }
   const blk = block === undefined ? null : [block.ms, block.factor, block.maxMs, block.forgetMs, block.keep]
   const m = marks === null ? null : marks.map((x) => x ?? null)
-  return [rowKey, ids, codes, params, cost, act, at, null, blk, m, null]
+  if (typeof cost === 'number') return [rowKey, ids, codes, params, cost, act, at, null, blk, m, null, null]
+  return [rowKey, ids, codes, params, 0, act, at, null, blk, m, null, cost]
 }
 
 /**

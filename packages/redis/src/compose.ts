@@ -15,7 +15,7 @@ import type { RuleKind as Kind } from '@sluice/core'
 import { type Script, script } from './client.ts'
 import { REDIS_KINDS } from './kinds.ts'
 import { PRELUDE_LUA } from './scripts.generated.ts'
-import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, REPLY_FIELDS, RETURN_EXTRAS } from './wire.ts'
+import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, REPLY_FIELDS, RETURN_EXTRAS, SETTLE_EXTRAS } from './wire.ts'
 
 /** Lua reading a rule's params from ARGV: `tonumber(ARGV[first])`, `tonumber(ARGV[first + 1])`, ... */
 function paramsOf(kind: Kind, first: number): string {
@@ -26,7 +26,17 @@ function paramsOf(kind: Kind, first: number): string {
  * What a script does: decide a call (consume or peek), or adjust the state (`Store.adjust`); or, for a
  * store that prefetches, consume a batch of units (`fetch`) and return unspent ones (`return`).
  */
-export type Act = 'apply' | 'penalize' | 'refund' | 'refundCall' | 'unqueue' | 'release' | 'fetch' | 'return'
+export type Act =
+  | 'apply'
+  | 'applyCosts'
+  | 'penalize'
+  | 'settle'
+  | 'refund'
+  | 'refundCall'
+  | 'unqueue'
+  | 'release'
+  | 'fetch'
+  | 'return'
 
 /**
  * A fetch takes no more than this share of what any of its rules has left: 1/16 of it, rounded down, so
@@ -38,7 +48,11 @@ export const FETCH_SHARE = 16
  * The Lua after the chunks. `apply`: decide every rule, admit all or none, begin a block when a consume is
  * denied (with a `block`), reply `REPLY_FIELDS` values per rule, then the block begun (its ms, or 0), then
  * the server's ms; a blocked key replies `{ 'blocked', ms left, server ms }` before any rule is read.
- * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `refund`, `refundCall`
+ * `applyCosts`: as `apply`, each rule at its own cost (`COSTS_EXTRAS`: one per rule after the params, then a
+ * consume's lease). `penalize`: count the cost on every rule, then answer as a peek of cost 1 would.
+ * `settle`: each rule by its own signed amount (`SETTLE_EXTRAS`: one per rule, then one mark per rule): below
+ * 0, `<kind>RefundCall` of that many units by the rule's mark (none without a mark); above 0,
+ * `<kind>Penalize`; then answer as `penalize` does. `refund`, `refundCall`
  * (one call's units, each rule's mark after the params), `unqueue`: change the state, reply
  * `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
  * batch (the units wanted, `FETCH_EXTRAS.want`, cut to `1 / FETCH_SHARE` of every rule's remaining,
@@ -61,6 +75,8 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = t
       )
     case 'refundCall':
       return refundCallFoot(f)
+    case 'applyCosts':
+      return decideFoot(f, act, withBlock, costsOf(f))
     case 'return':
       return returnFoot(f)
     case 'unqueue':
@@ -148,19 +164,55 @@ function markFoot({ kinds, params, extras }: Rules, act: 'unqueue' | 'release'):
   return lines.join('\n')
 }
 
-/** The foot of the acts that decide: `apply`, `penalize` (then a peek of cost 1) and `fetch`. */
-function decideFoot(rules: Rules, act: Act, withBlock: boolean): string {
-  const head = decideHead(rules, act, withBlock)
+/**
+ * The foot of the acts that decide: `apply` (`applyCosts`, `costs` each rule's cost as Lua), `penalize` and
+ * `settle` (then a peek of cost 1) and `fetch`.
+ */
+function decideFoot(rules: Rules, act: Act, withBlock: boolean, costs?: PerRule): string {
+  const head = decideHead(rules, act, withBlock, costs)
   // A fetch replies the units it took and the key's reset count before the server's ms.
   const tail = act === 'fetch' ? 'cost, resets, serverNow' : 'serverNow'
-  return rules.kinds.length === 1
+  return rules.kinds.length === 1 && costs === undefined
     ? oneRuleFoot(rules, act, withBlock, head, tail)
-    : severalRulesFoot(rules, withBlock, head, tail)
+    : severalRulesFoot(rules, withBlock, head, tail, costs)
 }
 
-function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
+/** Per rule, a call's own cost: the Lua local each rule's decide and admit read, and its declaration. */
+interface PerRule {
+  readonly names: readonly string[]
+  readonly declare: string
+  /** The ARGV index of the consume's lease, after the costs. */
+  readonly lease: number
+}
+
+/** `applyCosts`: each rule's cost from ARGV after the params (`COSTS_EXTRAS`), in locals `cost1`, `cost2`, ... */
+function costsOf({ kinds, extras }: Rules): PerRule {
+  const names = kinds.map((_, i) => `cost${i + 1}`)
+  const values = kinds.map((_, i) => `tonumber(ARGV[${extras + i}])`)
+  return { names, declare: `local ${names.join(', ')} = ${values.join(', ')}`, lease: extras + kinds.length }
+}
+
+/** `settle`: each rule's signed amount, then its mark; a rule at 0 is left alone. */
+function settleLines({ kinds, params, extras }: Rules): string[] {
+  const n = kinds.length
+  const lines = ['local amount']
+  kinds.forEach((kind, i) => {
+    const amount = `ARGV[${extras + SETTLE_EXTRAS.amounts * n + i}]`
+    const mark = `ARGV[${extras + SETTLE_EXTRAS.marks * n + i}]`
+    lines.push(
+      `amount = tonumber(${amount})`,
+      `if amount > 0 then ${kind}Penalize(KEYS[${i + 1}], now, amount, ${params[i]})`,
+      `elseif amount < 0 and ${mark} ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, -amount, ${params[i]}, tonumber(${mark})) end`,
+    )
+  })
+  return lines
+}
+
+function decideHead(rules: Rules, act: Act, withBlock: boolean, costs: PerRule | undefined): string[] {
   const { kinds, params, extras } = rules
   const head: string[] = []
+  if (costs !== undefined) head.push(costs.declare)
+  if (act === 'settle') head.push(...settleLines(rules), 'cost = 1')
   if (act === 'fetch') {
     head.push(...recountLines(rules, extras + FETCH_EXTRAS.seen, extras + FETCH_EXTRAS.spent))
   }
@@ -196,15 +248,23 @@ function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
       'if cost == 0 then consume = false end',
     )
   }
-  // A call with a concurrency rule brings its lease id (made by the store) after the params.
-  if (kinds.some((kind) => REDIS_KINDS[kind].mark === 'lease')) head.push(`local lease = ARGV[${extras}]`)
+  // A call with a concurrency rule brings its lease id (made by the store) after the params (and the costs).
+  if (kinds.some((kind) => REDIS_KINDS[kind].mark === 'lease'))
+    head.push(`local lease = ARGV[${costs?.lease ?? extras}]`)
   return head
 }
 
 /** Rule `i`'s admit, its mark (a leaky bucket's queue mark, a lease) kept in `mark` when it has one. */
-function admitOf(rules: Rules, i: number, indent: string, mark: string, waitMs: string): string[] {
+function admitOf(
+  rules: Rules,
+  i: number,
+  indent: string,
+  mark: string,
+  waitMs: string,
+  cost = 'cost',
+): string[] {
   const kind = rules.kinds[i]!
-  const call = `${kind}Admit(KEYS[${i + 1}], now, cost, ${rules.params[i]}, ${stateOf(rules.kinds.length, i)}`
+  const call = `${kind}Admit(KEYS[${i + 1}], now, ${cost}, ${rules.params[i]}, ${stateOf(rules.kinds.length, i)}`
   const held = REDIS_KINDS[kind].mark
   if (held === 'queue')
     return [`${indent}local m = ${call})`, `${indent}if ${waitMs} > 0 then ${mark} = m end`]
@@ -248,8 +308,15 @@ function oneRuleFoot(rules: Rules, act: Act, withBlock: boolean, head: string[],
 }
 
 /** Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i]. */
-function severalRulesFoot(rules: Rules, withBlock: boolean, head: string[], tail: string): string {
+function severalRulesFoot(
+  rules: Rules,
+  withBlock: boolean,
+  head: string[],
+  tail: string,
+  costs?: PerRule,
+): string {
   const { kinds, params } = rules
+  const costOf = (i: number): string => costs?.names[i] ?? 'cost'
   const F = REPLY_FIELDS
   const slots = kinds.flatMap(() => ['0', '0', '0', '0', '0', "''"]).join(', ')
   // The reply table is built at its full size, so its slots are an array from the start.
@@ -260,7 +327,7 @@ function severalRulesFoot(rules: Rules, withBlock: boolean, head: string[], tail
     lines.push(
       `-- rule ${i}: ${kind}`,
       `ok, out[${o + 2}], out[${o + 3}], out[${o + 4}], out[${o + 5}], st[${2 * i - 1}], st[${2 * i}] = ` +
-        `${kind}Decide(KEYS[${i}], now, cost, ${params[index]})`,
+        `${kind}Decide(KEYS[${i}], now, ${costOf(index)}, ${params[index]})`,
       `if ok then out[${o + 1}] = 1 else out[${o + 1}] = 0; admitted = false end`,
     )
   })
@@ -270,7 +337,7 @@ function severalRulesFoot(rules: Rules, withBlock: boolean, head: string[], tail
     // A queue mark's admit declares a local (`m`): each in a block of its own.
     const queue = REDIS_KINDS[kind].mark === 'queue'
     if (queue) lines.push('    do')
-    lines.push(...admitOf(rules, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`))
+    lines.push(...admitOf(rules, index, '    ', `out[${o + 6}]`, `out[${o + 5}]`, costOf(index)))
     if (queue) lines.push('    end')
   })
   lines.push(

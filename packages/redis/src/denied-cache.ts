@@ -3,7 +3,7 @@
  *
  * A denied call changes no state, and other calls can only push the earliest admission later, never
  * earlier (short of a `reset`, a refund or a slot given back). So a call with the same rules and a cost at
- * least the denied one's is still denied until the denial's `retryAfterMs` has passed. A block is kept the
+ * least the denied one's (with per-rule costs: at least its cost on every rule) is still denied until the denial's `retryAfterMs` has passed. A block is kept the
  * same way, until its end, and answers every call on the key `reason: 'blocked'`; a plain denial is
  * answered `reason: 'cache'`. Until then it is answered from here, with its ms figures counted down.
  * Entries are dropped when the key is admitted or reset through this store, when they expire, and oldest
@@ -16,14 +16,15 @@
  * so its denial is never kept on its own: a call with several rules is kept until the latest certain
  * `retryAfterMs` among the rules that denied it, and not at all when only concurrency rules denied it.
  */
-import type { RuleDecision, StoreAnswer } from '@sluice/core'
+import type { Costs, RuleDecision, StoreAnswer } from '@sluice/core'
 import { blockedAnswer } from '@sluice/core/store'
 import type { LocalAnswers, LocalCall } from './local.ts'
 
 interface Entry {
   /** The rule combination (its ids) the denial was for. */
   readonly plan: string
-  readonly cost: number
+  /** The denied call's cost: one for every rule, or per rule. */
+  readonly cost: number | Costs
   /**
    * Local clock when the call was sent, not when Redis answered: Redis decided somewhere in between, so
    * counting the denial's wait from the send can only end the entry early, never keep it past the wait.
@@ -70,14 +71,14 @@ export class DeniedCache implements LocalAnswers<{ readonly id: string }> {
   }
 
   /** The cached answer for this call at local time `now`, or undefined when Redis must be asked. */
-  get(id: string, plan: string, cost: number, now: number): StoreAnswer | undefined {
+  get(id: string, plan: string, cost: number | Costs, now: number): StoreAnswer | undefined {
     const entry = this.#entries.get(id)
     if (entry === undefined) return undefined
     if (now >= entry.until) {
       this.#entries.delete(id)
       return undefined
     }
-    if (entry.blocked || entry.plan !== plan || cost < entry.cost) return undefined
+    if (entry.blocked || entry.plan !== plan || !atLeast(cost, entry.cost)) return undefined
     const elapsed = now - entry.at
     if (elapsed < 1) return entry.decisions
     return cached(entry.decisions.map((d) => countDown(d, entry.at, now)))
@@ -90,7 +91,7 @@ export class DeniedCache implements LocalAnswers<{ readonly id: string }> {
   set(
     id: string,
     plan: string,
-    cost: number,
+    cost: number | Costs,
     now: number,
     decisions: readonly RuleDecision[],
     certain: readonly boolean[],
@@ -148,6 +149,20 @@ export class DeniedCache implements LocalAnswers<{ readonly id: string }> {
   clear(): void {
     this.#entries.clear()
   }
+}
+
+/**
+ * Whether a call of `cost` takes, on every rule, at least the units of the denied call of `denied` (a cost
+ * or per-rule costs, for the same rules): then each rule that denied that call denies this one too.
+ */
+function atLeast(cost: number | Costs, denied: number | Costs): boolean {
+  if (typeof cost === 'number' && typeof denied === 'number') return cost >= denied
+  const n = typeof cost === 'number' ? (denied as Costs).length : cost.length
+  for (let i = 0; i < n; i++) {
+    if ((typeof cost === 'number' ? cost : cost[i]!) < (typeof denied === 'number' ? denied : denied[i]!))
+      return false
+  }
+  return true
 }
 
 /** `d` as it reads at local time `now`, having been decided at `at`: every ms figure counted down. */

@@ -3,7 +3,7 @@
  * denied-key cache, prefetch) implements `LocalAnswers`; the store asks its layers in turn and, when none
  * answers, Redis. A layer that is off is not in the list, so it costs nothing.
  */
-import type { BlockPolicy, Rule, StoreAnswer } from '@sluice/core'
+import type { BlockPolicy, Costs, Rule, StoreAnswer } from '@sluice/core'
 
 /** A consume as the layers see it. */
 export interface LocalCall<P> {
@@ -14,7 +14,8 @@ export interface LocalCall<P> {
   /** The store's plan for the rules: their combined identity, and whether prefetch serves them. */
   readonly plan: P
   readonly rules: readonly Rule[]
-  readonly cost: number
+  /** Its cost: one for every rule, or per rule (`Costs`, not all the same). */
+  readonly cost: number | Costs
   readonly block: BlockPolicy | undefined
   /** Local ms: the store's clock, or the process's monotonic one. */
   readonly now: number

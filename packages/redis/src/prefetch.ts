@@ -48,6 +48,8 @@ export interface PrefetchWire<P extends Batchable> {
 /** A call waiting for a fetch in flight. */
 export interface Joiner<P> {
   readonly call: LocalCall<P>
+  /** Its cost: a call with per-rule costs never joins a fetch. */
+  readonly cost: number
   readonly resolve: (answer: StoreAnswer | Promise<StoreAnswer>) => void
   readonly reject: (error: unknown) => void
 }
@@ -155,10 +157,12 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
 
   /** The call spent from the key's units, or joined to the fetch on its way when that covers it. */
   answer(call: LocalCall<P>): StoreAnswer | Promise<StoreAnswer> | undefined {
-    if (!call.plan.batchable) return undefined
+    // A call with per-rule costs is never spent from a batch: a batch's units are the same on every rule.
+    const cost = call.cost
+    if (typeof cost !== 'number' || !call.plan.batchable) return undefined
     const batch = this.#batch.get(call.id)
     if (batch === undefined || !fetchedUnder(batch, call.plan)) return undefined
-    return this.#spend(batch, call.cost, call.now) ?? this.#join(batch, call)
+    return this.#spend(batch, cost, call.now) ?? this.#join(batch, call, cost)
   }
 
   /** Whether this process holds units for the key. */
@@ -195,12 +199,12 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
   }
 
   /** Has the call wait for the key's latest fetch when that covers it; undefined when it does not. */
-  #join(batch: Batch<P>, call: LocalCall<P>): Promise<StoreAnswer> | undefined {
+  #join(batch: Batch<P>, call: LocalCall<P>, cost: number): Promise<StoreAnswer> | undefined {
     const fetch = batch.latest
-    if (fetch === undefined || fetch.want - fetch.promised < call.cost) return undefined
-    fetch.promised += call.cost
+    if (fetch === undefined || fetch.want - fetch.promised < cost) return undefined
+    fetch.promised += cost
     return new Promise<StoreAnswer>((resolve, reject) => {
-      fetch.joiners.push({ call, resolve, reject })
+      fetch.joiners.push({ call, cost, resolve, reject })
     })
   }
 
@@ -210,7 +214,9 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
    * way). Units the key holds under other rules, or past their time, are returned first.
    */
   lead(call: LocalCall<P>): Fetch<P> | undefined {
-    if (this.#closed || !call.plan.batchable) return undefined
+    // A call with per-rule costs goes to Redis on its own (see `answer`).
+    const cost = call.cost
+    if (this.#closed || typeof cost !== 'number' || !call.plan.batchable) return undefined
     let batch = this.#batch.get(call.id)
     if (batch !== undefined && !fetchedUnder(batch, call.plan)) {
       if (batch.inFlight > 0) return undefined
@@ -240,7 +246,7 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
       if (batch.size < this.units) batch.size = Math.min(this.units, batch.size * 2)
     } else this.#expire(batch)
     batch.block = call.block
-    return this.#start(batch, call.cost, call.now, Math.max(call.cost, batch.size))
+    return this.#start(batch, cost, call.now, Math.max(cost, batch.size))
   }
 
   /** A fetch of up to `want` units, `cost` of them its leader's, sent at local time `at`: now the key's latest. */
@@ -304,7 +310,7 @@ export class Prefetch<P extends Batchable> implements LocalAnswers<P> {
     const current = this.#batch.get(batch.of.id) === batch
     const short: Joiner<P>[] = []
     for (const joiner of fetch.joiners) {
-      const local = current || this.#closed ? this.#spend(batch, joiner.call.cost, now) : undefined
+      const local = current || this.#closed ? this.#spend(batch, joiner.cost, now) : undefined
       if (local !== undefined) joiner.resolve(local)
       else short.push(joiner)
     }

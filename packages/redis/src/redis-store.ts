@@ -18,22 +18,21 @@
  * clock (learnt from earlier replies) and counts nothing when it starts after it, and what a script that
  * ran in time counted is given back when its reply comes after the timeout (`#undo`).
  */
-import {
-  type Adjustment,
-  type BlockPolicy,
-  type ConcurrencyRule,
-  type Costs,
-  ErrorCode,
-  type Rule,
-  SluiceError,
-  type Store,
-  type StoreAnswer,
-  type StoreMode,
+import type {
+  Adjustment,
+  BlockPolicy,
+  ConcurrencyRule,
+  Costs,
+  Rule,
+  Store,
+  StoreAnswer,
+  StoreMode,
 } from '@sluice/core'
+import { InvalidCostError } from '@sluice/core'
 import { newLease, refundMark, type StorePlace } from '@sluice/core/store'
 
 import { ScriptCalls } from './calls.ts'
-import { script } from './client.ts'
+import { type Script, script } from './client.ts'
 import { DeniedCache } from './denied-cache.ts'
 import { keyBase } from './keys.ts'
 import { REDIS_KINDS } from './kinds.ts'
@@ -44,6 +43,8 @@ import { Releases } from './releases.ts'
 import { RESET_LUA } from './scripts.generated.ts'
 import { type RedisStoreOptions, storeOptions } from './store-options.ts'
 import {
+  type Call,
+  costsExtras,
   decode,
   encode,
   encodeConsume,
@@ -54,6 +55,7 @@ import {
   resetKeys,
   returnExtras,
   serverNowOf,
+  settleExtras,
 } from './wire.ts'
 
 export type { RedisStoreOptions } from './store-options.ts'
@@ -116,8 +118,8 @@ export class RedisStore implements Store {
     mode: StoreMode,
     block?: BlockPolicy,
   ): Promise<StoreAnswer> | StoreAnswer {
-    if (typeof cost !== 'number') return Promise.reject(perRuleCosts())
-    const call = this.#call(prefix, key, rules, cost, mode, block)
+    // Per-rule costs that are all equal are a plain cost: the same script and arguments as any such call.
+    const call = this.#call(prefix, key, rules, typeof cost === 'number' ? cost : oneCost(cost), mode, block)
     return this.#localAnswer(call) ?? this.#wire(call, false)
   }
 
@@ -126,7 +128,7 @@ export class RedisStore implements Store {
     prefix: string,
     key: string,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     mode: StoreMode,
     block: BlockPolicy | undefined,
   ): StoreCall {
@@ -188,27 +190,26 @@ export class RedisStore implements Store {
     const { key, plan, rules, cost, block, consume } = c
     const now = c.scriptNow
     // A lease id made here, random: unique across processes without a round trip to agree on one.
-    const lease = plan.leases ? (consume ? newLease(cost) : '') : undefined
+    const lease = plan.leases ? (consume ? newLease(leaseUnits(plan, cost)) : '') : undefined
     // A release of this key still waiting in this process goes first (releases.ts).
     this.#releases.before(key)
     const base = keyBase(this.#prefix, c.prefix, key)
-    // The common call (one rule's consume, no block) goes by its straight-down script, in the short call.
-    const straight = block === undefined && consume && cost > 0 && plan.consume !== undefined
-    const sent = straight
-      ? encodeConsume(base, plan, now, cost, lease)
-      : encode(
-          base,
-          plan,
-          now,
-          consume ? '1' : '0',
-          cost,
-          block,
-          false,
-          lease === undefined ? undefined : [lease],
-        )
-
+    const mode = consume ? '1' : '0'
     const call = this.#calls.start<StoreAnswer>()
-    const s = straight ? plan.consume! : block !== undefined ? scriptOf(plan, 'apply', true) : plan.script
+    let sent: Call
+    let s: Script
+    if (typeof cost !== 'number') {
+      // Each rule at its own cost: the per-rule script, the costs after the params.
+      sent = encode(base, plan, now, mode, 0, block, false, costsExtras(cost, lease))
+      s = scriptOf(plan, 'applyCosts', block !== undefined)
+    } else if (block === undefined && consume && cost > 0 && plan.consume !== undefined) {
+      // The common call (one rule's consume, no block) goes by its straight-down script, in the short call.
+      sent = encodeConsume(base, plan, now, cost, lease)
+      s = plan.consume
+    } else {
+      sent = encode(base, plan, now, mode, cost, block, false, lease === undefined ? undefined : [lease])
+      s = block !== undefined ? scriptOf(plan, 'apply', true) : plan.script
+    }
     this.#calls.attempt(call, s, sent, true, (reply, late) => {
       const [answer, blocked] = decode(plan.limits, rules, reply, false, lease)
       if (late) {
@@ -233,7 +234,7 @@ export class RedisStore implements Store {
   #remember(
     cacheKey: string,
     plan: Plan,
-    cost: number,
+    cost: number | Costs,
     sentAt: number,
     resets: number,
     answer: StoreAnswer,
@@ -326,7 +327,7 @@ export class RedisStore implements Store {
     base: string,
     plan: Plan,
     rules: readonly Rule[],
-    cost: number,
+    cost: number | Costs,
     answer: StoreAnswer,
     countedAt: number,
   ): void {
@@ -334,9 +335,20 @@ export class RedisStore implements Store {
     for (const d of answer) if (!d.allowed) return
     const marks = rules.map((rule, i) => refundMark(rule, answer[i]!, countedAt) ?? '')
     if (marks.some((mark) => mark !== '') && this.#calls.refuse(true) === undefined) {
-      const sent = encode(base, plan, this.#scriptNow(), 'refund', cost, undefined, false, marks)
-      const call = this.#calls.start<undefined>()
-      this.#calls.attempt(call, scriptOf(plan, 'refundCall', false), sent, true, expectOk)
+      const now = this.#scriptNow()
+      // Per-rule costs go back as a settle of each rule to nothing (its reply, a peek, says nothing here).
+      const call = this.#calls.start<unknown>()
+      if (typeof cost === 'number') {
+        const sent = encode(base, plan, now, 'refund', cost, undefined, false, marks)
+        this.#calls.attempt(call, scriptOf(plan, 'refundCall', false), sent, true, expectOk)
+      } else {
+        const back = settleExtras(
+          cost.map((c) => -c),
+          marks,
+        )
+        const sent = encode(base, plan, now, 'settle', 0, undefined, false, back)
+        this.#calls.attempt(call, scriptOf(plan, 'settle', false), sent, true, () => undefined)
+      }
       this.#track(call.promise.then(undefined, () => {}))
     }
     const held = answer.map((d) => d.lease)
@@ -416,10 +428,11 @@ export class RedisStore implements Store {
     block?: BlockPolicy,
     marks?: readonly (string | undefined)[],
   ): Promise<StoreAnswer | undefined> {
-    if (typeof cost !== 'number' || adjustment === 'settle') return Promise.reject(perRuleCosts())
     const refused = this.#calls.refuse()
     if (refused !== undefined) return Promise.reject(refused)
     const plan = this.#plans.of(rules)
+    if (adjustment === 'settle') return this.#settle(prefix, key, plan, rules, cost, block, marks)
+    if (typeof cost !== 'number') return Promise.reject(perRuleRefused(adjustment))
     const penalize = adjustment === 'penalize'
     // A refund or a lifted slot can make a cached denial wrong; a penalty cannot, but it may block.
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
@@ -439,6 +452,46 @@ export class RedisStore implements Store {
     this.#calls.attempt(call, s, sent, true, (reply) =>
       penalize ? decode(plan.limits, rules, reply, false)[0] : expectOk(reply),
     )
+    return call.promise
+  }
+
+  /**
+   * Settles one call: each rule by its signed amount (`cost`, or one number for every rule), in one script
+   * call that answers as a peek of cost 1 (with `block`) right after, as a penalty does. A settle that gives
+   * anything back drops the key's cached denial, as a refund does; one that only counts more keeps it.
+   */
+  #settle(
+    prefix: string,
+    key: string,
+    plan: Plan,
+    rules: readonly Rule[],
+    cost: number | Costs,
+    block: BlockPolicy | undefined,
+    marks: readonly (string | undefined)[] | undefined,
+  ): Promise<StoreAnswer | undefined> {
+    const amounts = typeof cost === 'number' ? rules.map(() => cost) : cost
+    if (amounts.length !== rules.length) {
+      return Promise.reject(
+        new InvalidCostError(cost, `a settle has one amount per rule, and the call has ${rules.length}`),
+      )
+    }
+    if (amounts.some((a) => a < 0)) this.#cache?.delete(`${prefix}\u0000${key}`)
+    this.#releases.before(key)
+    const base = keyBase(this.#prefix, prefix, key)
+    const sent = encode(
+      base,
+      plan,
+      this.#scriptNow(),
+      'settle',
+      0,
+      block,
+      false,
+      settleExtras(amounts, marks),
+    )
+    const call = this.#calls.start<StoreAnswer | undefined>()
+    this.#calls.attempt(call, scriptOf(plan, 'settle', block !== undefined), sent, true, (reply) => {
+      return decode(plan.limits, rules, reply, false)[0]
+    })
     return call.promise
   }
 
@@ -510,6 +563,29 @@ export class RedisStore implements Store {
 
 const NOTHING: Promise<undefined> = Promise.resolve(undefined)
 
+/** Per-rule costs as one number when they are all the same, else as they are. */
+function oneCost(costs: Costs): number | Costs {
+  const first = costs[0]!
+  for (let i = 1; i < costs.length; i++) if (costs[i] !== first) return costs
+  return first
+}
+
+/** The units a consume's lease takes: the call's cost, or its first concurrency rule's. */
+function leaseUnits(plan: Plan, cost: number | Costs): number {
+  if (typeof cost === 'number') return cost
+  for (let i = 0; i < plan.kinds.length; i++)
+    if (REDIS_KINDS[plan.kinds[i]!].mark === 'lease') return cost[i]!
+  return 0
+}
+
+/** Per-rule amounts for an adjustment other than a settle: no such act. */
+function perRuleRefused(adjustment: Adjustment): InvalidCostError {
+  return new InvalidCostError(
+    undefined,
+    `'${adjustment}' takes one cost for every rule; only a settle takes one per rule`,
+  )
+}
+
 /** A call as the store carries it: what its local layers read, and what the wire needs besides. */
 interface StoreCall extends LocalCall<Plan> {
   readonly consume: boolean
@@ -531,9 +607,4 @@ function countedAt(answer: StoreAnswer, at: number): void {
       return // A plain field (a defined, hidden one cost a call thousands of instructions): the limiter copies the
       // decisions into the Decision's own list, so it never shows there.
   ;(answer as { countedAt?: number }).countedAt = at
-}
-
-/** Per-rule costs and `'settle'`, which this store does not take yet. */
-function perRuleCosts(): SluiceError {
-  return new SluiceError(ErrorCode.UNSUPPORTED, 'RedisStore does not take per-rule costs or settle yet.')
 }

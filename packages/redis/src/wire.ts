@@ -5,8 +5,9 @@
  *
  * KEYS: each rule's key, then the key's reset count (a batch's acts: fetch, return), then the key's block
  * (when the call carries a block policy: the scripts read it from the last key).
- * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a consume's
- * lease (a plan with a concurrency rule), the marks of a release, unqueue or refund of one call, a fetch's
+ * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a call's
+ * per-rule costs (`costsExtras`), a consume's lease (a plan with a concurrency rule), a settle's amounts and
+ * marks (`settleExtras`), the marks of a release, unqueue or refund of one call, a fetch's
  * (`fetchExtras`) or a return's (`returnExtras`). The one exception is the short call of a straight-down
  * consume of one rule (`encodeConsume`): the deadline, the rule's params, a concurrency rule's lease id,
  * then the cost and the caller's ms only when they say something.
@@ -21,6 +22,7 @@
 import {
   type Adjustment,
   type BlockPolicy,
+  type Costs,
   ErrorCode,
   type Rule,
   type RuleDecision,
@@ -103,6 +105,33 @@ export const FETCH_EXTRAS = { want: 0, seen: 1, spent: 2 } as const
 
 /** Where each of a return's extras sits: when its units were counted (Redis ms), then as a fetch's. */
 export const RETURN_EXTRAS = { countedAt: 0, seen: 1, spent: 2 } as const
+
+/**
+ * A call with per-rule costs (compose.ts's `applyCosts`): each rule's cost after the params, in order, then a
+ * consume's lease (a plan with a concurrency rule). The head's cost (ARGV[3]) is then 0 and read by nobody.
+ */
+export function costsExtras(costs: Costs, lease: string | undefined): string[] {
+  const out = costs.map(String)
+  if (lease !== undefined) out.push(lease)
+  return out
+}
+
+/**
+ * Where a settle's extras sit after the params, each a run of one value per rule in order: its signed
+ * amount (`amounts`, the n values right after the params), then its `refundMark` ('' for none: `marks`).
+ */
+export const SETTLE_EXTRAS = { amounts: 0, marks: 1 } as const
+
+/** A settle's extras, in `SETTLE_EXTRAS` order. The head's cost (ARGV[3]) is then 0 and read by nobody. */
+export function settleExtras(amounts: Costs, marks: readonly (string | undefined)[] | undefined): string[] {
+  const n = amounts.length
+  const out = new Array<string>(2 * n)
+  for (let i = 0; i < n; i++) {
+    out[SETTLE_EXTRAS.amounts * n + i] = String(amounts[i])
+    out[SETTLE_EXTRAS.marks * n + i] = marks?.[i] ?? ''
+  }
+  return out
+}
 
 /** A fetch's extras, in `FETCH_EXTRAS` order. */
 export function fetchExtras(e: { want: number; seen: string; spent: number }): string[] {

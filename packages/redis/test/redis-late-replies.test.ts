@@ -159,6 +159,27 @@ describe.each([...CLIENT_KINDS, ...VALKEY_KINDS])('a call answered after its tim
     expect(await eventually(async () => (await logCount(key)) === 1)).toBe(true)
   })
 
+  it('gives back each rule its own cost when a call of per-rule costs ran in time but its reply came after its timeout', async () => {
+    const log = slidingLog({ limit: 1000, windowMs: 60_000, name: 'log' }) as Rule
+    const fixed = fixedWindow({ limit: 1000, windowMs: 3_600_000, name: 'fixed' }) as Rule
+    const { relay, limiter, store } = await setup(kind, [log, fixed])
+    // Redis's clock learnt and both scripts loaded (on another key), on a machine that may be busy.
+    for (let i = 0; i < 10 && (await limiter.consume('warm')).reason !== 'rules'; i++);
+    for (let i = 0; i < 10; i++) await store.apply(limiter.prefix, 'warm', [log, fixed], [1, 2], 'peek')
+    expect((await limiter.consume('k')).reason).toBe('rules')
+    relay.hold()
+    const late = await Promise.resolve(
+      store.apply(limiter.prefix, 'k', [log, fixed], [2, 5], 'consume'),
+    ).catch((e: unknown) => e)
+    expect(late).toMatchObject({ code: 'ERR_SLUICE_STORE_TIMEOUT' })
+    const logKey = `sluice:${limiter.prefix}:{k}:${log.id}`
+    const fixedKey = `sluice:${limiter.prefix}:{k}:${fixed.id}`
+    expect([await logCount(logKey), await fixedCount(fixedKey)]).toEqual([3, 6])
+    relay.release()
+    const back = async () => (await logCount(logKey)) === 1 && (await fixedCount(fixedKey)) === 1
+    expect(await eventually(back)).toBe(true)
+  })
+
   it('ends the lease a timed-out concurrency consume took (it held a unit for the whole lease)', async () => {
     const rule = concurrency({ limit: 2 }) as Rule
     const { relay, limiter } = await setup(kind, [rule])

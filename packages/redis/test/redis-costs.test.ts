@@ -1,0 +1,151 @@
+/**
+ * Per-rule costs and settle on Redis (docs/design/redis.md, "Arguments"): a call with one cost per rule is
+ * one script call, all or none; per-rule costs that are all the same go as a plain cost, by the same script;
+ * a settle changes each rule by its own signed amount in one script call and answers as a peek right after.
+ * The memory store and Redis agree on random traces of both in test/redis-conformance.test.ts.
+ */
+import { fixedWindow, type Rule, type RuleDecision, type StoreAnswer, slidingWindow } from '@sluice/core'
+import { refundMark } from '@sluice/core/store'
+import { RedisStore } from '@sluice/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CLIENT_KINDS, clientOf, closeClients } from '../../../test/harness/clients.ts'
+import { commandCalls, type RedisServer, startRedis, stopAll } from '../../../test/harness/redis.ts'
+
+let server: RedisServer
+
+beforeAll(async () => {
+  server = await startRedis()
+})
+
+afterAll(async () => {
+  await closeClients()
+  await stopAll()
+})
+
+/** A whole hour: every window and bucket below starts at T. */
+const T = 1_800_000_000_000
+let run = 0
+
+/** 10 requests and 100 tokens a minute, as an AI gateway limits a key. */
+const RULES = [
+  fixedWindow({ limit: 10, windowMs: 60_000, name: 'requests' }),
+  slidingWindow({ limit: 100, windowMs: 60_000, name: 'tokens' }),
+] as Rule[]
+
+/** Per rule: allowed, remaining, resetMs, retryAfterMs. */
+const brief = (answer: StoreAnswer | undefined) =>
+  answer?.map((d: RuleDecision) => [d.allowed, d.remaining, d.resetMs, d.retryAfterMs])
+
+async function scriptCalls(): Promise<number> {
+  return (await commandCalls(server, 'evalsha')) + (await commandCalls(server, 'eval'))
+}
+
+async function cachedScripts(): Promise<number> {
+  return Number(/number_of_cached_scripts:(\d+)/.exec(await server.cli('INFO', 'memory'))![1])
+}
+
+describe.each(CLIENT_KINDS)('per-rule costs and settle on Redis (%s)', (kind) => {
+  async function rig() {
+    const clock = { now: T }
+    const store = new RedisStore({
+      client: await clientOf(kind, server),
+      clock: () => clock.now,
+      deniedCache: false,
+    })
+    return { store, clock, prefix: `costs${run++}` }
+  }
+
+  it('decides a call of one cost per rule in one script call, all or none', async () => {
+    const { store, prefix } = await rig()
+    await store.apply(prefix, 'warm', RULES, [1, 2], 'consume')
+    await server.cli('CONFIG', 'RESETSTAT')
+    expect(brief(await store.apply(prefix, 'k', RULES, [1, 60], 'consume'))).toEqual([
+      [true, 9, 60_000, 0],
+      [true, 40, 60_000, 0],
+    ])
+    // The tokens deny: nothing is counted, and the requests answer as of cost 0.
+    expect(brief(await store.apply(prefix, 'k', RULES, [1, 50], 'consume'))).toEqual([
+      [true, 9, 60_000, 0],
+      [false, 40, 60_000, 60_000],
+    ])
+    expect(brief(await store.apply(prefix, 'k', RULES, [2, 40], 'peek'))).toEqual([
+      [true, 7, 60_000, 0],
+      [true, 0, 60_000, 0],
+    ])
+    expect(brief(await store.apply(prefix, 'k', RULES, [1, 40], 'consume'))).toEqual([
+      [true, 8, 60_000, 0],
+      [true, 0, 60_000, 0],
+    ])
+    expect(await scriptCalls()).toBe(4)
+  })
+
+  it('sends per-rule costs that are all the same as a plain cost: the same script and arguments', async () => {
+    const { store, prefix } = await rig()
+    await server.cli('SCRIPT', 'FLUSH')
+    await store.apply(prefix, 'k', RULES, 3, 'consume')
+    const scripts = await cachedScripts()
+    expect(brief(await store.apply(prefix, 'k', RULES, [3, 3], 'consume'))).toEqual([
+      [true, 4, 60_000, 0],
+      [true, 94, 60_000, 0],
+    ])
+    expect(await cachedScripts()).toBe(scripts)
+    await store.apply(prefix, 'k', RULES, [3, 4], 'consume')
+    expect(await cachedScripts()).toBe(scripts + 1)
+  })
+
+  it('settles each rule by its signed amount in one script call, and answers as a peek of cost 1 right after', async () => {
+    const { store, prefix } = await rig()
+    const call = await store.apply(prefix, 'k', RULES, [1, 60], 'consume')
+    const marks = RULES.map((rule, i) => refundMark(rule, call[i]!, call.countedAt!))
+    await server.cli('CONFIG', 'RESETSTAT')
+    // 40 of the 60 tokens reserved go back; the request stays counted.
+    expect(brief(await store.adjust!(prefix, 'k', RULES, [0, -40], 'settle', undefined, marks))).toEqual([
+      [true, 8, 60_000, 0],
+      [true, 79, 60_000, 0],
+    ])
+    // More than reserved: counted whatever the rule says, past the limit if need be.
+    // The tokens now deny a peek: the requests answer as of cost 0.
+    expect(brief(await store.adjust!(prefix, 'k', RULES, [3, 90], 'settle', undefined, marks))).toEqual([
+      [true, 6, 60_000, 0],
+      [false, 0, 60_000, 60_000],
+    ])
+    expect(await scriptCalls()).toBe(2)
+    expect(brief(await store.apply(prefix, 'k', RULES, 1, 'peek'))).toEqual([
+      [true, 6, 60_000, 0],
+      [false, 0, 60_000, 60_000],
+    ])
+  })
+
+  it('a settle gives back only under a mark, and only while the units still count', async () => {
+    const { store, clock, prefix } = await rig()
+    const call = await store.apply(prefix, 'k', RULES, [1, 60], 'consume')
+    const marks = RULES.map((rule, i) => refundMark(rule, call[i]!, call.countedAt!))
+    // No marks: nothing is given back.
+    expect(brief(await store.adjust!(prefix, 'k', RULES, [-1, -60], 'settle'))).toEqual([
+      [true, 8, 60_000, 0],
+      [true, 39, 60_000, 0],
+    ])
+    // A minute on, the call's units no longer count: nothing to give back, and none is made up.
+    clock.now = T + 60_000
+    expect(brief(await store.adjust!(prefix, 'k', RULES, [-1, -60], 'settle', undefined, marks))).toEqual([
+      [true, 9, 60_000, 0],
+      [true, 99, 60_000, 0],
+    ])
+  })
+
+  it('a settle on a blocked key changes its rules and answers the block', async () => {
+    const { store, prefix } = await rig()
+    const block = { ms: 5000, factor: 1, maxMs: 5000, forgetMs: 5000, keep: 1 }
+    const call = await store.apply(prefix, 'k', RULES, [1, 60], 'consume', block)
+    expect((await store.apply(prefix, 'k', RULES, [1, 50], 'consume', block)).every((d) => d.allowed)).toBe(
+      false,
+    )
+    const marks = RULES.map((rule, i) => refundMark(rule, call[i]!, call.countedAt!))
+    const settled = await store.adjust!(prefix, 'k', RULES, [0, -60], 'settle', block, marks)
+    expect(settled?.reason).toBe('blocked')
+    expect(brief(await store.apply(prefix, 'k', RULES, 1, 'peek'))).toEqual([
+      [true, 8, 60_000, 0],
+      [true, 99, 60_000, 0],
+    ])
+  })
+})
