@@ -6,11 +6,15 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { usageReader } from '../examples/ai-gateway/usage.mjs'
 import { type Reply, request, startServer, stopExamples } from './examples-harness.ts'
+import { startRedis, stopAll } from './harness/redis.ts'
 
 const MODEL = 'examples/ai-gateway/model.mjs'
 const GATEWAY = 'examples/ai-gateway/server.mjs'
 
-afterAll(stopExamples)
+afterAll(async () => {
+  await stopExamples()
+  await stopAll()
+})
 
 const ask = (body: Record<string, unknown>, init: RequestInit = {}): RequestInit => ({
   method: 'POST',
@@ -328,5 +332,33 @@ describe('examples/ai-gateway, the gateway', () => {
     // The 104 tokens reserved stay charged: the next call finds 2000 − 104, and reserves its own 104.
     const next = await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 100 }))
     expect(budgets(next)).toEqual({ requests: '8/10', tokens: '1792/2000' })
+  })
+})
+
+describe('examples/ai-gateway on Redis (REDIS_URL)', () => {
+  it('gives two gateways on one Redis one budget per key, settles included', async () => {
+    const redis = await startRedis()
+    const model = await startServer(MODEL, { MODEL_WORD_MS: '1' })
+    const env = { MODEL_URL: model.url, REDIS_URL: `redis://${redis.host}:${redis.port}` }
+    const [one, two] = await Promise.all([startServer(GATEWAY, env), startServer(GATEWAY, env)])
+    const [first, second] = [one, two].map((g) => `${g.url}/v1/chat/completions`) as [string, string]
+
+    // Streamed through the first: 104 reserved, settled to 49.
+    const streamed = await request(first, call('sk-a', { messages: QUESTION, max_tokens: 100, stream: true }))
+    expect(budgets(streamed)).toEqual({ requests: '9/10', tokens: '1896/2000' })
+    expect(events(streamed.text).at(-1)).toBe('[DONE]')
+    // The second sees what the first's settle gave back: 2000 − 49 − 104.
+    const whole = await request(second, call('sk-a', { messages: QUESTION, max_tokens: 100 }))
+    expect(budgets(whole)).toEqual({ requests: '8/10', tokens: '1847/2000' })
+    // 1500 reserved on the first (2000 − 98 − 1500), settled to 1445: 457 left, which 600 more exceed.
+    const large = await request(first, call('sk-a', { messages: words(1400), max_tokens: 100 }))
+    expect(budgets(large)).toEqual({ requests: '7/10', tokens: '402/2000' })
+    const refused = await request(second, call('sk-a', { messages: words(500), max_tokens: 100 }))
+    expect(refused.status).toBe(429)
+    expect(budgets(refused)).toEqual({ requests: '7/10', tokens: '457/2000' })
+    const retryAfter = Number(refused.headers.get('retry-after'))
+    expect(retryAfter).toBeGreaterThanOrEqual(1)
+    expect(retryAfter).toBeLessThanOrEqual(60)
+    expect(refused.body.error).toMatchObject({ type: 'tokens', code: 'rate_limit_exceeded' })
   })
 })
