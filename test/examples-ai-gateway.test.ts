@@ -110,23 +110,29 @@ describe('examples/ai-gateway, reading the usage as it passes', () => {
     `data: {"choices":[],"usage":${JSON.stringify(usage)}}\n\n` +
     'data: [DONE]\n\n'
 
-  it('finds the usage however the stream is cut, once', () => {
-    for (const text of [stream, stream.replaceAll('\n', '\r\n')]) {
+  it('finds the usage however the stream is cut, once, in the piece that ends its event', () => {
+    const end = stream.indexOf('\n\ndata: [DONE]') + 2
+    for (const [text, ends] of [
+      [stream, end],
+      [stream.replaceAll('\n', '\r\n'), stream.slice(0, end).replaceAll('\n', '\r\n').length],
+    ] as const) {
       for (let size = 1; size <= text.length; size++) {
-        const seen: unknown[] = []
-        const reader = usageReader((u: unknown) => seen.push(u))
-        for (let i = 0; i < text.length; i += size) reader.push(text.slice(i, i + size))
-        reader.push(stream)
-        expect(seen, `pieces of ${size}`).toEqual([usage])
+        const seen: [number, unknown][] = []
+        const reader = usageReader()
+        for (let i = 0; i < text.length; i += size) {
+          const found = reader.push(text.slice(i, i + size))
+          if (found !== undefined) seen.push([i, found])
+        }
+        expect(reader.push(stream), `pieces of ${size}`).toBe(undefined)
+        // Found in the piece holding the event's last character (its blank line's end, CR LF whole).
+        expect(seen, `pieces of ${size}`).toEqual([[Math.floor((ends - 1) / size) * size, usage]])
       }
     }
   })
 
   it('finds none in a stream cut off before its usage', () => {
-    const seen: unknown[] = []
-    const reader = usageReader((u: unknown) => seen.push(u))
-    reader.push(stream.slice(0, stream.indexOf('"usage"') + 20))
-    expect(seen).toEqual([])
+    const reader = usageReader()
+    expect(reader.push(stream.slice(0, stream.indexOf('"usage"') + 20))).toBe(undefined)
   })
 })
 
@@ -176,6 +182,20 @@ function budgets(reply: Reply) {
     requests: `${h['x-ratelimit-remaining-requests']}/${h['x-ratelimit-limit-requests']}`,
     tokens: `${h['x-ratelimit-remaining-tokens']}/${h['x-ratelimit-limit-tokens']}`,
   }
+}
+
+/**
+ * Checks a denial's `Retry-After`: the seconds until the 6-second bucket of the tokens rule counted between
+ * the times `counted` leaves the minute, seen from the denial between the times `denied` (the servers read
+ * the same clock as this test), and the same as `x-ratelimit-reset-tokens`. Returns it.
+ */
+function expectRetryAfter(reply: Reply, counted: [number, number], denied: [number, number]): number {
+  const bucket = (t: number) => t - (t % 6000)
+  const retryAfter = Number(reply.headers.get('retry-after'))
+  expect(retryAfter).toBeGreaterThanOrEqual(Math.ceil((bucket(counted[0]) + 60_000 - denied[1]) / 1000))
+  expect(retryAfter).toBeLessThanOrEqual(Math.ceil((bucket(counted[1]) + 60_000 - denied[0]) / 1000))
+  expect(Math.ceil(durationMs(reply.headers.get('x-ratelimit-reset-tokens')!) / 1000)).toBe(retryAfter)
+  return retryAfter
 }
 
 describe('examples/ai-gateway, the gateway', () => {
@@ -242,11 +262,7 @@ describe('examples/ai-gateway, the gateway', () => {
     expect(refused.status).toBe(429)
     expect(budgets(refused)).toEqual({ requests: '9/10', tokens: '555/2000' })
     // The tokens come back when the 6-second bucket the first call was counted in leaves the minute.
-    const bucket = (t: number) => t - (t % 6000)
-    const retryAfter = Number(refused.headers.get('retry-after'))
-    expect(retryAfter).toBeGreaterThanOrEqual(Math.ceil((bucket(before) + 60_000 - answered) / 1000))
-    expect(retryAfter).toBeLessThanOrEqual(Math.ceil((bucket(counted) + 60_000 - asked) / 1000))
-    expect(Math.ceil(durationMs(refused.headers.get('x-ratelimit-reset-tokens')!) / 1000)).toBe(retryAfter)
+    const retryAfter = expectRetryAfter(refused, [before, counted], [asked, answered])
     expect(refused.body).toEqual({
       error: {
         message: `Rate limit reached for tokens per min: limit 2000, remaining 555. Please try again in ${retryAfter}s.`,
@@ -351,14 +367,17 @@ describe('examples/ai-gateway on Redis (REDIS_URL)', () => {
     const whole = await request(second, call('sk-a', { messages: QUESTION, max_tokens: 100 }))
     expect(budgets(whole)).toEqual({ requests: '8/10', tokens: '1847/2000' })
     // 1500 reserved on the first (2000 − 98 − 1500), settled to 1445: 457 left, which 600 more exceed.
+    const before = Date.now()
     const large = await request(first, call('sk-a', { messages: words(1400), max_tokens: 100 }))
+    const counted = Date.now()
     expect(budgets(large)).toEqual({ requests: '7/10', tokens: '402/2000' })
+    const asked = Date.now()
     const refused = await request(second, call('sk-a', { messages: words(500), max_tokens: 100 }))
+    const answered = Date.now()
     expect(refused.status).toBe(429)
     expect(budgets(refused)).toEqual({ requests: '7/10', tokens: '457/2000' })
-    const retryAfter = Number(refused.headers.get('retry-after'))
-    expect(retryAfter).toBeGreaterThanOrEqual(1)
-    expect(retryAfter).toBeLessThanOrEqual(60)
+    // 143 tokens must leave the minute, more than the 98 before the large call: its bucket must.
+    expectRetryAfter(refused, [before, counted], [asked, answered])
     expect(refused.body.error).toMatchObject({ type: 'tokens', code: 'rate_limit_exceeded' })
   })
 })

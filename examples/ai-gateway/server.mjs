@@ -125,9 +125,10 @@ app.post(
   estimate,
   budget,
   async (req, res) => {
-    const settle = (tokens) => {
+    // Settled before the end of the answer is passed on, so a call made after it sees the settle. A
+    // failed settle keeps the reservation: the key was charged the most, never less.
+    const settle = (tokens) =>
       req.rateLimit.settle({ tokens }).catch((e) => console.error('settle failed:', e))
-    }
     // A client that leaves stops the model: nothing more is generated for nobody.
     const upstream = new AbortController()
     res.once('close', () => {
@@ -150,7 +151,7 @@ app.post(
       if (upstream.signal.aborted) return
       // The model was not reached: the call used nothing.
       console.error('the model could not be reached:', e)
-      settle(0)
+      await settle(0)
       return res.status(502).json(error('The model could not be reached.', 'server_error'))
     }
     // The model's answer is passed on as it is: its status, its type, its bytes.
@@ -158,22 +159,24 @@ app.post(
     res.setHeader('Content-Type', answer.headers.get('content-type') ?? 'application/json')
     if (!answer.ok) {
       // The model refused the call: it used nothing.
-      settle(0)
-      return res.end(Buffer.from(await answer.arrayBuffer()))
+      const body = Buffer.from(await answer.arrayBuffer())
+      await settle(0)
+      return res.end(body)
     }
     if (!stream) {
       const text = await answer.text()
       const usage = usageOf(text)
-      if (usage !== undefined) settle(usage.total_tokens)
+      if (usage !== undefined) await settle(usage.total_tokens)
       return res.end(text)
     }
     res.setHeader('Cache-Control', 'no-cache')
     res.flushHeaders()
-    const reader = usageReader((usage) => settle(usage.total_tokens))
+    const reader = usageReader()
     const decoder = new TextDecoder()
     try {
       for await (const piece of answer.body) {
-        reader.push(decoder.decode(piece, { stream: true }))
+        const usage = reader.push(decoder.decode(piece, { stream: true }))
+        if (usage !== undefined) await settle(usage.total_tokens)
         if (!res.write(piece)) await once(res, 'drain', { signal: upstream.signal })
       }
       res.end()

@@ -4,31 +4,30 @@
  */
 
 /**
- * Reads server-sent events as they pass, in pieces cut anywhere, and calls `onUsage(usage)` for the
- * first event whose JSON data carries a `usage` object. `push(text)` takes the next piece.
+ * Reads server-sent events as they pass, in pieces cut anywhere: `push(text)` takes the next piece and
+ * answers the `usage` of the first event whose JSON data carries one, once, when that event ends in it.
  */
-export function usageReader(onUsage) {
+export function usageReader() {
   let buffer = ''
   // A line may end in CR LF cut between two pieces: a CR at a piece's end waits for the next piece.
   let cr = ''
   let found = false
   return {
     push(piece) {
-      if (found) return
+      if (found) return undefined
       const text = cr + piece
       cr = text.endsWith('\r') ? '\r' : ''
       buffer += text.slice(0, text.length - cr.length).replace(/\r\n?/g, '\n')
       for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
-        const event = buffer.slice(0, end)
+        const usage = usageOf(eventData(buffer.slice(0, end)))
         buffer = buffer.slice(end + 2)
-        const usage = usageOf(eventData(event))
         if (usage !== undefined) {
           found = true
           buffer = ''
-          onUsage(usage)
-          return
+          return usage
         }
       }
+      return undefined
     },
   }
 }
