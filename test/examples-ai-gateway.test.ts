@@ -136,10 +136,21 @@ describe('examples/ai-gateway, reading the usage as it passes', () => {
   })
 })
 
+/**
+ * Resolves at once when this minute has 15 s or more to run, else at the start of the next: the requests
+ * rule is a fixed window on the clock's minutes, and a test's calls must all count in one of them (hence
+ * the gateway tests' 40 s timeout).
+ */
+async function notNearAMinuteEdge(): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000)
+  if (left < 15_000) await new Promise((resolve) => setTimeout(resolve, left + 20))
+}
+
 /** The fake model and a gateway in front of it, each a process of its own on a free port. */
 async function start(wordMs: number): Promise<{ model: string; gateway: string }> {
   const model = await startServer(MODEL, { MODEL_WORD_MS: String(wordMs) })
   const gateway = await startServer(GATEWAY, { MODEL_URL: model.url })
+  await notNearAMinuteEdge()
   return { model: model.url, gateway: `${gateway.url}/v1/chat/completions` }
 }
 
@@ -198,7 +209,7 @@ function expectRetryAfter(reply: Reply, counted: [number, number], denied: [numb
   return retryAfter
 }
 
-describe('examples/ai-gateway, the gateway', () => {
+describe('examples/ai-gateway, the gateway', { timeout: 40_000 }, () => {
   it('reserves the most a call can use, passes the stream through, and settles to the usage in it', async () => {
     const { model, gateway } = await start(1)
 
@@ -351,12 +362,13 @@ describe('examples/ai-gateway, the gateway', () => {
   })
 })
 
-describe('examples/ai-gateway on Redis (REDIS_URL)', () => {
+describe('examples/ai-gateway on Redis (REDIS_URL)', { timeout: 40_000 }, () => {
   it('gives two gateways on one Redis one budget per key, settles included', async () => {
     const redis = await startRedis()
     const model = await startServer(MODEL, { MODEL_WORD_MS: '1' })
     const env = { MODEL_URL: model.url, REDIS_URL: `redis://${redis.host}:${redis.port}` }
     const [one, two] = await Promise.all([startServer(GATEWAY, env), startServer(GATEWAY, env)])
+    await notNearAMinuteEdge()
     const [first, second] = [one, two].map((g) => `${g.url}/v1/chat/completions`) as [string, string]
 
     // Streamed through the first: 104 reserved, settled to 49.
