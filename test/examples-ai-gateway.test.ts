@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest'
 import { usageReader } from '../examples/ai-gateway/usage.mjs'
-import { type Reply, request, startServer, stopExamples } from './examples-harness.ts'
+import { freePort, type Reply, request, startServer, stopExamples } from './examples-harness.ts'
 import { startRedis, stopAll } from './harness/redis.ts'
 
 const MODEL = 'examples/ai-gateway/model.mjs'
@@ -311,12 +311,52 @@ describe('examples/ai-gateway, the gateway', { timeout: 40_000 }, () => {
       param: null,
       code: 'request_too_large',
     })
-    for (const r of [noKey, tooMany, tooLarge]) expect(openai(r)).toEqual({})
+    const notJson = await request(gateway, call('sk-a', {}, { body: '{"messages": [' }))
+    expect(notJson.status).toBe(400)
+    expect(notJson.body.error).toMatchObject({ message: 'The body must be JSON.' })
+    for (const r of [noKey, tooMany, tooLarge, notJson]) expect(openai(r)).toEqual({})
     expect((await request(`${model}/v1/stats`)).body).toMatchObject({ requests: 0 })
     expect(budgets(await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 100 })))).toEqual({
       requests: '9/10',
       tokens: '1896/2000',
     })
+  })
+
+  it('charges no tokens for a call the model refused or never answered', async () => {
+    const { model, gateway } = await start(1)
+    // The model refuses what the gateway does not check (stream must be a boolean): its 400 is passed on.
+    const refused = await request(
+      gateway,
+      call('sk-a', { messages: QUESTION, max_tokens: 100, stream: 'yes' }),
+    )
+    expect(refused.status).toBe(400)
+    expect(refused.body.error).toEqual({
+      message: '`stream` must be true or false.',
+      type: 'invalid_request_error',
+      param: null,
+      code: null,
+    })
+    expect(budgets(refused)).toEqual({ requests: '9/10', tokens: '1896/2000' })
+    // Settled at 0: the next call finds every token (and reserves its own 104), and one request fewer.
+    const next = await request(gateway, call('sk-a', { messages: QUESTION, max_tokens: 100 }))
+    expect(budgets(next)).toEqual({ requests: '8/10', tokens: '1896/2000' })
+    expect((await request(`${model}/v1/stats`)).body).toMatchObject({ requests: 1 })
+
+    // A gateway whose model is not there: 502, and the tokens go back as well.
+    const away = await startServer(GATEWAY, { MODEL_URL: `http://127.0.0.1:${await freePort()}` })
+    const url = `${away.url}/v1/chat/completions`
+    await notNearAMinuteEdge()
+    const unreached = await request(url, call('sk-a', { messages: QUESTION, max_tokens: 100 }))
+    expect(unreached.status).toBe(502)
+    expect(unreached.body.error).toEqual({
+      message: 'The model could not be reached.',
+      type: 'server_error',
+      param: null,
+      code: null,
+    })
+    expect(budgets(unreached)).toEqual({ requests: '9/10', tokens: '1896/2000' })
+    const again = await request(url, call('sk-a', { messages: QUESTION, max_tokens: 100 }))
+    expect(budgets(again)).toEqual({ requests: '8/10', tokens: '1896/2000' })
   })
 
   it('stops the model when the client leaves mid-stream; no usage arrives, so the reservation stands', async () => {

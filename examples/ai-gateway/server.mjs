@@ -129,7 +129,7 @@ app.post(
     // failed settle keeps the reservation: the key was charged the most, never less.
     const settle = (tokens) =>
       req.rateLimit.settle({ tokens }).catch((e) => console.error('settle failed:', e))
-    // A client that leaves stops the model: nothing more is generated for nobody.
+    // A client that leaves stops the model: nothing more is generated for a client who is gone.
     const upstream = new AbortController()
     res.once('close', () => {
       if (!res.writableFinished) upstream.abort()
@@ -164,7 +164,13 @@ app.post(
       return res.end(body)
     }
     if (!stream) {
-      const text = await answer.text()
+      let text
+      try {
+        text = await answer.text()
+      } catch (e) {
+        if (upstream.signal.aborted) return
+        throw e
+      }
       const usage = usageOf(text)
       if (usage !== undefined) await settle(usage.total_tokens)
       return res.end(text)
