@@ -57,6 +57,10 @@ describe.each(['pg', 'postgres.js'] as const)('PostgresStore conformance with Me
     await answersRandomTraces(storeOf(), REPLAY)
   })
 
+  it('answers every random trace of per-rule costs and settles exactly as the memory store does', async () => {
+    await answersRandomTraces(storeOf(), REPLAY, { perRuleCosts: true })
+  }, 120_000)
+
   it('gives queued slots back exactly as the memory store does (leaky buckets, abandoned waits)', async () => {
     await givesQueuedSlotsBack(storeOf(), REPLAY)
   })

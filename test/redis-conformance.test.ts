@@ -1,8 +1,9 @@
 /**
  * Store conformance: the shared cases (store-conformance.ts) run MemoryStore and RedisStore through the
  * same random traces (driven by one clock) and ask for identical per-rule decisions, field by field, for
- * every algorithm, several rules per key, several keys, costs above 1, peeks, refunds, penalties, queued
- * slots given back, blocks that escalate, and many calls in the same millisecond; with every client kind.
+ * every algorithm, several rules per key, several keys, costs above 1, per-rule costs, peeks, refunds,
+ * penalties, settles, queued slots given back, blocks that escalate, and many calls in the same millisecond;
+ * with every client kind.
  */
 import { MemoryStore, slidingLog } from '@sluice/core'
 import { RedisStore } from '@sluice/redis'
@@ -47,6 +48,15 @@ describe.each(STORE_CLIENT_KINDS)('RedisStore conformance with MemoryStore (%s)'
     const client = await clientOf(kind, server)
     await answersRandomTraces(
       (clock) => new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 }),
+    )
+  })
+
+  it('answers every random trace of per-rule costs and settles exactly as the memory store does', async () => {
+    const client = await clientOf(kind, server)
+    await answersRandomTraces(
+      (clock) => new RedisStore({ client, clock, deniedCache: false, timeoutMs: 2000 }),
+      {},
+      { perRuleCosts: true },
     )
   })
 

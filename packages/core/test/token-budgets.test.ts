@@ -283,6 +283,8 @@ describe('settle', () => {
       ErrorCode.INVALID_SETTLE,
     )
     expect(await codeOf(limiter.settle('k', undefined as never))).toBe(ErrorCode.INVALID_SETTLE)
+    const forged = { ...(await limiter.consume('k', { cost: { tokens: 2 } })), costs: [1, -2] }
+    expect(await codeOf(limiter.settle('k', { decision: forged, cost: 1 }))).toBe(ErrorCode.INVALID_SETTLE)
     // Two settles of one decision at once: the second is refused before the first reaches the store.
     const e = await limiter.consume('k', { cost: { tokens: 10 } })
     const both = await Promise.allSettled([
@@ -291,7 +293,7 @@ describe('settle', () => {
     ])
     expect(both.map((s) => s.status)).toEqual(['fulfilled', 'rejected'])
     expect(asked.filter((a) => a.act === 'settle')).toHaveLength(2)
-    expect(asked.length).toBe(n + 4)
+    expect(asked.length).toBe(n + 5)
   })
 
   it('a decision read back from JSON is a new object: it settles once more, so keep one settle per call', async () => {
@@ -383,6 +385,10 @@ describe('settle', () => {
     const free = await unlimited.limiter.consume('k')
     expect(await unlimited.limiter.settle('k', { decision: free, cost: 5 })).toBe(free)
     expect(await unlimited.limiter.settle('k', { decision: free, cost: 5 })).toBe(free)
+    // Its cost is checked all the same.
+    expect(await codeOf(unlimited.limiter.settle('k', { decision: free, cost: -5 }))).toBe(
+      ErrorCode.INVALID_COST,
+    )
 
     const failing: Store = {
       apply: () => {

@@ -232,8 +232,8 @@ export class PostgresStore implements Store {
     marks?: readonly (string | undefined)[],
   ): Promise<StoreAnswer | undefined> {
     if (adjustment === 'settle') return this.#settle(prefix, key, rules, cost, block, marks)
-    if (typeof cost !== 'number')
-      throw new InvalidCostError(cost, `'${adjustment}' takes one cost for every rule`)
+    // Per-rule costs that are all the same go as one cost.
+    if (typeof cost !== 'number') cost = oneCost(cost)
     const act =
       adjustment === 'refund'
         ? marks === undefined

@@ -144,7 +144,7 @@ export function migration(names: Names): string {
       ${load}
       ${fresh ? '' : "CONTINUE WHEN st.expires = '-Infinity';"}
       ${name === 'refund' || name === 'penalize' ? '' : 'CONTINUE WHEN mk IS NULL;'}
-      cc := cost;
+      cc := coalesce(costs[i], cost);
       ${step(kinds, name)}
       ${save}
     END LOOP;`

@@ -4,7 +4,16 @@
  * answers as a peek right after; `migrate()` on a database of the earlier version adds this version's function.
  * The memory store and this one agree on random traces of both in test/postgres-conformance.test.ts.
  */
-import { fixedWindow, type Rule, type RuleDecision, type StoreAnswer, slidingWindow } from '@sluice/core'
+import {
+  createLimiter,
+  type Decision,
+  ErrorCode,
+  fixedWindow,
+  type Rule,
+  type RuleDecision,
+  type StoreAnswer,
+  slidingWindow,
+} from '@sluice/core'
 import { refundMark } from '@sluice/core/store'
 import { PostgresStore } from '@sluice/postgres'
 import pg from 'pg'
@@ -155,6 +164,66 @@ describe.each(['pg', 'postgres.js'])('per-rule costs and settle on PostgreSQL (%
       `SELECT "${table}_apply"('k', '{r}', '{1}', '{1,1}', 1, 1, NULL, NULL, NULL, NULL, NULL) AS r`,
     )
     expect(earlier[0]!.r).toEqual([7])
+    await store.close()
+  })
+})
+
+describe.each(['pg', 'postgres.js'])('a limiter settling on PostgreSQL (%s)', (client) => {
+  async function rig() {
+    const clock = { now: T }
+    const table = `settle${run++}`
+    const store = new PostgresStore({
+      client: client === 'pg' ? pool : sql,
+      table,
+      sweepIntervalMs: 0,
+      clock: () => clock.now,
+      timeoutMs: 5000,
+    })
+    await store.migrate()
+    const limiter = createLimiter({ rules: RULES, store })
+    const left = async () => (await limiter.peek('k')).rules.map((d) => d.remaining)
+    const rows = () => sql.unsafe(`SELECT * FROM "${table}" ORDER BY k, r`)
+    return { store, limiter, left, rows }
+  }
+
+  it('reserves per rule, then settles to the true cost', async () => {
+    const { store, limiter, left } = await rig()
+    const ok = await limiter.consume('k', { cost: { tokens: 90 } })
+    expect([ok.allowed, ok.rules.map((r) => r.remaining)]).toEqual([true, [9, 10]])
+    expect((await limiter.consume('k', { cost: { tokens: 20 } })).allowed).toBe(false)
+    const after = await limiter.settle('k', { decision: ok, cost: { tokens: 30 } })
+    expect(after.rules.map((r) => r.remaining)).toEqual([8, 69])
+    expect(await left()).toEqual([8, 69])
+    await store.close()
+  })
+
+  it('bad input to settle never reaches PostgreSQL, and changes nothing', async () => {
+    const { store, limiter, left, rows } = await rig()
+    const ok = await limiter.consume('k', { cost: { tokens: 90 } })
+    const denied = await limiter.consume('k', { cost: { tokens: 20 } })
+    expect(denied.allowed).toBe(false)
+    const settled = await limiter.consume('k', { cost: { tokens: 5 } })
+    await limiter.settle('k', { decision: settled, cost: { tokens: 5 } })
+    const before = { left: await left(), rows: await rows() }
+    const bad: [Decision, unknown, string][] = [
+      [denied, 1, ErrorCode.INVALID_SETTLE],
+      [settled, 1, ErrorCode.INVALID_SETTLE],
+      [await limiter.peek('k'), 1, ErrorCode.INVALID_SETTLE],
+      [{} as Decision, 1, ErrorCode.INVALID_SETTLE],
+      [ok, -1, ErrorCode.INVALID_COST],
+      [ok, 2.5, ErrorCode.INVALID_COST],
+      [ok, 2 ** 50 + 1, ErrorCode.INVALID_COST],
+      [ok, { tokens: -5 }, ErrorCode.INVALID_COST],
+      [ok, { token: 5 }, ErrorCode.INVALID_COST],
+    ]
+    for (const [decision, cost, code] of bad) {
+      const error = await limiter.settle('k', { decision, cost: cost as never }).catch((e: unknown) => e)
+      expect(error).toMatchObject({ code })
+    }
+    expect({ left: await left(), rows: await rows() }).toEqual(before)
+    // The call refused a bad cost may still settle.
+    const after = await limiter.settle('k', { decision: ok, cost: { tokens: 0 } })
+    expect(after.rules.map((r) => r.remaining)).toEqual([before.left[0], before.left[1]! + 90])
     await store.close()
   })
 })

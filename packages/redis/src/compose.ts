@@ -15,7 +15,7 @@ import type { RuleKind as Kind } from '@sluice/core'
 import { type Script, script } from './client.ts'
 import { REDIS_KINDS } from './kinds.ts'
 import { PRELUDE_LUA } from './scripts.generated.ts'
-import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, REPLY_FIELDS, RETURN_EXTRAS, SETTLE_EXTRAS } from './wire.ts'
+import { FETCH_EXTRAS, HEAD_ARGS, PARAMS, REPLY_FIELDS, RETURN_EXTRAS } from './wire.ts'
 
 /** Lua reading a rule's params from ARGV: `tonumber(ARGV[first])`, `tonumber(ARGV[first + 1])`, ... */
 function paramsOf(kind: Kind, first: number): string {
@@ -28,7 +28,6 @@ function paramsOf(kind: Kind, first: number): string {
  */
 export type Act =
   | 'apply'
-  | 'applyCosts'
   | 'penalize'
   | 'settle'
   | 'refund'
@@ -48,11 +47,10 @@ export const FETCH_SHARE = 16
  * The Lua after the chunks. `apply`: decide every rule, admit all or none, begin a block when a consume is
  * denied (with a `block`), reply `REPLY_FIELDS` values per rule, then the block begun (its ms, or 0), then
  * the server's ms; a blocked key replies `{ 'blocked', ms left, server ms }` before any rule is read.
- * `applyCosts`: as `apply`, each rule at its own cost (`COSTS_EXTRAS`: one per rule after the params, then a
- * consume's lease). `penalize`: count the cost on every rule, then answer as a peek of cost 1 would.
- * `settle`: each rule by its own signed amount (`SETTLE_EXTRAS`: one per rule, then one mark per rule): below
- * 0, `<kind>RefundCall` of that many units by the rule's mark (none without a mark); above 0,
- * `<kind>Penalize`; then answer as `penalize` does. `refund`, `refundCall`
+ * `penalize`: count the cost on every rule, then answer as a peek of cost 1 would. `settle`: each rule by its
+ * own signed amount (its per-rule cost, below), each rule's mark after them: below 0, `<kind>RefundCall` of
+ * that many units by the rule's mark (none without a mark); above 0, `<kind>Penalize`; then answer as
+ * `penalize` does. `refund`, `refundCall`
  * (one call's units, each rule's mark after the params), `unqueue`: change the state, reply
  * `{ 'ok', server ms }`. `fetch`: as `apply` consuming, for a cost raised to the
  * batch (the units wanted, `FETCH_EXTRAS.want`, cut to `1 / FETCH_SHARE` of every rule's remaining,
@@ -65,18 +63,27 @@ export const FETCH_SHARE = 16
  * units it spent locally since its previous round trip. When the count has moved (another process
  * reset the key), those units are counted in the new state, as a penalty counts them, and a `return`
  * gives nothing back: its units were counted in the state the reset removed.
+ *
+ * Per-rule costs (`perRule`; a settle's always): each rule's own cost, in ARGV right after the params, one
+ * per rule in order, in place of the head's cost; the act's extras follow them. Not for `fetch` and
+ * `return` (prefetch serves only calls of one cost).
  */
-export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): string {
-  const f = feetOf(kinds)
+export function footOf(
+  kinds: readonly Kind[],
+  act: Act = 'apply',
+  withBlock = true,
+  perRule = false,
+): string {
+  const f = feetOf(kinds, perRule || act === 'settle')
   switch (act) {
     case 'refund':
-      return [...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, cost, ${f.params[i]})`), OK].join(
-        '\n',
-      )
+      return [
+        ...f.head,
+        ...kinds.map((kind, i) => `${kind}Refund(KEYS[${i + 1}], now, ${f.costs[i]}, ${f.params[i]})`),
+        OK,
+      ].join('\n')
     case 'refundCall':
       return refundCallFoot(f)
-    case 'applyCosts':
-      return decideFoot(f, act, withBlock, costsOf(f))
     case 'return':
       return returnFoot(f)
     case 'unqueue':
@@ -87,22 +94,38 @@ export function footOf(kinds: readonly Kind[], act: Act = 'apply', withBlock = t
   }
 }
 
-/** What every foot reads: the kinds, each rule's params as Lua, and the ARGV index of the act's extras. */
+/**
+ * What every foot reads: the kinds, each rule's params and cost as Lua, the lines that read per-rule costs
+ * (none for one cost), and the ARGV index of the act's extras.
+ */
 interface Rules {
   readonly kinds: readonly Kind[]
   readonly params: readonly string[]
-  /** The first ARGV after the rules' params. */
+  /** Each rule's cost: `cost` (the head's), or its own local (`cost1`, `cost2`, ...). */
+  readonly costs: readonly string[]
+  /** What the foot runs first: the per-rule costs read into their locals. */
+  readonly head: readonly string[]
+  /** The first ARGV after the rules' params (and their per-rule costs). */
   readonly extras: number
 }
 
-function feetOf(kinds: readonly Kind[]): Rules {
+function feetOf(kinds: readonly Kind[], perRule: boolean): Rules {
   const params: string[] = []
   let argv = HEAD_ARGS + 1
   for (const kind of kinds) {
     params.push(paramsOf(kind, argv))
     argv += PARAMS[kind]
   }
-  return { kinds, params, extras: argv }
+  if (!perRule) return { kinds, params, costs: kinds.map(() => 'cost'), head: [], extras: argv }
+  const costs = kinds.map((_, i) => `cost${i + 1}`)
+  const values = kinds.map((_, i) => `tonumber(ARGV[${argv + i}])`)
+  return {
+    kinds,
+    params,
+    costs,
+    head: [`local ${costs.join(', ')} = ${values.join(', ')}`],
+    extras: argv + kinds.length,
+  }
 }
 
 const OK = "return { 'ok', serverNow }"
@@ -111,11 +134,12 @@ const OK = "return { 'ok', serverNow }"
  * Each rule's mark (the ms that names the call in its state, see @sluice/core's refundMark) follows the
  * params; '' for a rule that gives nothing back.
  */
-function refundCallFoot({ kinds, params, extras }: Rules): string {
+function refundCallFoot({ kinds, params, costs, head, extras }: Rules): string {
   return [
+    ...head,
     ...kinds.map(
       (kind, i) =>
-        `if ARGV[${extras + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, cost, ${params[i]}, tonumber(ARGV[${extras + i}])) end`,
+        `if ARGV[${extras + i}] ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, ${costs[i]}, ${params[i]}, tonumber(ARGV[${extras + i}])) end`,
     ),
     OK,
   ].join('\n')
@@ -149,13 +173,15 @@ function returnFoot(rules: Rules): string {
 }
 
 /** Each rule's mark (its queue mark, its lease) follows the params; '' for a rule without one. */
-function markFoot({ kinds, params, extras }: Rules, act: 'unqueue' | 'release'): string {
-  const lines: string[] = []
+function markFoot({ kinds, params, costs, head, extras }: Rules, act: 'unqueue' | 'release'): string {
+  const lines: string[] = [...head]
   kinds.forEach((kind, i) => {
     const mark = `ARGV[${extras + i}]`
     const held = REDIS_KINDS[kind].mark
     if (act === 'unqueue' && held === 'queue') {
-      lines.push(`if ${mark} ~= '' then ${kind}Unqueue(KEYS[${i + 1}], now, cost, ${params[i]}, ${mark}) end`)
+      lines.push(
+        `if ${mark} ~= '' then ${kind}Unqueue(KEYS[${i + 1}], now, ${costs[i]}, ${params[i]}, ${mark}) end`,
+      )
     } else if (act === 'release' && held === 'lease') {
       lines.push(`if ${mark} ~= '' then ${kind}Release(KEYS[${i + 1}], ${mark}) end`)
     }
@@ -164,62 +190,43 @@ function markFoot({ kinds, params, extras }: Rules, act: 'unqueue' | 'release'):
   return lines.join('\n')
 }
 
-/**
- * The foot of the acts that decide: `apply` (`applyCosts`, `costs` each rule's cost as Lua), `penalize` and
- * `settle` (then a peek of cost 1) and `fetch`.
- */
-function decideFoot(rules: Rules, act: Act, withBlock: boolean, costs?: PerRule): string {
-  const head = decideHead(rules, act, withBlock, costs)
+/** The foot of the acts that decide: `apply`, `penalize` and `settle` (then a peek of cost 1) and `fetch`. */
+function decideFoot(rules: Rules, act: Act, withBlock: boolean): string {
+  const head = decideHead(rules, act, withBlock)
   // A fetch replies the units it took and the key's reset count before the server's ms.
   const tail = act === 'fetch' ? 'cost, resets, serverNow' : 'serverNow'
-  return rules.kinds.length === 1 && costs === undefined
+  return rules.kinds.length === 1 && rules.head.length === 0
     ? oneRuleFoot(rules, act, withBlock, head, tail)
-    : severalRulesFoot(rules, withBlock, head, tail, costs)
+    : severalRulesFoot(rules, act, withBlock, head, tail)
 }
 
-/** Per rule, a call's own cost: the Lua local each rule's decide and admit read, and its declaration. */
-interface PerRule {
-  readonly names: readonly string[]
-  readonly declare: string
-  /** The ARGV index of the consume's lease, after the costs. */
-  readonly lease: number
-}
-
-/** `applyCosts`: each rule's cost from ARGV after the params (`COSTS_EXTRAS`), in locals `cost1`, `cost2`, ... */
-function costsOf({ kinds, extras }: Rules): PerRule {
-  const names = kinds.map((_, i) => `cost${i + 1}`)
-  const values = kinds.map((_, i) => `tonumber(ARGV[${extras + i}])`)
-  return { names, declare: `local ${names.join(', ')} = ${values.join(', ')}`, lease: extras + kinds.length }
-}
-
-/** `settle`: each rule's signed amount, then its mark; a rule at 0 is left alone. */
-function settleLines({ kinds, params, extras }: Rules): string[] {
-  const n = kinds.length
-  const lines = ['local amount']
+/** `settle`: each rule by its signed amount (its per-rule cost), its mark after them; 0 leaves it alone. */
+function settleLines({ kinds, params, costs, extras }: Rules): string[] {
+  const lines: string[] = []
   kinds.forEach((kind, i) => {
-    const amount = `ARGV[${extras + SETTLE_EXTRAS.amounts * n + i}]`
-    const mark = `ARGV[${extras + SETTLE_EXTRAS.marks * n + i}]`
+    const mark = `ARGV[${extras + i}]`
+    const amount = costs[i]!
     lines.push(
-      `amount = tonumber(${amount})`,
-      `if amount > 0 then ${kind}Penalize(KEYS[${i + 1}], now, amount, ${params[i]})`,
-      `elseif amount < 0 and ${mark} ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, -amount, ${params[i]}, tonumber(${mark})) end`,
+      `if ${amount} > 0 then ${kind}Penalize(KEYS[${i + 1}], now, ${amount}, ${params[i]})`,
+      `elseif ${amount} < 0 and ${mark} ~= '' then ${kind}RefundCall(KEYS[${i + 1}], now, -${amount}, ${params[i]}, tonumber(${mark})) end`,
     )
   })
   return lines
 }
 
-function decideHead(rules: Rules, act: Act, withBlock: boolean, costs: PerRule | undefined): string[] {
-  const { kinds, params, extras } = rules
-  const head: string[] = []
-  if (costs !== undefined) head.push(costs.declare)
-  if (act === 'settle') head.push(...settleLines(rules), 'cost = 1')
+function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
+  const { kinds, params, costs, extras } = rules
+  const head: string[] = [...rules.head]
+  if (act === 'settle') head.push(...settleLines(rules))
   if (act === 'fetch') {
     head.push(...recountLines(rules, extras + FETCH_EXTRAS.seen, extras + FETCH_EXTRAS.spent))
   }
   if (act === 'penalize') {
     kinds.forEach((kind, i) => {
-      head.push(`${kind}Penalize(KEYS[${i + 1}], now, cost, ${params[i]})`)
+      head.push(`${kind}Penalize(KEYS[${i + 1}], now, ${costs[i]}, ${params[i]})`)
     })
+  }
+  if (act === 'penalize' || act === 'settle') {
     // What a peek of cost 1 answers right after (the mode is not '1': nothing is admitted).
     head.push('cost = 1')
   }
@@ -249,8 +256,7 @@ function decideHead(rules: Rules, act: Act, withBlock: boolean, costs: PerRule |
     )
   }
   // A call with a concurrency rule brings its lease id (made by the store) after the params (and the costs).
-  if (kinds.some((kind) => REDIS_KINDS[kind].mark === 'lease'))
-    head.push(`local lease = ARGV[${costs?.lease ?? extras}]`)
+  if (kinds.some((kind) => REDIS_KINDS[kind].mark === 'lease')) head.push(`local lease = ARGV[${extras}]`)
   return head
 }
 
@@ -308,15 +314,10 @@ function oneRuleFoot(rules: Rules, act: Act, withBlock: boolean, head: string[],
 }
 
 /** Rule i (1-based) replies in out[6i - 5 .. 6i] and keeps what its admit needs in st[2i - 1], st[2i]. */
-function severalRulesFoot(
-  rules: Rules,
-  withBlock: boolean,
-  head: string[],
-  tail: string,
-  costs?: PerRule,
-): string {
+function severalRulesFoot(rules: Rules, act: Act, withBlock: boolean, head: string[], tail: string): string {
   const { kinds, params } = rules
-  const costOf = (i: number): string => costs?.names[i] ?? 'cost'
+  // A call decides at each rule's cost; a penalty's and a settle's peek at cost 1 (`cost`, set in their head).
+  const costOf = (i: number): string => (act === 'apply' ? rules.costs[i]! : 'cost')
   const F = REPLY_FIELDS
   const slots = kinds.flatMap(() => ['0', '0', '0', '0', '0', "''"]).join(', ')
   // The reply table is built at its full size, so its slots are an array from the start.
@@ -379,15 +380,21 @@ const MAX_SCRIPTS = 256
 
 /**
  * The script for rules of these kinds, in this order, doing `act`; `withBlock` when the call carries a block
- * policy (a script without one neither reads nor begins a block).
+ * policy (a script without one neither reads nor begins a block); `perRule` when each rule has a cost of its
+ * own (see `footOf`).
  */
-export function scriptFor(kinds: readonly Kind[], act: Act = 'apply', withBlock = true): Script {
-  const id = `${act}:${withBlock ? 'b' : ''}:${kinds.join(',')}`
+export function scriptFor(
+  kinds: readonly Kind[],
+  act: Act = 'apply',
+  withBlock = true,
+  perRule = false,
+): Script {
+  const id = `${act}:${withBlock ? 'b' : ''}${perRule ? 'c' : ''}:${kinds.join(',')}`
   let s = scripts.get(id)
   if (s === undefined) {
     const chunks = [PRELUDE_LUA]
     for (const kind of new Set(kinds)) chunks.push(REDIS_KINDS[kind].chunk)
-    const foot = footOf(kinds, act, withBlock)
+    const foot = footOf(kinds, act, withBlock, perRule)
     s = script(`${withoutUnused(chunks.join('\n'), foot)}\n${foot}`)
     if (scripts.size >= MAX_SCRIPTS) scripts.clear()
     scripts.set(id, s)

@@ -32,7 +32,10 @@ export interface Plan {
   readonly limits: readonly number[]
   /** Per rule: whether its denial is certain until its `retryAfterMs`, so the denied cache may keep it. */
   readonly certainRetry: readonly boolean[]
-  /** The scripts of the other acts (and of calls with a block), by act and `+b`, made when first needed. */
+  /**
+   * The scripts of the other acts (and of calls with a block, or per-rule costs), by act, `+b` and `+c`, made
+   * when first needed.
+   */
   acts?: { [act: string]: Script }
   /** Whether a rule holds leases (concurrency): a consume then brings a lease id. */
   readonly leases: boolean
@@ -67,13 +70,16 @@ export class Plans {
   }
 }
 
-/** The script of `act` for the plan's rules, with or without a block, made when first needed. */
-export function scriptOf(plan: Plan, act: Act, withBlock: boolean): Script {
+/**
+ * The script of `act` for the plan's rules, with or without a block, of one cost or of one per rule (`perRule`),
+ * made when first needed.
+ */
+export function scriptOf(plan: Plan, act: Act, withBlock: boolean, perRule = false): Script {
   plan.acts ??= {}
-  const id = withBlock ? `${act}+b` : act
+  const id = `${act}${withBlock ? '+b' : ''}${perRule ? '+c' : ''}`
   let s = plan.acts[id]
   if (s === undefined) {
-    s = scriptFor(plan.kinds, act, withBlock)
+    s = scriptFor(plan.kinds, act, withBlock, perRule)
     plan.acts[id] = s
   }
   return s

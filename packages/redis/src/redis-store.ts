@@ -44,7 +44,6 @@ import { RESET_LUA } from './scripts.generated.ts'
 import { type RedisStoreOptions, storeOptions } from './store-options.ts'
 import {
   type Call,
-  costsExtras,
   decode,
   encode,
   encodeConsume,
@@ -55,7 +54,6 @@ import {
   resetKeys,
   returnExtras,
   serverNowOf,
-  settleExtras,
 } from './wire.ts'
 
 export type { RedisStoreOptions } from './store-options.ts'
@@ -200,8 +198,8 @@ export class RedisStore implements Store {
     let s: Script
     if (typeof cost !== 'number') {
       // Each rule at its own cost: the per-rule script, the costs after the params.
-      sent = encode(base, plan, now, mode, 0, block, false, costsExtras(cost, lease))
-      s = scriptOf(plan, 'applyCosts', block !== undefined)
+      sent = encode(base, plan, now, mode, cost, block, false, lease === undefined ? undefined : [lease])
+      s = scriptOf(plan, 'apply', block !== undefined, true)
     } else if (block === undefined && consume && cost > 0 && plan.consume !== undefined) {
       // The common call (one rule's consume, no block) goes by its straight-down script, in the short call.
       sent = encodeConsume(base, plan, now, cost, lease)
@@ -342,12 +340,9 @@ export class RedisStore implements Store {
         const sent = encode(base, plan, now, 'refund', cost, undefined, false, marks)
         this.#calls.attempt(call, scriptOf(plan, 'refundCall', false), sent, true, expectOk)
       } else {
-        const back = settleExtras(
-          cost.map((c) => -c),
-          marks,
-        )
-        const sent = encode(base, plan, now, 'settle', 0, undefined, false, back)
-        this.#calls.attempt(call, scriptOf(plan, 'settle', false), sent, true, () => undefined)
+        const back = cost.map((c) => -c)
+        const sent = encode(base, plan, now, 'settle', back, undefined, false, marks)
+        this.#calls.attempt(call, scriptOf(plan, 'settle', false, true), sent, true, () => undefined)
       }
       this.#track(call.promise.then(undefined, () => {}))
     }
@@ -432,7 +427,8 @@ export class RedisStore implements Store {
     if (refused !== undefined) return Promise.reject(refused)
     const plan = this.#plans.of(rules)
     if (adjustment === 'settle') return this.#settle(prefix, key, plan, rules, cost, block, marks)
-    if (typeof cost !== 'number') return Promise.reject(perRuleRefused(adjustment))
+    // Per-rule costs that are all the same go as one cost, by the act's plain script.
+    if (typeof cost !== 'number') cost = oneCost(cost)
     const penalize = adjustment === 'penalize'
     // A refund or a lifted slot can make a cached denial wrong; a penalty cannot, but it may block.
     if (!penalize) this.#cache?.delete(`${prefix}\u0000${key}`)
@@ -447,7 +443,7 @@ export class RedisStore implements Store {
     // Each rule's mark follows the params for the acts that name one call's units, lease or queue slot.
     const extras = act === 'refund' || act === 'penalize' ? undefined : rules.map((_, i) => marks?.[i] ?? '')
     const sent = encode(base, plan, now, adjustment, cost, withBlock ? block : undefined, false, extras)
-    const s = scriptOf(plan, act, withBlock)
+    const s = scriptOf(plan, act, withBlock, typeof cost !== 'number')
     const call = this.#calls.start<StoreAnswer | undefined>()
     this.#calls.attempt(call, s, sent, true, (reply) =>
       penalize ? decode(plan.limits, rules, reply, false)[0] : expectOk(reply),
@@ -478,18 +474,11 @@ export class RedisStore implements Store {
     if (amounts.some((a) => a < 0)) this.#cache?.delete(`${prefix}\u0000${key}`)
     this.#releases.before(key)
     const base = keyBase(this.#prefix, prefix, key)
-    const sent = encode(
-      base,
-      plan,
-      this.#scriptNow(),
-      'settle',
-      0,
-      block,
-      false,
-      settleExtras(amounts, marks),
-    )
+    // Each rule's mark follows the amounts: '' for a rule that gives nothing back.
+    const extras = rules.map((_, i) => marks?.[i] ?? '')
+    const sent = encode(base, plan, this.#scriptNow(), 'settle', amounts, block, false, extras)
     const call = this.#calls.start<StoreAnswer | undefined>()
-    this.#calls.attempt(call, scriptOf(plan, 'settle', block !== undefined), sent, true, (reply) => {
+    this.#calls.attempt(call, scriptOf(plan, 'settle', block !== undefined, true), sent, true, (reply) => {
       return decode(plan.limits, rules, reply, false)[0]
     })
     return call.promise
@@ -576,14 +565,6 @@ function leaseUnits(plan: Plan, cost: number | Costs): number {
   for (let i = 0; i < plan.kinds.length; i++)
     if (REDIS_KINDS[plan.kinds[i]!].mark === 'lease') return cost[i]!
   return 0
-}
-
-/** Per-rule amounts for an adjustment other than a settle: no such act. */
-function perRuleRefused(adjustment: Adjustment): InvalidCostError {
-  return new InvalidCostError(
-    undefined,
-    `'${adjustment}' takes one cost for every rule; only a settle takes one per rule`,
-  )
 }
 
 /** A call as the store carries it: what its local layers read, and what the wire needs besides. */

@@ -5,9 +5,9 @@
  *
  * KEYS: each rule's key, then the key's reset count (a batch's acts: fetch, return), then the key's block
  * (when the call carries a block policy: the scripts read it from the last key).
- * ARGV: the head (now, mode, cost, deadline, block), each rule's params, then the act's extras: a call's
- * per-rule costs (`costsExtras`), a consume's lease (a plan with a concurrency rule), a settle's amounts and
- * marks (`settleExtras`), the marks of a release, unqueue or refund of one call, a fetch's
+ * ARGV: the head (now, mode, cost, deadline, block), each rule's params, a call's per-rule costs (one per
+ * rule, the head's cost then 0; a settle's signed amounts), then the act's extras: a consume's lease (a plan
+ * with a concurrency rule), the marks of a settle, of a release, unqueue or refund of one call, a fetch's
  * (`fetchExtras`) or a return's (`returnExtras`). The one exception is the short call of a straight-down
  * consume of one rule (`encodeConsume`): the deadline, the rule's params, a concurrency rule's lease id,
  * then the cost and the caller's ms only when they say something.
@@ -106,33 +106,6 @@ export const FETCH_EXTRAS = { want: 0, seen: 1, spent: 2 } as const
 /** Where each of a return's extras sits: when its units were counted (Redis ms), then as a fetch's. */
 export const RETURN_EXTRAS = { countedAt: 0, seen: 1, spent: 2 } as const
 
-/**
- * A call with per-rule costs (compose.ts's `applyCosts`): each rule's cost after the params, in order, then a
- * consume's lease (a plan with a concurrency rule). The head's cost (ARGV[3]) is then 0 and read by nobody.
- */
-export function costsExtras(costs: Costs, lease: string | undefined): string[] {
-  const out = costs.map(String)
-  if (lease !== undefined) out.push(lease)
-  return out
-}
-
-/**
- * Where a settle's extras sit after the params, each a run of one value per rule in order: its signed
- * amount (`amounts`, the n values right after the params), then its `refundMark` ('' for none: `marks`).
- */
-export const SETTLE_EXTRAS = { amounts: 0, marks: 1 } as const
-
-/** A settle's extras, in `SETTLE_EXTRAS` order. The head's cost (ARGV[3]) is then 0 and read by nobody. */
-export function settleExtras(amounts: Costs, marks: readonly (string | undefined)[] | undefined): string[] {
-  const n = amounts.length
-  const out = new Array<string>(2 * n)
-  for (let i = 0; i < n; i++) {
-    out[SETTLE_EXTRAS.amounts * n + i] = String(amounts[i])
-    out[SETTLE_EXTRAS.marks * n + i] = marks?.[i] ?? ''
-  }
-  return out
-}
-
 /** A fetch's extras, in `FETCH_EXTRAS` order. */
 export function fetchExtras(e: { want: number; seen: string; spent: number }): string[] {
   const out = new Array<string>(3)
@@ -186,14 +159,16 @@ export interface RulesOnWire {
 
 /**
  * Encodes one call on the key whose base (`keyBase`) is `base`: `block` when the call reads or may begin a
- * block, `withResets` for a batch's acts, `extras` after the params (see the module comment).
+ * block, `withResets` for a batch's acts, `extras` after the params (see the module comment). `cost`: one
+ * for every rule, or one per rule (`Costs`: after the params, before the extras; the script is then its
+ * act's per-rule one, compose.ts `footOf`).
  */
 export function encode(
   base: string,
   rules: RulesOnWire,
   now: number | undefined,
   mode: Mode,
-  cost: number,
+  cost: number | Costs,
   block?: BlockPolicy,
   withResets = false,
   extras: readonly string[] = NONE,
@@ -204,18 +179,21 @@ export function encode(
   if (withResets) keys.push(base + RESETS_SUFFIX)
   if (block !== undefined) keys.push(base + BLOCK_SUFFIX)
   const params = rules.params
-  const args = new Array<string>(HEAD_ARGS + params.length + extras.length)
+  const costs = typeof cost === 'number' ? NONE : cost
+  const args = new Array<string>(HEAD_ARGS + params.length + costs.length + extras.length)
   args[0] = now === undefined ? '' : String(now)
   args[1] = mode
-  args[2] = String(cost)
+  args[2] = typeof cost === 'number' ? String(cost) : '0'
   args[3] = ''
   args[4] = blockArg(block)
-  for (let i = 0; i < params.length; i++) args[i + HEAD_ARGS] = params[i]!
-  for (let i = 0; i < extras.length; i++) args[i + HEAD_ARGS + params.length] = extras[i]!
+  let at = HEAD_ARGS
+  for (let i = 0; i < params.length; i++) args[at++] = params[i]!
+  for (let i = 0; i < costs.length; i++) args[at++] = String(costs[i])
+  for (let i = 0; i < extras.length; i++) args[at++] = extras[i]!
   return { keys, args, deadlineAt: HEAD_DEADLINE }
 }
 
-const NONE: readonly string[] = []
+const NONE: readonly never[] = []
 
 /**
  * A straight-down consume (src/scripts/*-consume.lua: one fixedWindow, slidingLog or concurrency rule, a

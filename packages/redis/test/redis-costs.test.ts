@@ -4,7 +4,16 @@
  * a settle changes each rule by its own signed amount in one script call and answers as a peek right after.
  * The memory store and Redis agree on random traces of both in test/redis-conformance.test.ts.
  */
-import { fixedWindow, type Rule, type RuleDecision, type StoreAnswer, slidingWindow } from '@sluice/core'
+import {
+  createLimiter,
+  type Decision,
+  ErrorCode,
+  fixedWindow,
+  type Rule,
+  type RuleDecision,
+  type StoreAnswer,
+  slidingWindow,
+} from '@sluice/core'
 import { refundMark } from '@sluice/core/store'
 import { RedisStore } from '@sluice/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -51,6 +60,7 @@ describe.each(CLIENT_KINDS)('per-rule costs and settle on Redis (%s)', (kind) =>
       client: await clientOf(kind, server),
       clock: () => clock.now,
       deniedCache: false,
+      timeoutMs: 5000,
     })
     return { store, clock, prefix: `costs${run++}` }
   }
@@ -147,5 +157,63 @@ describe.each(CLIENT_KINDS)('per-rule costs and settle on Redis (%s)', (kind) =>
       [true, 8, 60_000, 0],
       [true, 99, 60_000, 0],
     ])
+  })
+})
+
+describe.each(CLIENT_KINDS)('a limiter settling on Redis (%s)', (kind) => {
+  async function rig() {
+    const clock = { now: T }
+    const client = await clientOf(kind, server)
+    const store = new RedisStore({ client, clock: () => clock.now, timeoutMs: 5000 })
+    const limiter = createLimiter({ rules: RULES, store, prefix: `settle${run++}` })
+    const left = async () => (await limiter.peek('k')).rules.map((d) => d.remaining)
+    // Redis's clock learnt, and the scripts loaded (a script's first call may go as EVALSHA, then EVAL).
+    const warm = await limiter.consume('warm', { cost: { tokens: 2 } })
+    await limiter.settle('warm', { decision: warm, cost: { tokens: 1 } })
+    return { limiter, left }
+  }
+
+  it('reserves per rule, then settles to the true cost in one script call each', async () => {
+    const { limiter, left } = await rig()
+    await server.cli('CONFIG', 'RESETSTAT')
+    const ok = await limiter.consume('k', { cost: { tokens: 90 } })
+    expect([ok.allowed, ok.rules.map((r) => r.remaining)]).toEqual([true, [9, 10]])
+    expect((await limiter.consume('k', { cost: { tokens: 20 } })).allowed).toBe(false)
+    const after = await limiter.settle('k', { decision: ok, cost: { tokens: 30 } })
+    expect(after.rules.map((r) => r.remaining)).toEqual([8, 69])
+    expect(await scriptCalls()).toBe(3)
+    expect(await left()).toEqual([8, 69])
+  })
+
+  it('bad input to settle never reaches Redis, and changes nothing', async () => {
+    const { limiter, left } = await rig()
+    const ok = await limiter.consume('k', { cost: { tokens: 90 } })
+    const denied = await limiter.consume('k', { cost: { tokens: 20 } })
+    expect(denied.allowed).toBe(false)
+    const settled = await limiter.consume('k', { cost: { tokens: 5 } })
+    await limiter.settle('k', { decision: settled, cost: { tokens: 5 } })
+    const before = await left()
+    await server.cli('CONFIG', 'RESETSTAT')
+    const bad: [Decision, unknown, string][] = [
+      [denied, 1, ErrorCode.INVALID_SETTLE],
+      [settled, 1, ErrorCode.INVALID_SETTLE],
+      [await limiter.peek('k'), 1, ErrorCode.INVALID_SETTLE],
+      [{} as Decision, 1, ErrorCode.INVALID_SETTLE],
+      [ok, -1, ErrorCode.INVALID_COST],
+      [ok, 2.5, ErrorCode.INVALID_COST],
+      [ok, 2 ** 50 + 1, ErrorCode.INVALID_COST],
+      [ok, { tokens: -5 }, ErrorCode.INVALID_COST],
+      [ok, { token: 5 }, ErrorCode.INVALID_COST],
+    ]
+    for (const [decision, cost, code] of bad) {
+      const error = await limiter.settle('k', { decision, cost: cost as never }).catch((e: unknown) => e)
+      expect(error).toMatchObject({ code })
+    }
+    expect(await scriptCalls()).toBe(1) // the peek above
+    expect(await left()).toEqual(before)
+    // The call refused a bad cost may still settle.
+    expect(
+      (await limiter.settle('k', { decision: ok, cost: { tokens: 0 } })).rules.map((r) => r.remaining),
+    ).toEqual([before[0], before[1]! + 90])
   })
 })

@@ -98,7 +98,9 @@ export async function unqueue<C>(
   const costs: CostOf = (rules) => {
     if (typeof given === 'number') return given
     if (given !== undefined) return sameCost(perRule(given, rules, () => 1))
-    const reserved = reservedCosts(decision, 'unqueue.decision')
+    const reserved = reservedCosts(decision)
+    if (reserved === null)
+      throw new InvalidOptionError('unqueue.decision', decision, 'a decision from consume')
     return reserved === undefined ? 1 : sameCost(rules.map((_, i) => reserved[i] ?? 1))
   }
   await adjust(parts, key, { context: options?.context }, 'unqueue', queues, costs)
@@ -124,9 +126,11 @@ export async function settle<C>(
 ): Promise<Decision> {
   const storageKey = keyOf(key)
   const decision: unknown = (options as Partial<SettleOptions<C>> | undefined)?.decision
-  if (!counted(decision)) return decision as Decision
+  const work = counted(decision)
   const truth = trueCostOf(options.cost)
-  const reserved = reservedCosts(decision, 'settle.decision')
+  if (!work) return decision as Decision
+  const reserved = reservedCosts(decision)
+  if (reserved === null) throw invalidSettle(decision, 'its costs are not one integer >= 1 per rule')
   if (settledDecisions.has(decision)) throw invalidSettle(decision, 'it has been settled already')
   // Taken before the rules resolve, so a second settle of it meanwhile is refused; given back on an error.
   settledDecisions.add(decision)
@@ -178,8 +182,11 @@ function invalidSettle(decision: unknown, why: string): SluiceError {
   return new SluiceError(ErrorCode.INVALID_SETTLE, `Cannot settle ${describe(decision)}: ${why}.`)
 }
 
-/** What an admitted decision reserved per rule (`Decision.costs`), checked; undefined: 1 under each rule. */
-function reservedCosts(decision: Decision, option: string): Costs | undefined {
+/**
+ * What an admitted decision reserved per rule (`Decision.costs`): undefined for 1 under each rule, null when
+ * it is not one integer from 1 to 2^50 per rule (not a decision a limiter made).
+ */
+function reservedCosts(decision: Decision): Costs | undefined | null {
   const costs = (decision as { costs?: unknown }).costs
   if (costs === undefined) return undefined
   if (
@@ -187,7 +194,7 @@ function reservedCosts(decision: Decision, option: string): Costs | undefined {
     costs.length !== decision.rules.length ||
     !costs.every((c) => Number.isSafeInteger(c) && c >= 1 && c <= MAX_FIGURE)
   ) {
-    throw new InvalidOptionError(option, decision, 'a decision from consume')
+    return null
   }
   return costs
 }
