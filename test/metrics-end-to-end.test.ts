@@ -3,13 +3,14 @@
  * real redis-server, whose denied-key cache answers a hot key), a store that fails, a queue and a shadowed
  * limit; a real OpenTelemetry SDK and a real prom-client registry; exact counts per result and reason.
  */
+import diagnostics from 'node:diagnostics_channel'
 import { type DataPoint, MeterProvider, type MetricData, MetricReader } from '@opentelemetry/sdk-metrics'
 import { fixedWindow, leakyBucket, MemoryStore, type Store } from '@sluice/core'
 import { rateLimit } from '@sluice/express'
 import { liveStats, openTelemetryMetrics, prometheusMetrics } from '@sluice/metrics'
 import { RedisStore } from '@sluice/redis'
 import { Registry } from 'prom-client'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
 import { flavours, listen } from '../packages/express/test/support.ts'
 import { closeClients, ioredis } from './harness/clients.ts'
 import { startRedis, stopAll } from './harness/redis.ts'
@@ -153,6 +154,91 @@ describe('metrics from real decisions', () => {
     expect(totals('queue')).toEqual([1, 1, 0, 0])
     expect(totals('shadow')).toEqual([1, 0, 1, 1])
     expect(stats.snapshot().limiters.api!.topDenied).toEqual([{ key: '127.0.0.1', count: 2 }])
+    for (const sink of sinks) sink.close()
+  })
+
+  it('counts the units settles gave back or charged, from the settle option and a handler settle, on a real Redis store', async () => {
+    const reader = new CollectingReader()
+    const meter = new MeterProvider({ readers: [reader] }).getMeter('test')
+    const registry = new Registry()
+    const sinks = [openTelemetryMetrics({ meter }), prometheusMetrics({ registry })]
+    const client = await ioredis(await startRedis())
+    const budget = () => [
+      fixedWindow({ limit: 10, windowMs: 60_000, name: 'requests' }),
+      fixedWindow({ limit: 1000, windowMs: 60_000, name: 'tokens' }),
+    ]
+    // A still clock: the request and its settle fall in one window, whenever the test runs.
+    const clock = () => 1_000_020_000
+    const settles: unknown[] = []
+    const listener = (message: unknown) => {
+      if ((message as { action?: string }).action === 'settle') settles.push(message)
+    }
+    diagnostics.subscribe('sluice:http', listener)
+    const app = express()
+    app.post(
+      '/v1/chat',
+      rateLimit({
+        rules: budget(),
+        store: new RedisStore({ client, prefix: 'settle-option', clock }),
+        prefix: 'ai',
+        cost: () => ({ tokens: 400 }),
+        settle: () => ({ tokens: 150 }),
+      }),
+      (_req, res) => res.end(),
+    )
+    app.post(
+      '/v1/exact',
+      rateLimit({
+        rules: budget(),
+        store: new RedisStore({ client, prefix: 'settle-handler', clock }),
+        prefix: 'exact',
+        cost: () => ({ tokens: 400 }),
+      }),
+      async (req, res) => {
+        const after = await req.rateLimit!.settle({ tokens: 900 })
+        res.json({ remaining: after.rules.map((r) => r.remaining) })
+      },
+    )
+    const server = await listen(app)
+    try {
+      expect((await fetch(`${server.url}/v1/chat`, { method: 'POST' })).status).toBe(200)
+      const exact = await fetch(`${server.url}/v1/exact`, { method: 'POST' })
+      expect(await exact.json()).toEqual({ remaining: [8, 99] })
+      await vi.waitFor(() => expect(settles).toHaveLength(2))
+    } finally {
+      diagnostics.unsubscribe('sluice:http', listener)
+      await server.close()
+    }
+
+    const { resourceMetrics } = await reader.collect()
+    const byName = new Map(
+      resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).map((m) => [m.descriptor.name, m]),
+    )
+    expect(points(byName.get('sluice.settle.units'))).toEqual(
+      sorted([
+        [{ 'sluice.limiter': 'ai', 'sluice.rule': 'tokens', 'sluice.settle.change': 'given_back' }, 250],
+        [{ 'sluice.limiter': 'exact', 'sluice.rule': 'tokens', 'sluice.settle.change': 'charged' }, 500],
+      ]),
+    )
+    const http = (limiter: string, action: string, route: string) => [
+      { 'http.route': route, 'sluice.action': action, 'sluice.limiter': limiter },
+      1,
+    ]
+    expect(points(byName.get('sluice.http.requests'))).toEqual(
+      sorted([
+        http('ai', 'allow', 'POST /v1/chat'),
+        http('ai', 'settle', 'POST /v1/chat'),
+        http('exact', 'allow', 'POST /v1/exact'),
+        http('exact', 'settle', 'POST /v1/exact'),
+      ]),
+    )
+    const prom = await registry.getSingleMetric('sluice_settle_units_total')!.get()
+    expect(sorted(prom.values.map((v) => [{ ...v.labels }, v.value]))).toEqual(
+      sorted([
+        [{ limiter: 'ai', rule: 'tokens', change: 'given_back' }, 250],
+        [{ limiter: 'exact', rule: 'tokens', change: 'charged' }, 500],
+      ]),
+    )
     for (const sink of sinks) sink.close()
   })
 })

@@ -33,6 +33,7 @@
  * @module
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
+import http from 'node:http'
 import {
   concurrency,
   createLimiter,
@@ -44,15 +45,21 @@ import {
   slidingLog,
   tokenBucket,
 } from '@sluice/core'
+import type { RequestRateLimit } from '@sluice/core/http'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
 import { closeClients } from '../harness/clients.ts'
 import { stopAll } from '../harness/redis.ts'
 import { limitHeaders, memoryKind, openRequest, redisKind, type StoreKind, send, turn } from './support.ts'
 
-/** What a route's handler answers: a status and a JSON body. */
+/** What a route's handler answers: a status and a JSON body, or a streamed text body. */
 export interface ContractReply {
   readonly status: number
   readonly body: unknown
+  /**
+   * When given, the handler answers `status` with `content-type: text/plain` and this body, each chunk
+   * written as it comes (`body` is then not sent): what an AI gateway's streamed answer looks like.
+   */
+  readonly stream?: AsyncIterable<string>
 }
 
 /** One route of a contract app. */
@@ -60,8 +67,11 @@ export interface ContractRoute {
   readonly method: 'GET' | 'POST'
   /** The route's template, parameters as `:name` (`/items/:id`). */
   readonly path: string
-  /** Called by the route's handler with the decision the framework exposes; the handler answers its reply. */
-  handle(decision: Decision | undefined): ContractReply | Promise<ContractReply>
+  /**
+   * Called by the route's handler with what the framework exposes to it (`req.rateLimit`: the decision,
+   * with `settle`); the handler answers its reply.
+   */
+  handle(decision: RequestRateLimit | undefined): ContractReply | Promise<ContractReply>
 }
 
 /** The app a case asks an adapter to serve. */
@@ -695,6 +705,259 @@ function contractCases(adapter: ContractAdapter, kind: StoreKind): void {
       } finally {
         unsubscribe('sluice:http', listener)
       }
+    })
+  })
+
+  describe('token budgets: per-rule costs, settling, OpenAI headers', () => {
+    /** Two rules a request reserves against: one request, and its tokens (`x-tokens`). */
+    const budget = () => [
+      fixedWindow({ limit: 5, windowMs: 60_000, name: 'requests' }),
+      fixedWindow({ limit: 100, windowMs: 60_000, name: 'tokens' }),
+    ]
+    const client = { headers: { 'x-client': 'c1', 'x-tokens': '40' } }
+
+    // Each case begins at the start of a minute: its one-minute windows reset in exactly 60 s.
+    beforeEach(() => kind.advance((60_000 - (kind.now() % 60_000)) % 60_000))
+
+    /** A limit over `budget()` keyed by `x-client`, reserving `{ tokens: x-tokens }` per request. */
+    function budgetOptions(more: Record<string, unknown> = {}) {
+      const tokens = adapter.keyFromHeader('x-tokens') as (request: unknown) => string | undefined
+      const limiter = createLimiter({ rules: budget(), store: kind.store(), prefix: `budget-${++limits}` })
+      const options = {
+        limiter,
+        key: adapter.keyFromHeader('x-client'),
+        cost: (request: unknown) => ({ tokens: Number(tokens(request)) }),
+        ...more,
+      }
+      return { limiter, options }
+    }
+
+    /** Units each rule of `c1` has used: a peek answers as if it counted one more. */
+    const used = async (limiter: { peek(key: string): Promise<Decision> }) => {
+      const peeked = await limiter.peek('c1')
+      return Object.fromEntries(peeked.rules.map((rule) => [rule.rule, rule.limit - 1 - rule.remaining]))
+    }
+
+    /** The next settle published on `sluice:http`. */
+    function nextSettle(): Promise<Record<string, unknown>> {
+      return new Promise((resolve) => {
+        const listener = (message: unknown) => {
+          const m = message as Record<string, unknown>
+          if (m.action !== 'settle') return
+          unsubscribe('sluice:http', listener)
+          resolve(m)
+        }
+        subscribe('sluice:http', listener)
+      })
+    }
+
+    /** A route streaming `first`, then, once `release()` is called, `rest`. */
+    function streamRoute() {
+      let release!: () => void
+      const gate = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      const route: ContractRoute = {
+        method: 'GET',
+        path: '/v1/chat',
+        handle: () => ({
+          status: 200,
+          body: null,
+          stream: (async function* () {
+            yield 'first;'
+            await gate
+            yield 'rest'
+          })(),
+        }),
+      }
+      return { route, release }
+    }
+
+    it("reserves the request's cost per rule, all or none, and sends OpenAI's headers exactly", async () => {
+      const { limiter, options } = budgetOptions({ headers: 'openai' })
+      const url = await serve({ limits: [options], routes: [okRoute('/v1/chat').route] })
+      const first = await send(`${url}/v1/chat`, { headers: { 'x-client': 'c1', 'x-tokens': '30' } })
+      expect(first.status).toBe(200)
+      expect(limitHeaders(first).sort()).toEqual([
+        'x-ratelimit-limit-requests',
+        'x-ratelimit-limit-tokens',
+        'x-ratelimit-remaining-requests',
+        'x-ratelimit-remaining-tokens',
+        'x-ratelimit-reset-requests',
+        'x-ratelimit-reset-tokens',
+      ])
+      expect(first.headers.get('x-ratelimit-limit-requests')).toBe('5')
+      expect(first.headers.get('x-ratelimit-remaining-requests')).toBe('4')
+      expect(first.headers.get('x-ratelimit-reset-requests')).toBe('1m0s')
+      expect(first.headers.get('x-ratelimit-limit-tokens')).toBe('100')
+      expect(first.headers.get('x-ratelimit-remaining-tokens')).toBe('70')
+      expect(first.headers.get('x-ratelimit-reset-tokens')).toBe('1m0s')
+      expect(await used(limiter)).toEqual({ requests: 1, tokens: 30 })
+
+      kind.advance(59_880)
+      // 80 tokens do not fit in 70: denied, and the requests rule counts nothing either.
+      const denied = await send(`${url}/v1/chat`, { headers: { 'x-client': 'c1', 'x-tokens': '80' } })
+      expect(denied.status).toBe(429)
+      expect(denied.headers.get('retry-after')).toBe('1')
+      expect(denied.headers.get('x-ratelimit-remaining-tokens')).toBe('70')
+      expect(denied.headers.get('x-ratelimit-reset-tokens')).toBe('120ms')
+      expect(denied.headers.get('x-ratelimit-remaining-requests')).toBe('4')
+      expect(denied.headers.get('ratelimit')).toBeNull()
+      expect(await used(limiter)).toEqual({ requests: 1, tokens: 30 })
+
+      // A cost no rule can take is the request's error (the framework's error path), and counts nothing.
+      vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+      const unknown = await send(`${url}/v1/chat`, { headers: { 'x-client': 'c1', 'x-tokens': '-1' } })
+      expect(unknown.status).toBe(500)
+      expect(await used(limiter)).toEqual({ requests: 1, tokens: 30 })
+    })
+
+    it('settles a streamed answer once its body has ended, at what the settle option answers', async () => {
+      const asked: boolean[] = []
+      const { limiter, options } = budgetOptions({
+        settle: (_request: unknown, _response: unknown, finished: boolean) => {
+          asked.push(finished)
+          return { tokens: 12 }
+        },
+      })
+      const { route, release } = streamRoute()
+      const url = await serve({ limits: [options], routes: [route] })
+      const settled = nextSettle()
+      const res = await fetch(`${url}/v1/chat`, client)
+      expect(res.status).toBe(200)
+      const reader = res.body!.getReader()
+      expect(new TextDecoder().decode((await reader.read()).value)).toBe('first;')
+      // Mid-stream, the reservation stands and nobody was asked.
+      expect(await used(limiter)).toEqual({ requests: 1, tokens: 40 })
+      expect(asked).toEqual([])
+      release()
+      let rest = ''
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+        rest += new TextDecoder().decode(chunk.value)
+      }
+      expect(rest).toBe('rest')
+      const message = await settled
+      expect(message).toMatchObject({
+        key: 'c1',
+        reserved: { requests: 1, tokens: 40 },
+        cost: { requests: 1, tokens: 12 },
+      })
+      expect(asked).toEqual([true])
+      expect(await used(limiter)).toEqual({ requests: 1, tokens: 12 })
+    })
+
+    it('settles when the client leaves mid-stream, the settle option told the response did not finish', async () => {
+      const asked: boolean[] = []
+      const { limiter, options } = budgetOptions({
+        settle: (_request: unknown, _response: unknown, finished: boolean) => {
+          asked.push(finished)
+          return finished ? undefined : { tokens: 5 }
+        },
+      })
+      const { route, release } = streamRoute()
+      const url = await serve({ limits: [options], routes: [route] })
+      const settled = nextSettle()
+      const request = http.get(`${url}/v1/chat`, { agent: false, headers: client.headers })
+      request.on('error', () => {})
+      const firstChunk = await new Promise<string>((resolve) => {
+        request.on('response', (res) => res.once('data', (chunk: Buffer) => resolve(chunk.toString())))
+      })
+      expect(firstChunk).toBe('first;')
+      expect(await used(limiter)).toEqual({ requests: 1, tokens: 40 })
+      request.destroy()
+      const message = await settled
+      release()
+      expect(message).toMatchObject({ key: 'c1', cost: { requests: 1, tokens: 5 } })
+      expect(asked).toEqual([false])
+      expect(await used(limiter)).toEqual({ requests: 1, tokens: 5 })
+    })
+
+    it('lets the handler settle at once: the settle option is then not asked, and a second settle is refused', async () => {
+      const asked: boolean[] = []
+      const { limiter, options } = budgetOptions({
+        headers: { standard: 'draft-8', openai: true },
+        settle: (_request: unknown, _response: unknown, finished: boolean) => {
+          asked.push(finished)
+          return 99
+        },
+      })
+      const route: ContractRoute = {
+        method: 'POST',
+        path: '/v1/chat',
+        handle: async (shown) => {
+          const after = await shown!.settle({ tokens: 7 })
+          const again = await shown!.settle(1).then(
+            () => 'settled twice',
+            (error: { code?: string }) => error.code,
+          )
+          return {
+            status: 200,
+            body: {
+              before: shown!.rules.map((r) => r.remaining),
+              after: after.rules.map((r) => r.remaining),
+              again,
+            },
+          }
+        },
+      }
+      const url = await serve({ limits: [options], routes: [route] })
+      const settled = nextSettle()
+      const answer = await send(`${url}/v1/chat`, { method: 'POST', headers: client.headers })
+      expect(answer.status).toBe(200)
+      // What the response was admitted with (its headers, `before`), and what a peek answered after the settle.
+      expect(answer.headers.get('ratelimit')).toBe('"requests";r=4;t=60, "tokens";r=60;t=60')
+      expect(answer.headers.get('x-ratelimit-remaining-tokens')).toBe('60')
+      expect(JSON.parse(answer.text)).toEqual({
+        before: [4, 60],
+        after: [3, 92],
+        again: ErrorCode.INVALID_SETTLE,
+      })
+      expect(await settled).toMatchObject({
+        reserved: { requests: 1, tokens: 40 },
+        cost: { requests: 1, tokens: 7 },
+      })
+      await turn()
+      expect(asked).toEqual([])
+      expect(await used(limiter)).toEqual({ requests: 1, tokens: 7 })
+    })
+
+    stacked('a handler settle reaches every stacked limit, each only under the rules it has', async () => {
+      const store = kind.store()
+      const tokens = adapter.keyFromHeader('x-tokens') as (request: unknown) => string | undefined
+      const global = createLimiter({
+        rules: [fixedWindow({ limit: 10, windowMs: 60_000, name: 'requests' })],
+        store,
+        prefix: `global-${++limits}`,
+      })
+      const model = createLimiter({
+        rules: [fixedWindow({ limit: 100, windowMs: 60_000, name: 'tokens' })],
+        store,
+        prefix: `model-${++limits}`,
+      })
+      const route: ContractRoute = {
+        method: 'GET',
+        path: '/v1/chat',
+        handle: async (shown) => {
+          const after = await shown!.settle({ tokens: 9 })
+          return { status: 200, body: { remaining: after.remaining } }
+        },
+      }
+      const url = await serve({
+        limits: [
+          { limiter: global, key: adapter.keyFromHeader('x-client') },
+          {
+            limiter: model,
+            key: adapter.keyFromHeader('x-client'),
+            cost: (request: unknown) => Number(tokens(request)),
+          },
+        ],
+        routes: [route],
+      })
+      const answer = await send(`${url}/v1/chat`, client)
+      expect(answer.status).toBe(200)
+      expect(JSON.parse(answer.text)).toEqual({ remaining: 90 })
+      expect(await used(global)).toEqual({ requests: 1 })
+      expect(await used(model)).toEqual({ tokens: 9 })
     })
   })
 

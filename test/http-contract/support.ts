@@ -16,6 +16,8 @@ export interface StoreKind {
   store(): Store
   /** Moves the store's manual clock. */
   advance(ms: number): void
+  /** The store's manual clock, now. */
+  now(): number
   /** Starts what the kind needs (a redis-server), before the kind's tests. */
   setUp(): Promise<void>
   /** Empties the state between tests. */
@@ -40,6 +42,7 @@ export function memoryKind(): StoreKind {
     name: 'memory',
     store: () => new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }),
     advance: clock.advance,
+    now: clock.now,
     setUp: async () => {},
     clear: async () => {},
   }
@@ -63,6 +66,7 @@ export function redisKind(): StoreKind {
     store: () =>
       new RedisStore({ client: client!, prefix: `contract${++stores}`, clock: clock.now, timeoutMs: 5000 }),
     advance: clock.advance,
+    now: clock.now,
     setUp: async () => {
       server = await startRedis()
       client = await ioredis(server)

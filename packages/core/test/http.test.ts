@@ -554,3 +554,136 @@ describe('RequestRecord and the response-end phase', () => {
     limit.limiter.close()
   })
 })
+
+describe('settling a request: the settle option, req.rateLimit.settle', () => {
+  const budget = () => [
+    fixedWindow({ limit: 5, windowMs: 60_000, name: 'requests' }),
+    fixedWindow({ limit: 100, windowMs: 60_000, name: 'tokens' }),
+  ]
+
+  /** A limit over `budget()` on a manual clock, each request reserving 40 tokens; `send` admits one. */
+  function budgetLimit(options: Partial<HttpLimitOptions<FakeRequest, FakeResponse>> = {}) {
+    const { store } = clockedStore()
+    const adapter = adapterFor(view)
+    const limit = buildRequestLimit(
+      parseHttpOptions<FakeRequest, FakeResponse>('t', {
+        rules: budget(),
+        store,
+        cost: () => ({ tokens: 40 }),
+        ...options,
+      }),
+      adapter,
+    )
+    const used = async () => {
+      const peeked = await limit.limiter.peek('203.0.113.7')
+      return Object.fromEntries(peeked.rules.map((r) => [r.rule, r.limit - 1 - r.remaining]))
+    }
+    const send = async () => {
+      const req = request()
+      const res = new FakeResponse()
+      const outcome = await limit.consume(req, res)
+      expect(outcome.action).toBe('allow')
+      return { req, res, record: adapter.recordOf(req)! }
+    }
+    return { limit, used, send }
+  }
+
+  const finish = (res: FakeResponse) => {
+    res.writableFinished = true
+    res.emit('finish')
+  }
+
+  /** Lets the end phase's promises settle. */
+  const settled = async () => {
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+  }
+
+  afterEach(() => {
+    vi.restoreAllMocks()
+  })
+
+  it('rejects a settle option that is not a function, naming it', () => {
+    expect(() => parseHttpOptions('t', { rules: budget(), settle: 12 })).toThrow(
+      expect.objectContaining({ code: ErrorCode.INVALID_OPTION, option: 't.settle' }),
+    )
+  })
+
+  it('shows the decision with a settle that neither spreads nor serializes', async () => {
+    const { send } = budgetLimit()
+    const { record } = await send()
+    const shown = record.shown!
+    expect(shown).toEqual(record.decision)
+    expect(JSON.stringify(shown)).toBe(JSON.stringify(record.decision))
+    expect(Object.keys(shown)).not.toContain('settle')
+    expect(typeof shown.settle).toBe('function')
+    // Read again, the same object.
+    expect(record.shown).toBe(shown)
+  })
+
+  it('a settle option that throws or rejects keeps the reservation, with one warning per limit', async () => {
+    const warnings = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    const { send, used } = budgetLimit({
+      settle: () => {
+        throw new Error('no usage')
+      },
+    })
+    const first = await send()
+    finish(first.res)
+    const second = await send()
+    finish(second.res)
+    await settled()
+    expect(await used()).toEqual({ requests: 2, tokens: 80 })
+    expect(warnings).toHaveBeenCalledTimes(1)
+    expect(String(warnings.mock.calls[0]![0])).toBe(
+      'sluice (sluice): settle threw (the reservation stays): Error: no usage. Further such failures of this limit are not reported.',
+    )
+  })
+
+  it('a settle the limiter refuses (a bad cost) keeps the reservation, with a warning', async () => {
+    const warnings = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    const { send, used } = budgetLimit({ settle: async () => ({ tokens: -3 }) })
+    finish((await send()).res)
+    await settled()
+    expect(await used()).toEqual({ requests: 1, tokens: 40 })
+    expect(warnings).toHaveBeenCalledTimes(1)
+    expect(String(warnings.mock.calls[0]![0])).toBe(
+      'sluice (sluice): settling a reservation failed, so it stays: InvalidCostError: Invalid cost -3: expected an integer from 0 to 2^50 for rule tokens.. Further such failures of this limit are not reported.',
+    )
+  })
+
+  it('a settle naming none of the rules leaves the reservation; undefined keeps it', async () => {
+    const answers: unknown[] = [{ images: 2 }, undefined]
+    const { send, used } = budgetLimit({ settle: () => answers.shift() as undefined })
+    finish((await send()).res)
+    finish((await send()).res)
+    await settled()
+    expect(await used()).toEqual({ requests: 2, tokens: 80 })
+  })
+
+  it('countWhen answering false gives per-rule units back (a settle at 0); the settle option is not asked', async () => {
+    const asked: boolean[] = []
+    const { send, used } = budgetLimit({
+      countWhen: () => false,
+      settle: (_req, _res, finished) => {
+        asked.push(finished)
+        return 1
+      },
+    })
+    finish((await send()).res)
+    await settled()
+    expect(await used()).toEqual({ requests: 0, tokens: 0 })
+    expect(asked).toEqual([])
+  })
+
+  it("the handler's settle on a request no reservation was made for answers the shown decision", async () => {
+    const adapter = adapterFor(view)
+    const limit = buildRequestLimit(
+      parseHttpOptions<FakeRequest, FakeResponse>('t', { rules: () => null }),
+      adapter,
+    )
+    const req = request()
+    expect((await limit.consume(req, new FakeResponse())).action).toBe('allow')
+    const record = adapter.recordOf(req)!
+    expect(await record.shown!.settle({ tokens: 3 })).toBe(record.decision)
+  })
+})

@@ -3,6 +3,7 @@
  * route before its handler; `trust proxy` set to loopback when the suite trusts the proxy.
  */
 import type { AddressInfo } from 'node:net'
+import { Readable } from 'node:stream'
 import { type ExpressRateLimitOptions, rateLimit } from '@sluice/express'
 import type { Request, RequestHandler, Response } from 'express'
 import { type ContractAdapter, httpContract } from '../../../test/http-contract/index.ts'
@@ -20,7 +21,10 @@ for (const { name, express } of flavours) {
         const method = route.method === 'GET' ? 'get' : 'post'
         app[method](route.path, ...chain, (req: Request, res: Response, next: (e?: unknown) => void) => {
           Promise.resolve(route.handle(req.rateLimit)).then((reply) => {
-            if (!res.writableEnded && !res.destroyed) res.status(reply.status).json(reply.body)
+            if (res.writableEnded || res.destroyed) return
+            if (reply.stream !== undefined)
+              Readable.from(reply.stream).pipe(res.status(reply.status).type('text'))
+            else res.status(reply.status).json(reply.body)
           }, next)
         })
       }

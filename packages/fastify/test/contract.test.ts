@@ -5,6 +5,7 @@
  * loopback address when the suite trusts the proxy.
  */
 import type { AddressInfo } from 'node:net'
+import { Readable } from 'node:stream'
 import { type SluicePluginOptions, sluice } from '@sluice/fastify'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { type ContractAdapter, httpContract } from '../../../test/http-contract/index.ts'
@@ -27,6 +28,8 @@ const adapter: ContractAdapter = {
           handler: async (request, reply) => {
             const answer = await route.handle(request.rateLimit)
             reply.code(answer.status)
+            if (answer.stream !== undefined)
+              return reply.type('text/plain').send(Readable.from(answer.stream))
             return answer.body
           },
         })

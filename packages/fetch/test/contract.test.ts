@@ -56,6 +56,22 @@ async function writeResponse(res: ServerResponse, response: Response): Promise<v
   response.headers.forEach((value, name) => {
     headers[name] = value
   })
+  if (headers['content-type'] === 'text/plain' && response.body !== null) {
+    // A streamed answer is written as it comes, and its body cancelled when the client leaves, as Bun.serve
+    // and Deno.serve do.
+    res.writeHead(response.status, headers)
+    const reader = response.body.getReader()
+    res.once('close', () => {
+      if (!res.writableFinished) void reader.cancel()
+    })
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      res.write(value)
+    }
+    res.end()
+    return
+  }
   const body = Buffer.from(await response.arrayBuffer())
   // A body of known length is sent with its length, as Bun.serve and Deno.serve send it.
   res.writeHead(response.status, { ...headers, 'content-length': String(body.length) })
@@ -74,7 +90,9 @@ const adapter: ContractAdapter = {
     const served = routes.map((route: ContractRoute) => {
       const last: FetchHandler = async (_request, decision) => {
         const reply = await route.handle(decision)
-        return json(reply.status, reply.body)
+        if (reply.stream === undefined) return json(reply.status, reply.body)
+        const body = ReadableStream.from(reply.stream).pipeThrough(new TextEncoderStream())
+        return new Response(body, { status: reply.status, headers: { 'content-type': 'text/plain' } })
       }
       const route_ = `${route.method} ${route.path}`
       // Each limit wraps the next; the innermost runs the route's handler with the last decision made.

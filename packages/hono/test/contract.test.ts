@@ -33,6 +33,10 @@ const adapter: ContractAdapter = {
     for (const route of routes) {
       const handler: MiddlewareHandler = async (c) => {
         const reply = await route.handle(c.get('rateLimit'))
+        if (reply.stream !== undefined) {
+          const body = ReadableStream.from(reply.stream).pipeThrough(new TextEncoderStream())
+          return c.body(body, reply.status as ContentfulStatusCode, { 'content-type': 'text/plain' })
+        }
         return c.json(reply.body as object, reply.status as ContentfulStatusCode)
       }
       // Hono types a handler list by its length; the suite's is known only at run time.

@@ -3,6 +3,7 @@
  * before its handler; `app.proxy` set when the suite trusts the proxy.
  */
 import type { AddressInfo } from 'node:net'
+import { Readable } from 'node:stream'
 import Router from '@koa/router'
 import { type Decision, type KoaRateLimitOptions, rateLimit } from '@sluice/koa'
 import Koa, { type Context, type Middleware } from 'koa'
@@ -22,7 +23,10 @@ const adapter: ContractAdapter = {
       router[method](route.path, ...chain, async (ctx: Context) => {
         const reply = await route.handle(ctx.state.rateLimit)
         ctx.status = reply.status
-        ctx.body = reply.body
+        if (reply.stream !== undefined) {
+          ctx.type = 'text/plain'
+          ctx.body = Readable.from(reply.stream)
+        } else ctx.body = reply.body
       })
     }
     app.use(router.routes())

@@ -37,7 +37,7 @@ export type OnLimited = (
 /**
  * Options of `@RateLimit`: every option core's HTTP kit knows (`rules`, `store`, `prefix`,
  * `onStoreError`, `block`, `limiter`, `key`, `onMissingKey`, `ipv6Subnet`, `cost`, `skip`, `headers`,
- * `message`, `statusCode`, `blockedStatusCode`, `countWhen`, `queuePerClient`, `shadow`) plus
+ * `message`, `statusCode`, `blockedStatusCode`, `countWhen`, `settle`, `queuePerClient`, `shadow`) plus
  * `onLimited`, merged over the class's and the module's.
  */
 export interface RateLimitOptions extends HttpLimitOptions<PlatformRequest, PlatformResponse> {

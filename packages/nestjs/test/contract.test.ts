@@ -7,7 +7,8 @@
  */
 import 'reflect-metadata'
 import type { AddressInfo } from 'node:net'
-import { Controller, Get, Module, Post, Req, Res, type Type } from '@nestjs/common'
+import { Readable } from 'node:stream'
+import { Controller, Get, Module, Post, Req, Res, StreamableFile, type Type } from '@nestjs/common'
 import { NestFactory } from '@nestjs/core'
 import { ExpressAdapter, type NestExpressApplication } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
@@ -31,6 +32,8 @@ function controllerOf(app: ContractApp, platform: Platform): Type<unknown> {
       const reply = await route.handle(req.rateLimit)
       if (platform === 'fastify') res.code(reply.status)
       else res.status(reply.status)
+      if (reply.stream !== undefined)
+        return new StreamableFile(Readable.from(reply.stream), { type: 'text/plain' })
       return reply.body
     }
     Req()(prototype, name, 0)

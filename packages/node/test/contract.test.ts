@@ -5,6 +5,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { Readable } from 'node:stream'
 import { type Decision, type NodeRateLimitOptions, rateLimit, withRateLimit } from '@sluice/node'
 import { type ContractAdapter, type ContractRoute, httpContract } from '../../../test/http-contract/index.ts'
 
@@ -55,6 +56,11 @@ const adapter: ContractAdapter = {
       }
       Promise.resolve(target.handle(req.rateLimit)).then((reply) => {
         if (res.writableEnded || res.destroyed) return
+        if (reply.stream !== undefined) {
+          res.writeHead(reply.status, { 'content-type': 'text/plain; charset=utf-8' })
+          Readable.from(reply.stream).pipe(res)
+          return
+        }
         res.writeHead(reply.status, { 'content-type': 'application/json' }).end(JSON.stringify(reply.body))
       })
     }

@@ -317,11 +317,7 @@ class HttpLimit<Req, Res> implements RequestLimit<Req, Res> {
    */
   #counted(req: Req, key: string, cost: Cost, decision: Decision): CountedLimit {
     if (!reserved(decision)) return { decision, headers: this.#headers }
-    return {
-      decision,
-      headers: this.#headers,
-      settle: (trueCost) => this.#end.settle(req, key, cost, decision, trueCost),
-    }
+    return { decision, headers: this.#headers, settler: this.#end, request: req, key, cost }
   }
 
   /** Enters the request into the guard's critical headroom: true when admitted (it leaves with its response). */

@@ -17,8 +17,26 @@ import { type ResolvedHeaderOptions, stackedHeaders } from './headers.ts'
 export interface CountedLimit {
   readonly decision: Decision
   readonly headers: ResolvedHeaderOptions
-  /** Settles this limit's reservation at `cost` (set when its decision reserved units a settle can change). */
-  readonly settle?: (cost: number | RuleCosts) => Promise<Decision | undefined>
+  /**
+   * The limit's end phase, when its decision reserved units a settle can change, with the request, key
+   * and cost it was counted at: plain fields, not a closure, so a request nobody settles allocates nothing
+   * for it.
+   */
+  readonly settler?: Settler
+  readonly request?: unknown
+  readonly key?: string
+  readonly cost?: number | RuleCosts
+}
+
+/** What settles one limit's reservation (its end phase): undefined when the cost names none of its rules. */
+export interface Settler {
+  settle(
+    request: unknown,
+    key: string,
+    cost: number | RuleCosts | undefined,
+    decision: Decision,
+    trueCost: number | RuleCosts,
+  ): Promise<Decision | undefined>
 }
 
 /**
@@ -119,7 +137,9 @@ export class RequestRecord {
     }
     this.settled = true
     const limits = this.#first === undefined ? [] : [this.#first, ...(this.#more ?? [])]
-    const settling = limits.map((limit) => limit.settle?.(cost))
+    const settling = limits.map((limit) =>
+      limit.settler?.settle(limit.request, limit.key!, limit.cost, limit.decision, cost),
+    )
     return Promise.all(settling).then((after) => {
       let last = this.decision!
       for (const decision of after) if (decision !== undefined) last = decision
