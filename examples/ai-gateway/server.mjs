@@ -46,7 +46,9 @@ async function connectRedis(url) {
     client.once('error', (e) => reject(new Error(`Cannot reach Redis at ${url}: ${e.message}`)))
   })
   client.on('error', () => {})
-  return { client, store: new RedisStore({ client }) }
+  // A model takes seconds to answer, so a store call may take up to one before it counts as failed
+  // (then `onStoreError`'s default lets the call through unmetered; `'deny'` would refuse it).
+  return { client, store: new RedisStore({ client, timeoutMs: 1000 }) }
 }
 
 async function startModel() {
