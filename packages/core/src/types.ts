@@ -202,10 +202,11 @@ export interface Decision {
    */
   readonly countedAt?: number
   /**
-   * An admitted call counted by the store whose cost was not 1: what it reserved under each rule, in the
-   * order of `rules` (absent: 1 under every rule). `limiter.settle(key, { decision, cost })` reads it.
+   * An admitted call counted by the store whose cost was not 1: what it reserved, as the store was asked
+   * (a number under every rule, or one per rule in the order of `rules`); absent, 1 under every rule.
+   * `limiter.settle(key, { decision, cost })` reads it.
    */
-  readonly costs?: Costs
+  readonly cost?: number | Costs
 }
 
 /** One integer per rule of a call, in the rules' order: a call's per-rule costs, or a settle's amounts. */

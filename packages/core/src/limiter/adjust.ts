@@ -183,12 +183,13 @@ function invalidSettle(decision: unknown, why: string): SluiceError {
 }
 
 /**
- * What an admitted decision reserved per rule (`Decision.costs`): undefined for 1 under each rule, null when
- * it is not one integer from 1 to 2^50 per rule (not a decision a limiter made).
+ * What an admitted decision reserved per rule (`Decision.cost`): undefined for 1 under each rule, null when
+ * it is not an integer from 1 to 2^50, or one per rule (not a decision a limiter made).
  */
 function reservedCosts(decision: Decision): Costs | undefined | null {
-  const costs = (decision as { costs?: unknown }).costs
-  if (costs === undefined) return undefined
+  const cost = (decision as { cost?: unknown }).cost
+  if (cost === undefined) return undefined
+  const costs = typeof cost === 'number' ? decision.rules.map(() => cost) : cost
   if (
     !Array.isArray(costs) ||
     costs.length !== decision.rules.length ||

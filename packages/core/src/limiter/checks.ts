@@ -20,7 +20,7 @@ import { KINDS } from '../rules/spec.ts'
 import { parseRuleSpec } from '../rules/text.ts'
 import { isUnlimited, type RuleInput } from '../rules/unlimited.ts'
 import type { Costs, Rule } from '../types.ts'
-import type { Limiter, RuleCosts, RulesAnswer, StoreErrorPolicy } from './types.ts'
+import type { Limiter, RulesAnswer, StoreErrorPolicy } from './types.ts'
 
 /** Keys longer than this are stored as a digest, so hostile keys cannot grow memory or Redis keys. */
 export const MAX_KEY_LENGTH = 200
@@ -260,30 +260,41 @@ function digestKey(key: string): string {
 }
 
 /**
+ * Per-rule costs (`RuleCosts`) as read once from a call: its names and their figures, in the object's order
+ * (a getter cannot answer the check one figure and the store another), and the object, for errors. Plain
+ * lists: a copy into an object of its own would be a dictionary, slow to build and to read.
+ */
+export interface NamedCosts {
+  readonly given: object
+  readonly names: readonly string[]
+  readonly figures: readonly number[]
+}
+
+/**
  * A consume's cost as given: a number, checked here; or per-rule costs (`RuleCosts`), whose figures are
  * checked here and whose names are checked against the call's rules once they resolve (`callCost`).
  */
-export function costOf(cost: unknown): number | RuleCosts {
+export function costOf(cost: unknown): number | NamedCosts {
   if (cost === undefined) return 1
   if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) return ruleCostsOf(cost)
   return cost
 }
 
 /** A cost that is not a valid number: per-rule costs, each figure an integer >= 1, else an error. */
-function ruleCostsOf(cost: unknown): RuleCosts {
+function ruleCostsOf(cost: unknown): NamedCosts {
   if (cost === null || typeof cost !== 'object' || Array.isArray(cost)) {
     throw new InvalidCostError(cost, 'expected an integer >= 1')
   }
-  // A copy read once: a getter cannot answer the check one figure and the store another.
-  const copy: Record<string, number> = Object.create(null)
-  for (const name of Object.keys(cost)) {
-    const figure = (cost as Record<string, unknown>)[name]
+  const names = Object.keys(cost)
+  const figures = new Array<number>(names.length)
+  for (let i = 0; i < names.length; i++) {
+    const figure = (cost as Record<string, unknown>)[names[i]!]
     if (typeof figure !== 'number' || !Number.isSafeInteger(figure) || figure < 1) {
-      throw new InvalidCostError(figure, `expected an integer >= 1 for rule ${name}`)
+      throw new InvalidCostError(figure, `expected an integer >= 1 for rule ${names[i]}`)
     }
-    copy[name] = figure
+    figures[i] = figure
   }
-  return copy
+  return { given: cost, names, figures }
 }
 
 /**
@@ -292,13 +303,13 @@ function ruleCostsOf(cost: unknown): RuleCosts {
  * order. A name no rule of the call has is an error; so are different costs under two concurrency rules
  * (a call holds one lease, of one cost). A call no rule limits takes per-rule costs unchecked by name.
  */
-export function callCost(cost: number | RuleCosts, rules: readonly Rule[], penalty = false): number | Costs {
+export function callCost(cost: number | NamedCosts, rules: readonly Rule[], penalty = false): number | Costs {
   if (typeof cost === 'number') {
     checkCost(cost, rules, penalty)
     return cost
   }
   if (rules.length === 0) return EMPTY_COSTS
-  const costs = perRule(cost, rules, () => 1)
+  const costs = perRule(cost, rules, one)
   let lease: number | undefined
   for (let i = 0; i < rules.length; i++) {
     const rule = rules[i]!
@@ -306,7 +317,10 @@ export function callCost(cost: number | RuleCosts, rules: readonly Rule[], penal
     if (costs[i]! > max) throw new InvalidCostError(costs[i], why)
     if (algorithmOf(rule).mark === 'lease') {
       if (lease !== undefined && lease !== costs[i]) {
-        throw new InvalidCostError(cost, 'the concurrency rules of a call hold one lease: give them one cost')
+        throw new InvalidCostError(
+          cost.given,
+          'the concurrency rules of a call hold one lease: give them one cost',
+        )
       }
       lease = costs[i]
     }
@@ -322,20 +336,29 @@ export function sameCost(costs: Costs): number | Costs {
 
 const EMPTY_COSTS: Costs = Object.freeze([])
 
+const one = (): number => 1
+
 /**
  * One figure per rule from costs by name, as `costOf` or `trueCostOf` copied them (`unnamed(i)` for a rule
  * not named); a name no rule of the call has is an `InvalidCostError` naming it.
  */
-export function perRule(cost: RuleCosts, rules: readonly Rule[], unnamed: (i: number) => number): number[] {
-  const costs = new Array<number>(rules.length)
-  for (let i = 0; i < rules.length; i++) {
-    const name = rules[i]!.name
-    costs[i] = cost[name] ?? unnamed(i)
-  }
-  for (const name of Object.keys(cost)) {
-    if (!rules.some((rule) => rule.name === name)) {
-      const names = rules.map((rule) => rule.name).join(', ')
-      throw new InvalidCostError(cost, `${name} names no rule of this call (its rules: ${names})`)
+export function perRule(cost: NamedCosts, rules: readonly Rule[], unnamed: (i: number) => number): number[] {
+  const n = rules.length
+  const costs = new Array<number>(n)
+  for (let i = 0; i < n; i++) costs[i] = unnamed(i)
+  const { names, figures } = cost
+  for (let j = 0; j < names.length; j++) {
+    const name = names[j]!
+    let named = false
+    for (let i = 0; i < n; i++) {
+      if (rules[i]!.name === name) {
+        costs[i] = figures[j]!
+        named = true
+      }
+    }
+    if (!named) {
+      const all = rules.map((rule) => rule.name).join(', ')
+      throw new InvalidCostError(cost.given, `${name} names no rule of this call (its rules: ${all})`)
     }
   }
   return costs
@@ -354,16 +377,16 @@ export function adjustCostOf(cost: unknown): number {
  * A settle's true cost as given: an integer from 0 to 2^50, or one per rule by name (`RuleCosts`), each
  * such an integer; the names are checked once the rules resolve (`perRule`).
  */
-export function trueCostOf(cost: unknown): number | RuleCosts {
+export function trueCostOf(cost: unknown): number | NamedCosts {
   if (typeof cost === 'number') return trueFigure(cost, cost, '')
   if (cost === null || typeof cost !== 'object' || Array.isArray(cost)) {
     throw new InvalidCostError(cost, TRUE_COST)
   }
-  const copy: Record<string, number> = Object.create(null)
-  for (const name of Object.keys(cost)) {
-    copy[name] = trueFigure((cost as Record<string, unknown>)[name], cost, ` for rule ${name}`)
-  }
-  return copy
+  const names = Object.keys(cost)
+  const figures = names.map((name) =>
+    trueFigure((cost as Record<string, unknown>)[name], cost, ` for rule ${name}`),
+  )
+  return { given: cost, names, figures }
 }
 
 const TRUE_COST = 'expected an integer from 0 to 2^50, or one per rule by name'

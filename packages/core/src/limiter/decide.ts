@@ -7,7 +7,7 @@ import { decisionChannel, storeErrorChannel } from '../channels.ts'
 import { isPromise } from '../options.ts'
 import { applyOneRule, MemoryStore } from '../store/memory-store.ts'
 import type { BlockPolicy, Costs, Decision, Rule, Store, StoreAnswer, StoreMode } from '../types.ts'
-import { callCost, costOf, keyOf } from './checks.ts'
+import { callCost, costOf, keyOf, type NamedCosts } from './checks.ts'
 import {
   answers,
   asInsurance,
@@ -84,7 +84,7 @@ export class Decider<C> {
     resolved: Promise<readonly Rule[]>,
     key: string,
     storageKey: string,
-    cost: number | RuleCosts,
+    cost: number | NamedCosts,
     context: C,
     mode: StoreMode,
   ): Promise<Decision> {
@@ -102,7 +102,7 @@ export class Decider<C> {
     rules: readonly Rule[],
     key: string,
     storageKey: string,
-    cost: number | RuleCosts,
+    cost: number | NamedCosts,
     context: C,
     mode: StoreMode,
   ): Decision | Promise<Decision> {
@@ -129,13 +129,13 @@ export class Decider<C> {
   /**
    * A call of a cost other than 1: checked against its rules (a name no rule has, a cost a rule can never
    * admit: a coded error), decided as `#under` decides (a number under one rule on a memory store by the
-   * same one-rule path), and an admitted call's decision records what it reserved (`Decision.costs`).
+   * same one-rule path), and an admitted call's decision records what it reserved (`Decision.cost`).
    */
   #costly(
     rules: readonly Rule[],
     key: string,
     storageKey: string,
-    given: number | RuleCosts,
+    given: number | NamedCosts,
     context: C,
     mode: StoreMode,
   ): Decision | Promise<Decision> {
@@ -159,9 +159,7 @@ export class Decider<C> {
       }
     }
     if (mode !== 'consume') return decision
-    return isPromise(decision)
-      ? decision.then((d) => reserved(d, cost, rules.length))
-      : reserved(decision, cost, rules.length)
+    return isPromise(decision) ? decision.then((d) => reserved(d, cost)) : reserved(decision, cost)
   }
 
   /** A call `#under` does not answer itself: by `#observed` when it has no rule or is observed, else by `apply`. */
@@ -308,9 +306,9 @@ function publishDecision(
 }
 
 /** An admitted call's decision, recording what it reserved under each rule when that was not 1. */
-function reserved(decision: Decision, cost: number | Costs, n: number): Decision {
+function reserved(decision: Decision, cost: number | Costs): Decision {
   if (cost === 1 || decision.countedAt === undefined || decision.reason === 'insurance') return decision
-  ;(decision as { costs?: Costs }).costs = typeof cost === 'number' ? new Array<number>(n).fill(cost) : cost
+  ;(decision as { cost?: number | Costs }).cost = cost
   return decision
 }
 
