@@ -3,15 +3,16 @@
  * @module Redis time of a settle beside a refund (`INFO commandstats` usec_per_call of EVALSHA): what one
  * script call costs inside redis-server for a token budget's acts on 10,000 keys, each with two rules (60
  * requests and 100,000 tokens a minute, `fixedWindow` and `slidingWindow`): a consume of per-rule costs
- * `[1, 1200]` beside a plain consume of 1, a peek, a penalty of 300 on both rules, a refund naming the call (700 units back under the call's marks,
- * the act a settle of fewer units replaces), and settles of `[0, -700]` (units back), `[0, 300]` (units
- * counted past the reservation) and `[0, 0]`. Redis runs one script at a time, so its time per call is
- * what bounds a Redis's decisions per second; other processes on the machine barely move it.
+ * `[1, 1200]` beside a plain consume of 1, a peek, a penalty of 300 on both rules, a refund naming the call
+ * (700 units back under the call's marks, the act a settle of fewer units replaces), and settles of
+ * `[0, -700]` (units back), `[0, 300]` (units counted past the reservation) and `[0, 0]`. Redis runs one
+ * script at a time, so its time per call is what bounds a Redis's decisions per second; other processes on
+ * the machine barely move it.
  *
  *   pnpm --filter @sluice/core --filter @sluice/redis build && node bench/redis-settle.mjs [--rounds 5] [--keys 10000]
  *
- * Each act runs once per key per round, 64 calls in flight, on a fresh redis-server of its own; each figure
- * is the median of its rounds.
+ * Each act runs once per key per round, 64 calls in flight, on a redis-server of its own flushed before each
+ * round; each figure is the median of its rounds.
  */
 import { loadavg } from 'node:os'
 import { fixedWindow, slidingWindow } from '@sluice/core'

@@ -126,6 +126,19 @@ describe.each(['pg', 'postgres.js'])('per-rule costs and settle on PostgreSQL (%
     await store.close()
   })
 
+  it('refuses a settle whose amounts are not one per rule, and changes nothing', async () => {
+    const { store, prefix, table } = await rig()
+    await store.apply(prefix, 'k', RULES, [1, 60], 'consume')
+    const rows = () => sql.unsafe(`SELECT * FROM "${table}" ORDER BY k, r`)
+    const before = await rows()
+    for (const amounts of [[-1], [1, 2, 3]]) {
+      const error = await store.adjust(prefix, 'k', RULES, amounts, 'settle').catch((e: unknown) => e)
+      expect(error).toMatchObject({ code: ErrorCode.INVALID_COST })
+    }
+    expect(await rows()).toEqual(before)
+    await store.close()
+  })
+
   it('a settle on a blocked key changes its rules and answers the block', async () => {
     const { store, prefix } = await rig()
     const block = { ms: 5000, factor: 1, maxMs: 5000, forgetMs: 5000, keep: 1 }

@@ -143,6 +143,17 @@ describe.each(CLIENT_KINDS)('per-rule costs and settle on Redis (%s)', (kind) =>
     ])
   })
 
+  it('refuses a settle whose amounts are not one per rule, sending nothing', async () => {
+    const { store, prefix } = await rig()
+    await store.apply(prefix, 'k', RULES, [1, 60], 'consume')
+    await server.cli('CONFIG', 'RESETSTAT')
+    for (const amounts of [[-1], [1, 2, 3]]) {
+      const error = await store.adjust!(prefix, 'k', RULES, amounts, 'settle').catch((e: unknown) => e)
+      expect(error).toMatchObject({ code: ErrorCode.INVALID_COST })
+    }
+    expect(await scriptCalls()).toBe(0)
+  })
+
   it('a settle on a blocked key changes its rules and answers the block', async () => {
     const { store, prefix } = await rig()
     const block = { ms: 5000, factor: 1, maxMs: 5000, forgetMs: 5000, keep: 1 }
