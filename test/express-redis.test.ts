@@ -3,10 +3,10 @@
  * with its own client and RedisStore, share one limit exactly through a real redis-server: the same keys,
  * the same counts, the same table of limits per bizType + channel.
  */
-import { slidingLog } from '@sluice/core'
+import { fixedWindow, slidingLog } from '@sluice/core'
 import { rateLimit } from '@sluice/express'
 import { RedisStore } from '@sluice/redis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { flavours, listen } from '../packages/express/test/support.ts'
 import { closeClients, ioredis, nodeRedis } from './harness/clients.ts'
 import { type RedisServer, startRedis, stopAll } from './harness/redis.ts'
@@ -185,5 +185,52 @@ describe('key, rules and cost functions that return a promise, on Redis', () => 
       statuses.push((await fetch(`${url}/pay`, { method: 'POST', headers: { 'x-api-key': 'k1' } })).status)
     }
     expect(statuses).toEqual([200, 200, 429])
+  })
+})
+
+describe('a settle when the store is down', () => {
+  it('keeps the answered request, and warns once that the reservation stays', async () => {
+    const down = await startRedis()
+    const client = await ioredis(down)
+    const warned = new Promise<string>((resolve) => {
+      vi.spyOn(process, 'emitWarning').mockImplementation((warning) => resolve(String(warning)))
+    })
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const app = flavours[0].express()
+    app.post(
+      '/v1/chat',
+      rateLimit({
+        rules: [
+          fixedWindow({ limit: 5, windowMs: 60_000, name: 'requests' }),
+          fixedWindow({ limit: 100, windowMs: 60_000, name: 'tokens' }),
+        ],
+        store: new RedisStore({ client, prefix: 'settle-down', timeoutMs: 200 }),
+        prefix: 'settle-down',
+        cost: () => ({ tokens: 40 }),
+        settle: () => ({ tokens: 10 }),
+      }),
+      async (_req, res) => {
+        await gate
+        res.json({ ok: true })
+      },
+    )
+    const listening = await listen(app)
+    stops.push(() => listening.close())
+    try {
+      const answer = fetch(`${listening.url}/v1/chat`, { method: 'POST' })
+      // Admitted (its units reserved in Redis); the store goes down before the response ends.
+      await vi.waitFor(async () => expect(await down.cli('KEYS', '*')).not.toBe(''))
+      await down.kill()
+      release()
+      expect((await answer).status).toBe(200)
+      expect(await warned).toMatch(
+        /^sluice \(settle-down\): settling a reservation failed, so it stays: StoreError: .+\. Further such failures of this limit are not reported\.$/,
+      )
+    } finally {
+      vi.restoreAllMocks()
+    }
   })
 })
