@@ -322,6 +322,21 @@ describe('examples/ai-gateway, the gateway', { timeout: 40_000 }, () => {
     })
   })
 
+  it('starts the fake model itself without MODEL_URL', async () => {
+    const gateway = await startServer(GATEWAY)
+    expect(gateway.output()).toMatch(/model at http:\/\/127\.0\.0\.1:\d+, budgets in memory/)
+    await notNearAMinuteEdge()
+    const url = `${gateway.url}/v1/chat/completions`
+    const reply = await request(url, call('sk-a', { messages: QUESTION, max_tokens: 3 }))
+    expect(budgets(reply)).toEqual({ requests: '9/10', tokens: '1993/2000' })
+    expect(reply.body.choices).toEqual([
+      { index: 0, message: { role: 'assistant', content: 'A sluice is' }, finish_reason: 'length' },
+    ])
+    // 7 reserved, 7 used.
+    const next = await request(url, call('sk-a', { messages: QUESTION, max_tokens: 3 }))
+    expect(budgets(next)).toEqual({ requests: '8/10', tokens: '1986/2000' })
+  })
+
   it('charges no tokens for a call the model refused or never answered', async () => {
     const { model, gateway } = await start(1)
     // The model refuses what the gateway does not check (stream must be a boolean): its 400 is passed on.
