@@ -72,7 +72,7 @@ export function quota(options: QuotaOptions): QuotaRule | UnlimitedRule {
     quotaKind.identity,
     name,
     `${limit}-per-${per}`,
-    { policyWindowSeconds: POLICY_SECONDS[per], calendar: calendarOf(per, timeZone, weekStartsOn).id },
+    { policyWindowSeconds: POLICY_SECONDS[per], calendar: calendarOf(per, timeZone, weekStartsOn) },
   )
 }
 
@@ -97,32 +97,36 @@ function zoneOption(value: unknown): string {
 interface Calendar {
   start: number
   end: number
-  /** `calendars`' key for it: what a rule holds (`calendar`). */
-  readonly id: string
   readonly per: QuotaPer
   readonly format: Intl.DateTimeFormat
   readonly weekStartsOn: number
 }
 
-/**
- * A quota rule as this file sees it: with its calendar's id (a non-enumerable field; see `calendarOf`). An
- * id, not the calendar itself, so that a rule built by another copy of this module (a CommonJS `require`
- * beside an ESM `import`) is the same rule field by field (`isFactoryRule`) and finds its calendar here too.
- */
-type CalendarRule = QuotaRule & { readonly calendar: string }
+const CALENDARS = Symbol.for('sluice.quota.calendars')
+
+/** A quota rule as this file sees it: with its calendar (a non-enumerable field, shared; see `calendarOf`). */
+type CalendarRule = QuotaRule & { readonly calendar: Calendar }
 
 /**
  * One calendar per period, zone and week start, shared by every rule of them, so that a rule built again
  * from its spec is the same rule field by field (`isFactoryRule`) and a limit table's thousand rules of one
- * plan share one cache. Bounded by the zones `Intl` knows × 5 periods × 7 week starts.
+ * plan share one cache. Bounded by the zones `Intl` knows × 5 periods × 7 week starts. Kept on `globalThis`
+ * under a registered symbol, so that every copy of this module in a process (a CommonJS `require` beside an
+ * ESM `import` of core) shares it: a rule one copy built is then the same rule field by field to the other.
  */
-const calendars = new Map<string, Calendar>()
+const calendars = sharedCalendars()
+
+function sharedCalendars(): Map<string, Calendar> {
+  const shared = globalThis as { [CALENDARS]?: Map<string, Calendar> }
+  shared[CALENDARS] ??= new Map<string, Calendar>()
+  return shared[CALENDARS]
+}
 
 function calendarOf(per: QuotaPer, zone: string, weekStartsOn: number): Calendar {
   const id = `${per} ${zone} ${weekStartsOn}`
   let calendar = calendars.get(id)
   if (calendar === undefined) {
-    calendar = { start: 0, end: 0, id, per, format: formatterOf(zone), weekStartsOn }
+    calendar = { start: 0, end: 0, per, format: formatterOf(zone), weekStartsOn }
     calendars.set(id, calendar)
   }
   return calendar
@@ -169,7 +173,7 @@ export function quotaPeriod(rule: QuotaRule, now: number): { start: number; end:
 
 /** The rule's calendar, moved to the period holding `now` when it is not there already. */
 function periodAt(rule: CalendarRule, now: number): Calendar {
-  const c = calendars.get(rule.calendar) ?? calendarOf(rule.per, rule.timeZone, rule.weekStartsOn)
+  const c = rule.calendar
   if (now < c.start || now >= c.end) move(c, now)
   return c
 }
