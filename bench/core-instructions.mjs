@@ -113,6 +113,13 @@ const COMPARISONS = [
     bound: 'beside',
   },
   {
+    name: 'two rules, equal per-rule costs by name (the names read, one cost stored) vs one cost for both',
+    sluice: ['sluice:costs-equal', KEYS],
+    against: ['sluice:cost', KEYS],
+    goal: undefined,
+    bound: 'beside',
+  },
+  {
     name: 'two rules, per-rule costs by name vs one cost for both',
     sluice: ['sluice:costs', KEYS],
     against: ['sluice:cost', KEYS],

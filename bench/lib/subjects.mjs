@@ -77,7 +77,8 @@ const require = createRequire(import.meta.url)
  *    (`rules: (key) => table.get(key)`) of 1,000 entries (one per key `client:0` to `client:999`, each
  *    its own rule object) and a `"*"` entry for every other key. Next to `sluice:fixedWindow`, the fixed
  *    list, it prices the table lookup and the per-call check of a rules function.
- *  - `sluice:costs`, `sluice:cost`: two named fixedWindows, each call 3 tokens by name, or 3 under both.
+ *  - `sluice:costs`, `sluice:cost`: two named fixedWindows, each call 3 tokens by name, or 3 under both;
+ *    `sluice:costs-equal`: 3 under each by name (the store is given one number: the names' reading alone).
  *  - `rlf`: rate-limiter-flexible RateLimiterMemory, `await rl.consume(key)` (rejects when limited).
  *  - `erl`: express-rate-limit's MemoryStore, `await store.increment(key)` (the middleware compares hits).
  *  - `map`: a bare Map counter, `Promise.resolve(count)`: the ceiling, with no clock and no window.
@@ -88,7 +89,7 @@ const require = createRequire(import.meta.url)
  *    no rule dispatch.
  */
 export function memorySubject(name, options = {}) {
-  if (name === 'sluice:costs' || name === 'sluice:cost') {
+  if (name === 'sluice:costs' || name === 'sluice:cost' || name === 'sluice:costs-equal') {
     // Two fixed windows, requests and tokens, as a token budget's call: 3 tokens named (`sluice:costs`, one
     // cost per rule) or 3 units under both (`sluice:cost`, a number): the difference prices the names.
     const store = new MemoryStore(storeOptions(options))
@@ -97,7 +98,12 @@ export function memorySubject(name, options = {}) {
       fixedWindow({ limit: HIGH, windowMs: WINDOW_MS, name: 'tokens' }),
     ]
     const limiter = createLimiter({ rules, store })
-    const call = name === 'sluice:costs' ? { cost: { tokens: 3 } } : { cost: 3 }
+    const call =
+      name === 'sluice:costs'
+        ? { cost: { tokens: 3 } }
+        : name === 'sluice:costs-equal'
+          ? { cost: { requests: 3, tokens: 3 } }
+          : { cost: 3 }
     return {
       consume: (key) => limiter.consume(key, call),
       admitted: (d) => d.allowed === true,
