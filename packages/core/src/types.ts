@@ -172,8 +172,8 @@ export interface RuleDecision {
   /** The quota unit of the `RateLimit-Policy` item when it is not requests: `'concurrent-requests'`. */
   readonly unit?: 'concurrent-requests'
   /**
-   * quota: the units the current period has counted, this call's included when it was admitted (past
-   * `limit` after a penalty or a lowered limit, where `remaining` stays 0).
+   * quota: the units the current period had counted before this call (past `limit` after a penalty or a
+   * lowered limit, where `remaining` stays 0): a usage page shows `used`, and `limit − used` left.
    */
   readonly used?: number
   /** quota: when the current period ends and its count starts again from 0, in ms since the epoch on the store's clock. */
@@ -289,8 +289,9 @@ export interface Store {
   ): Promise<StoreAnswer> | StoreAnswer
   /**
    * Changes the state of `rules` for `key` outside a call (see `Adjustment`), atomically. `cost` is an
-   * integer from 1 to 2^50 and may exceed a rule's limit; for `'settle'` it is one integer per rule, in
-   * order, from −2^50 to 2^50 (`Costs`). For `'penalize'` it answers what a peek of cost 1 (with `block`)
+   * integer from 1 to 2^50 and may exceed a rule's limit, or one such integer per rule (`Costs`: an
+   * `'unqueue'` of a call with per-rule costs); for `'settle'` it is always one integer per rule, in order,
+   * from −2^50 to 2^50, the rules it changes only. For `'penalize'` it answers what a peek of cost 1 (with `block`)
    * answers right after; for the others, `'settle'` included, nothing. `marks` holds, per rule in order, what
    * the call left: its `RuleDecision.queue` for `'unqueue'`, its `RuleDecision.lease` for `'release'`, its
    * `refundMark` for `'refund'` (a rule whose mark is undefined gives nothing back).

@@ -235,13 +235,13 @@ describe('settle', () => {
     // What a peek of cost 1 answers after the settle: 9 requests and 800 tokens left before it.
     expect(after.rules.map((r) => r.remaining)).toEqual([8, 799])
     expect(after).toMatchObject({ allowed: true, rule: 'requests', resetMs: 59_000 })
-    expect(asked.at(-2)).toEqual({ act: 'settle', cost: -300, marks: ['0'] }) // only the rule it changes
+    expect(asked.at(-2)).toEqual({ act: 'settle', cost: [-300], marks: ['0'] }) // only the rule it changes
 
     const e = await limiter.consume('k', { cost: { tokens: 100 } })
     await limiter.settle('k', { decision: e, cost: { requests: 1, tokens: 350 } })
     const more = await limiter.peek('k')
     expect(more.rules.map((r) => r.remaining)).toEqual([7, 449])
-    expect(asked.at(-2)).toEqual({ act: 'settle', cost: 250, marks: [undefined] })
+    expect(asked.at(-2)).toEqual({ act: 'settle', cost: [250], marks: [undefined] })
   })
 
   it('counts a larger true cost past the limit, so later calls wait it off', async () => {
@@ -287,7 +287,7 @@ describe('settle', () => {
     const n = asked.length
     const twice = limiter.settle('k', { decision: d, cost: { tokens: 50 } })
     await expect(twice).rejects.toMatchObject({ code: ErrorCode.INVALID_SETTLE })
-    await expect(twice).rejects.toThrow('it has been settled already')
+    await expect(twice).rejects.toThrow('it has been settled, or refunded naming it, already')
     const no = await limiter.consume('k', { cost: { tokens: 950 } })
     expect(no.allowed).toBe(false)
     await expect(limiter.settle('k', { decision: no, cost: 1 })).rejects.toThrow(
@@ -394,7 +394,7 @@ describe('settle', () => {
     await limiter.settle('k', { decision: d, cost: { requests: 0, prompt: 7 } })
     const after = await limiter.peek('k')
     expect(after.rules.map((r) => r.remaining)).toEqual([9, 999])
-    expect(asked.at(-2)).toMatchObject({ act: 'settle', cost: -1 })
+    expect(asked.at(-2)).toMatchObject({ act: 'settle', cost: [-1] })
     rules = null
     const e = await limiter.consume('j')
     rules = REQUESTS_AND_TOKENS
@@ -439,7 +439,7 @@ describe('settle', () => {
     expect(await left(insurance.limiter)).toEqual([8, 699])
   })
 
-  it('rejects with a StoreError when the store fails, and the decision may settle again', async () => {
+  it('rejects with a StoreError when the store fails, and never settles that decision again (the failed call may have landed)', async () => {
     const memory = new MemoryStore({ clock: () => 0, sweepIntervalMs: 0 })
     let fail = true
     const store: Store = {
@@ -456,8 +456,28 @@ describe('settle', () => {
       ErrorCode.STORE_ERROR,
     )
     fail = false
-    await limiter.settle('k', { decision: d, cost: { tokens: 100 } })
-    expect((await limiter.peek('k')).rules[1]!.remaining).toBe(899)
+    expect(await codeOf(limiter.settle('k', { decision: d, cost: { tokens: 100 } }))).toBe(
+      ErrorCode.INVALID_SETTLE,
+    )
+    // The reservation stands: charged the most, never twice.
+    expect((await limiter.peek('k')).rules[1]!.remaining).toBe(499)
+  })
+
+  it('gives a call back once: a settle after a refund naming it, a refund after a settle, and a second refund change nothing', async () => {
+    const { limiter } = onClock(REQUESTS_AND_TOKENS)
+    const d = await limiter.consume('k', { cost: { tokens: 500 } })
+    await limiter.refund('k', { decision: d, cost: 500 })
+    const left = (await limiter.peek('k')).rules.map((r) => r.remaining)
+    expect(left).toEqual([9, 999])
+    expect(await codeOf(limiter.settle('k', { decision: d, cost: { tokens: 0 } }))).toBe(
+      ErrorCode.INVALID_SETTLE,
+    )
+    await limiter.refund('k', { decision: d, cost: 500 })
+    expect((await limiter.peek('k')).rules.map((r) => r.remaining)).toEqual(left)
+    const e = await limiter.consume('k', { cost: { tokens: 300 } })
+    await limiter.settle('k', { decision: e, cost: { tokens: 100 } })
+    await limiter.refund('k', { decision: e, cost: 100 })
+    expect((await limiter.peek('k')).rules.map((r) => r.remaining)).toEqual([8, 899])
   })
 
   it('settles under blocks: a settle counts past the limit without beginning a block, and answers one', async () => {

@@ -45,7 +45,8 @@ export type RequestRateLimit = Decision & {
    * `ERR_SLUICE_INVALID_COST` error, and nothing is settled). The limits' `settle` option is then not
    * asked. Resolves with nothing once every limit settled, as `limiter.settle` does. Rejects with
    * `ERR_SLUICE_INVALID_SETTLE` when called twice, `ERR_SLUICE_INVALID_COST` for a bad cost, and the store's
-   * error when it fails.
+   * error when it fails. The limits settle side by side: one that rejects (its store down, a charge past
+   * its bound) leaves the others settled.
    */
   settle(cost: number | RuleCosts): Promise<void>
 }

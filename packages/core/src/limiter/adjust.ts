@@ -41,6 +41,13 @@ export async function reset<C>(
   }
 }
 
+/**
+ * Decisions settled, or refunded naming them, already: a call's units go back once, and a decision settles
+ * once. A decision is known by its object, so one read back from JSON is a new decision to this set (the
+ * caller keeps a decision from settling twice across processes).
+ */
+const settledDecisions = new WeakSet<Decision>()
+
 /** Gives units back: that call's own when `decision` says when it counted, else the newest. */
 export async function refund<C>(
   parts: LimiterParts<C>,
@@ -63,6 +70,10 @@ export async function refund<C>(
   if (typeof at !== 'number' || !Number.isSafeInteger(at) || !Array.isArray(decision.rules)) {
     throw new InvalidOptionError('refund.decision', decision, 'a decision from consume')
   }
+  // A call's units go back once: a decision refunded or settled already gives nothing more, and one
+  // refunded here settles no more (`settle`). Marked before the store is asked, as a settle is.
+  if (settledDecisions.has(decision)) return
+  settledDecisions.add(decision)
   await adjust(parts, key, options, 'refund', (rules) =>
     rules.map((rule, i) => {
       // The rules may have changed since (a table edit): a rule the call was not decided by gives nothing.
@@ -94,7 +105,8 @@ export async function unqueue<C>(
   const queues = decision.rules.map((d) => d.queue)
   if (queues.every((q) => q === undefined)) return
   // Each queued rule gives back its own cost: the call's as given, else what its decision reserved.
-  const given = options?.cost === undefined ? undefined : costOf(options.cost)
+  const cost = options?.cost
+  const given = cost === undefined ? undefined : typeof cost === 'number' ? adjustCostOf(cost) : costOf(cost)
   const costs: CostOf = (rules) => {
     if (typeof given === 'number') return given
     if (given !== undefined) return sameCost(perRule(given, rules, () => 1))
@@ -105,12 +117,6 @@ export async function unqueue<C>(
   }
   await adjust(parts, key, { context: options?.context }, 'unqueue', queues, costs)
 }
-
-/**
- * Decisions settled already: a decision settles once. A decision is known by its object, so one read back
- * from JSON is a new decision to this set (the caller keeps a decision from settling twice across processes).
- */
-const settledDecisions = new WeakSet<Decision>()
 
 /**
  * Makes an admitted call's reservation its true cost, per rule, in one store call (`'settle'`): each rule
@@ -130,9 +136,13 @@ export async function settle<C>(
   if (!work) return
   const reserved = reservedCosts(decision)
   if (reserved === null) throw invalidSettle(decision, 'its costs are not one integer >= 1 per rule')
-  if (settledDecisions.has(decision)) throw invalidSettle(decision, 'it has been settled already')
-  // Taken before the rules resolve, so a second settle of it meanwhile is refused; given back on an error.
+  if (settledDecisions.has(decision)) {
+    throw invalidSettle(decision, 'it has been settled, or refunded naming it, already')
+  }
+  // Taken before the rules resolve, so a second settle of it meanwhile is refused; given back on an error
+  // before the store is asked (a store that failed may still have settled it: a late reply, a commit).
   settledDecisions.add(decision)
+  let asked = false
   try {
     const rules = await parts.resolveRules(key, options.context as C)
     if (rules.length === 0) return
@@ -159,9 +169,11 @@ export async function settle<C>(
         marks.push(mark)
       }
     }
-    if (changed.length > 0) await adjustUnder(parts, storageKey, changed, sameCost(amounts), 'settle', marks)
+    if (changed.length === 0) return
+    asked = true
+    await adjustUnder(parts, storageKey, changed, amounts, 'settle', marks)
   } catch (error) {
-    settledDecisions.delete(decision)
+    if (!asked) settledDecisions.delete(decision)
     throw error
   }
 }
