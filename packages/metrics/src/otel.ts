@@ -163,9 +163,11 @@ function instruments(meter: Meter): () => () => void {
       [CHANNELS.http]: (message: HttpMessage) => {
         httpCounts.add(message.limiter, message.action, message.route, undefined)
         if (wasShed(message)) decisionCounts.add(message.limiter, '', 'denied', 'overload')
-        settledUnits(message, (rule, change, units) => {
-          settleUnits.addMany(units, message.limiter, rule, change, undefined)
-        })
+        if (message.action === 'settle') {
+          settledUnits(message, (rule, change, units) => {
+            settleUnits.addMany(units, message.limiter, rule, change, undefined)
+          })
+        }
       },
       [CHANNELS.storeError]: (message: StoreErrorMessage) => {
         errorCounts.add(errorCodeOf(message.error), undefined, undefined, undefined)

@@ -191,11 +191,13 @@ function instruments(client: typeof import('prom-client'), registry: Registry): 
       [CHANNELS.http]: (message: HttpMessage) => {
         count(httpRequests, httpCounts, message.limiter, message.action, message.route)
         if (wasShed(message)) count(decisions, decisionCounts, message.limiter, '', 'denied', 'overload')
-        settledUnits(message, (rule, change, units) => {
-          if (sources.has(settled))
-            settled.inc(settleUnits.attributesOf(message.limiter, rule, change, undefined), units)
-          else settleUnits.addMany(units, message.limiter, rule, change, undefined)
-        })
+        if (message.action === 'settle') {
+          settledUnits(message, (rule, change, units) => {
+            if (sources.has(settled))
+              settled.inc(settleUnits.attributesOf(message.limiter, rule, change, undefined), units)
+            else settleUnits.addMany(units, message.limiter, rule, change, undefined)
+          })
+        }
       },
       [CHANNELS.storeError]: (message: StoreErrorMessage) => {
         count(storeErrors, errorCounts, errorCodeOf(message.error))
