@@ -15,7 +15,7 @@ import {
 } from '../errors.ts'
 import { isPromise } from '../options.ts'
 import { MAX_FIGURE } from '../rules/bounds.ts'
-import { algorithmOf, isFactoryRule, maxCost } from '../rules/index.ts'
+import { algorithmOf, isFactoryRule, maxCost, tooCostly } from '../rules/index.ts'
 import { KINDS } from '../rules/spec.ts'
 import { parseRuleSpec } from '../rules/text.ts'
 import { isUnlimited, type RuleInput } from '../rules/unlimited.ts'
@@ -308,13 +308,17 @@ export function callCost(cost: number | NamedCosts, rules: readonly Rule[], pena
     checkCost(cost, rules, penalty)
     return cost
   }
+  return namedCost(cost, rules, penalty)
+}
+
+/** `callCost` of per-rule costs: a function of its own, so that a call of one number does not carry it. */
+function namedCost(cost: NamedCosts, rules: readonly Rule[], penalty: boolean): number | Costs {
   if (rules.length === 0) return EMPTY_COSTS
   const costs = perRule(cost, rules, one)
   let lease: number | undefined
   for (let i = 0; i < rules.length; i++) {
     const rule = rules[i]!
-    const { max, why } = maxCost(rule, penalty)
-    if (costs[i]! > max) throw new InvalidCostError(costs[i], why)
+    if (costs[i]! > maxCost(rule, penalty)) throw new InvalidCostError(costs[i], tooCostly(rule, penalty))
     if (algorithmOf(rule).mark === 'lease') {
       if (lease !== undefined && lease !== costs[i]) {
         throw new InvalidCostError(
@@ -401,7 +405,6 @@ function trueFigure(figure: unknown, cost: unknown, which: string): number {
 /** Refuses a cost some rule cannot take in one consume (or, `penalty`, one penalty): see `maxCost`. */
 export function checkCost(cost: number, rules: readonly Rule[], penalty = false): void {
   for (const rule of rules) {
-    const { max, why } = maxCost(rule, penalty)
-    if (cost > max) throw new InvalidCostError(cost, why)
+    if (cost > maxCost(rule, penalty)) throw new InvalidCostError(cost, tooCostly(rule, penalty))
   }
 }
