@@ -27,10 +27,17 @@ export const MAX_THOUSANDTHS = Math.floor(Number.MAX_SAFE_INTEGER / 1000)
  * `limit`; a penalty at most `MAX_FIGURE`, which keeps both stores' figures exact and a Redis key's expiry a
  * whole number Redis takes (past about 1e17 ms Lua writes it in exponent notation).
  */
-export function countingMaxCost(
+export function countingMaxCost(rule: { readonly limit: number }, penalty: boolean): number {
+  return penalty ? MAX_FIGURE : rule.limit
+}
+
+/** A counting kind's `tooCostly`: why a cost above `countingMaxCost` is refused. */
+export function countingTooCostly(
   rule: { readonly limit: number; readonly name: string },
   penalty: boolean,
-): { max: number; why: string } {
-  if (penalty) return { max: MAX_FIGURE, why: 'expected an integer from 1 to 2^50' }
-  return { max: rule.limit, why: `rule ${rule.name} can never admit more than ${rule.limit}` }
+): string {
+  return penalty ? PENALTY_RANGE : `rule ${rule.name} can never admit more than ${rule.limit}`
 }
+
+/** Why a penalty above `MAX_FIGURE` is refused. */
+const PENALTY_RANGE = 'expected an integer from 1 to 2^50'

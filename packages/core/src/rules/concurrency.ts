@@ -19,7 +19,7 @@ import { InvalidOptionError } from '../errors.ts'
 import { given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { ConcurrencyRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, leaseDecision } from './algorithm.ts'
-import { countingMaxCost, MAX_FIGURE } from './bounds.ts'
+import { countingMaxCost, countingTooCostly, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { DURATION, formatDuration, INTEGER, parseDuration } from './grammar.ts'
 import type { RuleKindEntry } from './kind.ts'
@@ -351,6 +351,7 @@ export const concurrencyKind: RuleKindEntry<'concurrency'> = {
     write: (rule) => `${rule.limit}${rule.leaseMs === 60_000 ? '' : `~${formatDuration(rule.leaseMs)}`}`,
   },
   maxCost: countingMaxCost,
+  tooCostly: countingTooCostly,
   // Refunds do not apply to leases: a call gives its units back by its release.
   refundMark: () => undefined,
 }

@@ -6,7 +6,7 @@
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { FixedWindowRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, alignedStart, atLeastZero, decisionOf, limitDecision } from './algorithm.ts'
-import { countingMaxCost } from './bounds.ts'
+import { countingMaxCost, countingTooCostly } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { limitPerWindowText } from './grammar.ts'
 import type { RuleKindEntry } from './kind.ts'
@@ -109,5 +109,6 @@ export const fixedWindowKind: RuleKindEntry<'fixedWindow'> = {
   decision: limitDecision,
   text: limitPerWindowText('fixedWindow:LIMIT/WINDOW, e.g. fixedWindow:1000/1h'),
   maxCost: countingMaxCost,
+  tooCostly: countingTooCostly,
   refundMark: (_rule, _d, at) => String(at),
 }

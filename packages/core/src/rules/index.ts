@@ -46,12 +46,17 @@ export function certainRetry(rule: Rule): boolean {
 }
 
 /**
- * The most units one consume (`penalty` false) or one penalty may bring to `rule`, with why, so that the
+ * The most units one consume (`penalty` false) or one penalty may bring to `rule`, so that the
  * limiter refuses the rest with a coded error before any store is asked: each kind's entry says (kind.ts),
  * within the range bounds.ts holds.
  */
-export function maxCost(rule: Rule, penalty: boolean): { max: number; why: string } {
+export function maxCost(rule: Rule, penalty: boolean): number {
   return kindOf(rule).maxCost(rule, penalty)
+}
+
+/** Why a cost above `rule`'s `maxCost` is refused: each kind's entry says (kind.ts). */
+export function tooCostly(rule: Rule, penalty: boolean): string {
+  return kindOf(rule).tooCostly(rule, penalty)
 }
 
 /** Rules already found to be what their factory builds. */

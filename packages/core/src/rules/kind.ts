@@ -50,10 +50,15 @@ export interface RuleKindEntry<K extends RuleKind = RuleKind> {
     write(rule: RuleOf<K>): string
   }
   /**
-   * The most units one consume (`penalty` false) or one penalty may bring to the rule, with why: the
-   * limiter refuses more with a coded error before any store is asked (see bounds.ts for the range).
+   * The most units one consume (`penalty` false) or one penalty may bring to the rule: the limiter refuses
+   * more with a coded error before any store is asked (see bounds.ts for the range).
    */
-  maxCost(rule: RuleOf<K>, penalty: boolean): { max: number; why: string }
+  maxCost(rule: RuleOf<K>, penalty: boolean): number
+  /**
+   * Why a cost above `maxCost` is refused, for the error; built only then (a message of figures costs a
+   * call more than its check).
+   */
+  tooCostly(rule: RuleOf<K>, penalty: boolean): string
   /**
    * The mark by which a store finds the units of one admitted call in the rule's state, to give them back
    * (`Store.adjust`, `'refund'`), from the ms it was counted at and its decision; undefined for a kind that

@@ -279,10 +279,8 @@ export const leakyBucketKind: RuleKindEntry<'leakyBucket'> = {
   },
   // A meter admits a call whose slot is free whatever its cost (the cost delays what follows), so long as
   // that delay stays within 2^50 ms.
-  maxCost: (rule, penalty) => ({
-    max: Math.floor(MAX_FIGURE / rule.intervalMs) - (penalty ? rule.limit : 0),
-    why: `rule ${rule.name} would queue past 2^50 ms`,
-  }),
+  maxCost: (rule, penalty) => Math.floor(MAX_FIGURE / rule.intervalMs) - (penalty ? rule.limit : 0),
+  tooCostly: (rule) => `rule ${rule.name} would queue past 2^50 ms`,
   // The slot the call left its pointer at.
   refundMark: (_rule, d, at) => String(at + d.waitMs),
 }

@@ -14,7 +14,7 @@ import { InvalidOptionError, InvalidSpecError } from '../errors.ts'
 import { given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { QuotaPer, QuotaRule, RuleDecision, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, limitDecision } from './algorithm.ts'
-import { countingMaxCost, FIXUP_STEPS } from './bounds.ts'
+import { countingMaxCost, countingTooCostly, FIXUP_STEPS } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { INTEGER } from './grammar.ts'
 import type { RuleKindEntry } from './kind.ts'
@@ -418,5 +418,6 @@ export const quotaKind: RuleKindEntry<'quota'> = {
     },
   },
   maxCost: countingMaxCost,
+  tooCostly: countingTooCostly,
   refundMark: (_rule, _d, at) => String(at),
 }

@@ -8,7 +8,7 @@ import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingLogRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, decisionOf, limitDecision } from './algorithm.ts'
-import { countingMaxCost, MAX_FIGURE } from './bounds.ts'
+import { countingMaxCost, countingTooCostly, MAX_FIGURE } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { limitPerWindowText } from './grammar.ts'
 import type { RuleKindEntry } from './kind.ts'
@@ -197,5 +197,6 @@ export const slidingLogKind: RuleKindEntry<'slidingLog'> = {
   decision: limitDecision,
   text: limitPerWindowText('slidingLog:LIMIT/WINDOW, e.g. slidingLog:100/1s'),
   maxCost: countingMaxCost,
+  tooCostly: countingTooCostly,
   refundMark: (_rule, _d, at) => String(at),
 }

@@ -9,7 +9,7 @@ import { InvalidOptionError } from '../errors.ts'
 import { durationLabel, given, integerOption, labelOption, limitOption, ruleOptions } from '../options.ts'
 import type { SlidingWindowRule, UnlimitedRule } from '../types.ts'
 import { type Algorithm, atLeastZero, decisionOf, limitDecision } from './algorithm.ts'
-import { countingMaxCost } from './bounds.ts'
+import { countingMaxCost, countingTooCostly } from './bounds.ts'
 import { defineRule } from './define.ts'
 import { formatDuration, parseDuration, WINDOW } from './grammar.ts'
 import type { RuleKindEntry } from './kind.ts'
@@ -189,5 +189,6 @@ export const slidingWindowKind: RuleKindEntry<'slidingWindow'> = {
       `${rule.limit}/${formatDuration(rule.windowMs)}${rule.buckets === 10 ? '' : `/${rule.buckets}`}`,
   },
   maxCost: countingMaxCost,
+  tooCostly: countingTooCostly,
   refundMark: (_rule, _d, at) => String(at),
 }

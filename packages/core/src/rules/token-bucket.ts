@@ -190,13 +190,12 @@ export const tokenBucketKind: RuleKindEntry<'tokenBucket'> = {
     write: (rule) => `${rule.capacity}+${rule.refillPerSecond}/s`,
   },
   maxCost(rule, penalty) {
-    if (!penalty) {
-      return { max: rule.capacity, why: `rule ${rule.name} can never admit more than ${rule.capacity}` }
-    }
-    return {
-      max: Math.min(Math.floor((MAX_FIGURE * rule.refillPerSecond) / 1000), MAX_THOUSANDTHS) - rule.capacity,
-      why: `rule ${rule.name} would take past 2^50 ms to refill`,
-    }
+    if (!penalty) return rule.capacity
+    return Math.min(Math.floor((MAX_FIGURE * rule.refillPerSecond) / 1000), MAX_THOUSANDTHS) - rule.capacity
   },
+  tooCostly: (rule, penalty) =>
+    penalty
+      ? `rule ${rule.name} would take past 2^50 ms to refill`
+      : `rule ${rule.name} can never admit more than ${rule.capacity}`,
   refundMark: (_rule, _d, at) => String(at),
 }

@@ -282,10 +282,8 @@ export const warmUpKind: RuleKindEntry<'warmUp'> = {
     },
   },
   // A meter, as leakyBucket: a penalty leaves as long a wait as a consume.
-  maxCost: (rule) => ({
-    max: Math.floor(MAX_FIGURE / rule.stableMs),
-    why: `rule ${rule.name} would queue past 2^50 ms`,
-  }),
+  maxCost: (rule) => Math.floor(MAX_FIGURE / rule.stableMs),
+  tooCostly: (rule) => `rule ${rule.name} would queue past 2^50 ms`,
   // The next slot the call left its pointer at.
   refundMark: (_rule, d, at) => String(at + d.resetMs),
 }
