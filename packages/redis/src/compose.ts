@@ -245,8 +245,6 @@ function decideHead(rules: Rules, act: Act, withBlock: boolean): string[] {
     kinds.forEach((kind, i) => {
       head.push(`${kind}Penalize(KEYS[${i + 1}], now, ${costs[i]}, ${params[i]})`)
     })
-  }
-  if (act === 'penalize') {
     // What a peek of cost 1 answers right after (the mode is not '1': nothing is admitted).
     head.push('cost = 1')
   }

@@ -1,6 +1,7 @@
 /**
  * @module The acts that change a key's state outside a consume: reset, refund, penalize, settle, unqueue
- * and release. Each resolves the key's rules as a consume would and asks the store once; a store failure
+ * and release. Each resolves the key's rules as a consume would and asks the store once (a settle that
+ * changes no rule, not at all); a store failure
  * rejects with a `StoreError` whatever `onStoreError` says (an act that did not happen is never reported
  * as done).
  */

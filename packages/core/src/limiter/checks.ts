@@ -318,27 +318,26 @@ function ruleCostsOf(cost: unknown): NamedCosts {
 }
 
 /**
- * A call's cost under its resolved rules, checked against each rule's `maxCost` (`penalty`: a penalty's
- * bound): a number when every rule takes the same (the store's usual path), else one cost per rule, in
+ * A consume's cost under its resolved rules, checked against each rule's `maxCost`: a number when every rule takes the same (the store's usual path), else one cost per rule, in
  * order. A name no rule of the call has is an error; so are different costs under two concurrency rules
  * (a call holds one lease, of one cost). A call no rule limits takes per-rule costs unchecked by name.
  */
-export function callCost(cost: number | NamedCosts, rules: readonly Rule[], penalty = false): number | Costs {
+export function callCost(cost: number | NamedCosts, rules: readonly Rule[]): number | Costs {
   if (typeof cost === 'number') {
-    checkCost(cost, rules, penalty)
+    checkCost(cost, rules)
     return cost
   }
-  return namedCost(cost, rules, penalty)
+  return namedCost(cost, rules)
 }
 
 /** `callCost` of per-rule costs: a function of its own, so that a call of one number does not carry it. */
-function namedCost(cost: NamedCosts, rules: readonly Rule[], penalty: boolean): number | Costs {
+function namedCost(cost: NamedCosts, rules: readonly Rule[]): number | Costs {
   if (rules.length === 0) return EMPTY_COSTS
   const costs = perRule(cost, rules, one)
   let lease: number | undefined
   for (let i = 0; i < rules.length; i++) {
     const rule = rules[i]!
-    if (costs[i]! > maxCost(rule, penalty)) throw new InvalidCostError(costs[i], tooCostly(rule, penalty))
+    if (costs[i]! > maxCost(rule, false)) throw new InvalidCostError(costs[i], tooCostly(rule, false))
     if (algorithmOf(rule).mark === 'lease') {
       if (lease !== undefined && lease !== costs[i]) {
         throw new InvalidCostError(
