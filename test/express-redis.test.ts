@@ -199,6 +199,10 @@ describe('a settle when the store is down', () => {
     const gate = new Promise<void>((resolve) => {
       release = resolve
     })
+    let admitted!: () => void
+    const handling = new Promise<void>((resolve) => {
+      admitted = resolve
+    })
     const app = flavours[0].express()
     app.post(
       '/v1/chat',
@@ -213,6 +217,7 @@ describe('a settle when the store is down', () => {
         settle: () => ({ tokens: 10 }),
       }),
       async (_req, res) => {
+        admitted()
         await gate
         res.json({ ok: true })
       },
@@ -221,9 +226,11 @@ describe('a settle when the store is down', () => {
     stops.push(() => listening.close())
     try {
       const answer = fetch(`${listening.url}/v1/chat`, { method: 'POST' })
-      // Admitted (its units reserved in Redis); the store goes down before the response ends.
-      await vi.waitFor(async () => expect(await down.cli('KEYS', '*')).not.toBe(''))
+      // Admitted (its units reserved in Redis: the handler runs); the store goes down before the response
+      // ends, and the client has seen its connection go, so the settle finds the store down.
+      await handling
       await down.kill()
+      await vi.waitFor(() => expect(client.status).not.toBe('ready'), { timeout: 5000 })
       release()
       expect((await answer).status).toBe(200)
       expect(await warned).toMatch(
